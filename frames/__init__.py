@@ -1,0 +1,1 @@
+"""Pipecat frames that carry the session's lifecycle facts."""

@@ -1,0 +1,1 @@
+"""Keeps realtime voice-agent sessions alive across a provider's connection rotation."""

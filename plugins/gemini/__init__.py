@@ -1,0 +1,1 @@
+"""Gemini Live transport over google-genai."""

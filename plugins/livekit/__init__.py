@@ -1,0 +1,1 @@
+"""LiveKit Agents plugin."""
