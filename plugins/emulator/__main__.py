@@ -1,2 +1,213 @@
-def main() -> None:
-    raise SystemExit("not yet")
+"""Command line: serve the emulator until Ctrl-C.
+
+python -m realtime_resumption.emulator --profile gemini --rotate-every 30 --notice 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Sequence
+
+from loguru import logger
+
+from .config import PROFILES, EmulatorConfig
+from .server import Emulator
+
+_EPILOG = """\
+faults (all can also be scripted from Python through Emulator.faults):
+  rotation          --rotate-every N --notice M: every connection gets goAway{timeLeft: M}
+                    at age N-M and is closed at age N (Gemini: 1011 "Deadline expired
+                    before operation could complete.", Vertex: 1000 "The operation was
+                    cancelled."). --silence-after-go-away: nothing more is sent after it.
+  scripted goAway   --go-away-at-turn T / --go-away-at-chunk K: goAway right after chunk K
+                    of answer turn T (either alone: any turn / any chunk);
+                    --go-away-on-tool-call: right after a toolCall; --go-away-when-idle:
+                    when a connection next becomes idle after an answer. Each fires once.
+  drop              --drop-every S: every S seconds, abort every live TCP connection (the
+                    client sees 1006).
+  refused attempts  --refuse-next K [--refuse-how http503|close1011]: refuse the next K
+                    attempts with HTTP 503, or close 1011 right after setupComplete.
+  hanging attempt   --hang-next K: accept the next K attempts and their setup, never send
+                    setupComplete.
+  resume while open --refuse-resume-while-open: refuse (close 1011 after setupComplete) a
+                    resume while another connection of the same session is still open.
+  rejected handles  --handle-lifetime S: handles older than S are refused with
+                    --refuse-close-code (default 1007) right after setup
+                    (--refuse-after-setup-complete: after setupComplete). From Python,
+                    faults.expire_handles() expires every handle issued so far.
+
+Clients trust the CA file (SSL_CERT_FILE, or HttpOptions(async_client_args={"ssl": ctx}))
+and use the base URL as HttpOptions.base_url; any API key or bearer token is accepted.
+Every duration is multiplied by --time-scale.
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m realtime_resumption.emulator",
+        description="A local Gemini Live server (TLS WebSocket) with scripted faults.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    d = EmulatorConfig()
+    p.add_argument("--profile", choices=PROFILES, default=d.profile, help="service behaviour")
+    p.add_argument("--host", default=d.host, help="address to listen on (default %(default)s)")
+    p.add_argument("--port", type=int, default=d.port, help="port (default: any free port)")
+    p.add_argument(
+        "--time-scale", type=float, default=d.time_scale, help="multiplies every duration"
+    )
+    p.add_argument("--answer-chunks", type=int, default=d.answer_chunks, help="chunks per answer")
+    p.add_argument(
+        "--chunk-interval",
+        type=float,
+        default=d.chunk_interval,
+        help="seconds between answer chunks",
+    )
+    p.add_argument("--chunk-ms", type=int, default=d.chunk_ms, help="audio per answer chunk (ms)")
+    p.add_argument(
+        "--vad-silence",
+        type=float,
+        default=d.vad_silence,
+        help="silence that ends a user audio turn (s)",
+    )
+    p.add_argument("--voice-activity", action="store_true", help="send voiceActivity messages")
+    p.add_argument(
+        "--handle-lifetime",
+        type=float,
+        default=d.handle_lifetime,
+        help="seconds a handle stays valid",
+    )
+    p.add_argument(
+        "--refuse-close-code",
+        type=int,
+        default=d.refuse_close_code,
+        help="close code for a refused handle",
+    )
+    p.add_argument(
+        "--refuse-after-setup-complete",
+        action="store_true",
+        help="refuse a bad handle after setupComplete",
+    )
+    p.add_argument(
+        "--rotate-every", type=float, default=None, metavar="N", help="rotate connections every N s"
+    )
+    p.add_argument(
+        "--notice", type=float, default=d.notice, metavar="M", help="goAway timeLeft (s)"
+    )
+    p.add_argument(
+        "--silence-after-go-away", action="store_true", help="rotations: silent after goAway"
+    )
+    p.add_argument(
+        "--go-away-at-turn", type=int, metavar="T", help="scripted goAway in answer turn T"
+    )
+    p.add_argument(
+        "--go-away-at-chunk", type=int, metavar="K", help="scripted goAway after chunk K"
+    )
+    p.add_argument(
+        "--go-away-on-tool-call", action="store_true", help="scripted goAway at a tool call"
+    )
+    p.add_argument("--go-away-when-idle", action="store_true", help="scripted goAway when idle")
+    p.add_argument("--drop-every", type=float, metavar="S", help="abort all connections every S s")
+    p.add_argument(
+        "--refuse-next", type=int, default=0, metavar="K", help="refuse the next K attempts"
+    )
+    p.add_argument("--refuse-how", choices=("http503", "close1011"), default="http503")
+    p.add_argument("--hang-next", type=int, default=0, metavar="K", help="hang the next K attempts")
+    p.add_argument(
+        "--refuse-resume-while-open",
+        action="store_true",
+        help="refuse a resume while the session is open",
+    )
+    p.add_argument(
+        "--seed", type=int, default=d.seed, help="seed for handle delays and identifiers"
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="log every connection (debug)")
+    return p
+
+
+def _config(args: argparse.Namespace) -> EmulatorConfig:
+    return EmulatorConfig(
+        profile=args.profile,
+        host=args.host,
+        port=args.port,
+        time_scale=args.time_scale,
+        answer_chunks=args.answer_chunks,
+        chunk_interval=args.chunk_interval,
+        chunk_ms=args.chunk_ms,
+        vad_silence=args.vad_silence,
+        voice_activity=args.voice_activity,
+        handle_lifetime=args.handle_lifetime,
+        refuse_close_code=args.refuse_close_code,
+        refuse_after_setup_complete=args.refuse_after_setup_complete,
+        rotate_every=args.rotate_every,
+        notice=args.notice,
+        silence_after_go_away=args.silence_after_go_away,
+        seed=args.seed,
+    )
+
+
+def _script_faults(emu: Emulator, args: argparse.Namespace) -> None:
+    faults = emu.faults
+    if args.refuse_next:
+        faults.refuse_next(args.refuse_next, args.refuse_how)
+    if args.hang_next:
+        faults.hang_next(args.hang_next)
+    faults.refuse_resume_while_open = args.refuse_resume_while_open
+    if args.go_away_at_turn is not None or args.go_away_at_chunk is not None:
+        faults.go_away_at(turn=args.go_away_at_turn, chunk=args.go_away_at_chunk)
+    if args.go_away_on_tool_call:
+        faults.go_away_at(on_tool_call=True)
+    if args.go_away_when_idle:
+        faults.go_away_at(when_idle=True)
+
+
+async def _drop_every(emu: Emulator, seconds: float) -> None:
+    while True:
+        await asyncio.sleep(emu.config.scaled(seconds))
+        dropped = emu.faults.drop()
+        if dropped:
+            logger.info("dropped {} connection(s)", dropped)
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    async with Emulator(_config(args)) as emu:
+        _script_faults(emu, args)
+        print(f"base URL: {emu.base_url}", flush=True)
+        print(f"CA file:  {emu.ca_file}", flush=True)
+        print("serving; Ctrl-C to stop", flush=True)
+        dropper = (
+            asyncio.create_task(_drop_every(emu, args.drop_every)) if args.drop_every else None
+        )
+        try:
+            await stop.wait()
+        finally:
+            if dropper is not None:
+                dropper.cancel()
+                await asyncio.gather(dropper, return_exceptions=True)
+        print(emu.ledger.summary() or "no sessions", flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of ``python -m realtime_resumption.emulator``."""
+    args = _parser().parse_args(argv)
+    logger.remove()
+    logger.add(sys.stderr, level="DEBUG" if args.verbose else "INFO")
+    try:
+        _config(args)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(args))
+
+
+if __name__ == "__main__":
+    main()

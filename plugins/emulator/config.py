@@ -1,0 +1,85 @@
+"""The emulator's settings: profile, pacing, handle rules and rotation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Profile = Literal["gemini", "vertex"]
+
+PROFILES: tuple[Profile, ...] = ("gemini", "vertex")
+
+
+@dataclass
+class EmulatorConfig:
+    """How the emulated service behaves.
+
+    Every duration is in seconds and is multiplied by ``time_scale`` before the emulator waits
+    on it or writes it on the wire (goAway ``timeLeft`` included), so a whole scenario can run
+    in a fraction of a second while client-side clocks stay consistent with what they are told.
+    """
+
+    profile: Profile = "gemini"
+    """``gemini`` (Gemini API) or ``vertex`` (Vertex AI) resumption and closing behaviour."""
+    time_scale: float = 1.0
+    answer_chunks: int = 10
+    """Audio chunks per answer (text parts with the TEXT modality)."""
+    chunk_interval: float = 0.04
+    """Time between answer chunks; the first chunk comes one interval after the turn ends."""
+    chunk_ms: int = 40
+    """Audio duration carried by each answer chunk (24 kHz PCM16 mono)."""
+    vad_silence: float = 0.5
+    """Silent input audio (measured in audio time) that ends a user audio turn."""
+    vad_threshold: int = 500
+    """RMS level (PCM16) above which input audio counts as speech."""
+    handle_delay: tuple[float, float] = (0.02, 0.07)
+    """Vertex: the handle follows turnComplete after a delay drawn from this range."""
+    handle_lifetime: float = 7200.0
+    """Handles older than this (since they were issued) are refused."""
+    refuse_close_code: int = 1007
+    """Close code for an expired or unknown handle."""
+    refuse_after_setup_complete: bool = False
+    """Refuse a bad handle after sending setupComplete instead of before it."""
+    rotate_every: float | None = None
+    """Each connection gets goAway ``notice`` before this age and is closed at it."""
+    notice: float = 50.0
+    """goAway ``timeLeft`` used by rotations and by default ``go_away()``."""
+    silence_after_go_away: bool = False
+    """Rotations: after goAway the connection sends nothing more."""
+    voice_activity: bool = False
+    """Send ``voiceActivity`` start/end messages for user speech, as newer servers do."""
+    setup_timeout: float = 120.0
+    """How long a new connection may take to send its setup message."""
+    hang_limit: float = 600.0
+    """Upper bound of every open-ended wait (a hung setup, a pending tool call)."""
+    host: str = "127.0.0.1"
+    port: int = 0
+    seed: int = 0
+    """Seeds the handle delays and identifiers, so runs repeat."""
+
+    def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise ValueError(f"profile must be one of {PROFILES}, not {self.profile!r}")
+        if not self.time_scale > 0:
+            raise ValueError("time_scale must be > 0")
+        if self.answer_chunks < 1:
+            raise ValueError("answer_chunks must be >= 1")
+        if not 1 <= self.chunk_ms <= 10_000:
+            raise ValueError("chunk_ms must be between 1 and 10000 (frames stay under 1 MiB)")
+        low, high = self.handle_delay
+        if not 0 <= low <= high:
+            raise ValueError("handle_delay must be (low, high) with 0 <= low <= high")
+        if not 1000 <= self.refuse_close_code <= 4999:
+            raise ValueError("refuse_close_code must be a WebSocket close code (1000-4999)")
+        if self.rotate_every is not None and not self.rotate_every > 0:
+            raise ValueError("rotate_every must be > 0 or None")
+        for name in ("chunk_interval", "vad_silence", "handle_lifetime", "notice"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+        for name in ("setup_timeout", "hang_limit"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0")
+
+    def scaled(self, seconds: float) -> float:
+        """``seconds`` on the emulator's clock (multiplied by ``time_scale``)."""
+        return seconds * self.time_scale

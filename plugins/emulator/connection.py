@@ -1,0 +1,363 @@
+"""One client connection: the handshake, admission of resumes, the read loop, goAway and close."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from loguru import logger
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from ..redaction import redact
+from . import wire
+from .config import EmulatorConfig
+from .conversation import Conversation
+from .faults import Faults
+from .ledger import ClientMessageRecord, ClosedBy, ConnectionRecord, Ledger, ServerMessageRecord
+from .session import HandleEntry, Session, SessionRegistry
+from .snapshot import SessionState
+
+Api = Literal["gemini", "vertex"]
+
+DEADLINE_CLOSE = {
+    "gemini": (1011, "Deadline expired before operation could complete."),
+    "vertex": (1000, "The operation was cancelled."),
+}
+"""How each profile closes a connection at a goAway deadline."""
+
+_REASONS = {
+    1000: "The operation was cancelled.",
+    1007: wire.INVALID_ARGUMENT,
+    1008: "Requested entity was not found.",
+    1011: "Internal error encountered.",
+}
+
+
+def close_reason(code: int) -> str:
+    """The reason text the service sends with ``code``."""
+    return _REASONS.get(code, "")
+
+
+@dataclass
+class Hub:
+    """What the connections of one emulator share."""
+
+    config: EmulatorConfig
+    ledger: Ledger
+    faults: Faults
+    sessions: SessionRegistry
+    rng: random.Random
+    started_at: float
+    live: set[Connection] = field(default_factory=set)
+    no_connections: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def add(self, conn: Connection) -> None:
+        """``conn`` started."""
+        self.live.add(conn)
+        self.no_connections.clear()
+
+    def discard(self, conn: Connection) -> None:
+        """``conn`` ended."""
+        self.live.discard(conn)
+        if not self.live:
+            self.no_connections.set()
+
+    def now(self) -> float:
+        """Seconds on the loop's clock since the emulator started."""
+        return asyncio.get_running_loop().time() - self.started_at
+
+
+class Connection:
+    """Serves one WebSocket connection; every task it starts is cancelled when it ends."""
+
+    def __init__(self, ws: ServerConnection, hub: Hub, api: Api, path: str) -> None:
+        self.hub = hub
+        self._ws = ws
+        self.api = api
+        """Which API path the client dialled."""
+        self._path = path
+        self._opened_at = hub.now()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closing = False
+        self._silenced = False
+        self._closed_by: ClosedBy | None = None
+        self._sent_close: tuple[int, str] | None = None
+        self._conversation: Conversation | None = None
+        self.session: Session | None = None
+        self.record: ConnectionRecord | None = None
+        self.message_index = 0
+        """Index of the last client message received (the setup is 0)."""
+
+    @property
+    def session_id(self) -> str | None:
+        """The session this connection serves, once established."""
+        if self.record is None or not self.record.established or self._closing:
+            return None
+        return self.record.session_id
+
+    def __repr__(self) -> str:
+        return f"Connection({self.api}, session={self.session.id if self.session else None})"
+
+    # --- tasks and sending ------------------------------------------------------------------
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run ``coro`` in a task this connection owns."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            if not isinstance(exc, ConnectionClosed):
+                logger.opt(exception=exc).error("emulator: connection task failed")
+
+    async def send(
+        self,
+        message: wire.ServerMessage,
+        *,
+        kind: str,
+        turn: int | None = None,
+        chunk: int | None = None,
+        handle_index: int | None = None,
+    ) -> bool:
+        """Send a server message; returns whether it was delivered (see the ledger)."""
+        entry = ServerMessageRecord(kind, self.hub.now(), False, turn, chunk, handle_index)
+        if self.record is not None:
+            self.record.server_messages.append(entry)
+        if self._silenced or self._closing:
+            return False
+        try:
+            await self._ws.send(wire.encode(message))
+        except ConnectionClosed:
+            return False
+        entry.delivered = True
+        return True
+
+    # --- faults ------------------------------------------------------------------------------
+
+    def go_away(
+        self, time_left: float | None, *, close_at_deadline: bool, silence: bool
+    ) -> asyncio.Task[None] | None:
+        """Schedule a goAway (see ``Faults.go_away``); None when the connection is closing."""
+        if self._closing:
+            return None
+        return self.spawn(self.send_go_away(time_left, close_at_deadline, silence))
+
+    async def send_go_away(
+        self, time_left: float | None, close_at_deadline: bool, silence: bool
+    ) -> None:
+        """Send goAway now (``time_left`` unscaled) and arm the close at its deadline."""
+        scaled = None if time_left is None else self.hub.config.scaled(time_left)
+        await self.send(wire.go_away(scaled), kind="go_away")
+        if silence:
+            self._silenced = True
+        if close_at_deadline and not self._closing:
+            left = time_left if time_left is not None else self.hub.config.notice
+            self.spawn(self._close_at_deadline(self.hub.config.scaled(left)))
+
+    async def _close_at_deadline(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        await self.close(*DEADLINE_CLOSE[self.hub.config.profile])
+
+    def close_with(self, code: int, reason: str) -> asyncio.Task[None] | None:
+        """Schedule a close with ``code``; None when the connection is already closing."""
+        if self._closing:
+            return None
+        return self.spawn(self.close(code, reason))
+
+    def drop(self) -> None:
+        """Abort the TCP connection: no close frame, the client sees 1006."""
+        if self._closing:
+            return
+        self._closing = True
+        self._closed_by = "drop"
+        self._ws.transport.abort()
+
+    async def close(self, code: int, reason: str | None = None) -> None:
+        """Close with ``code`` (and the service's reason for it)."""
+        if self._closing:
+            return
+        self._closing = True
+        self._closed_by = "server"
+        text = close_reason(code) if reason is None else reason
+        self._sent_close = (code, text)
+        await self._ws.close(code, text)
+
+    # --- the connection's life -------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve the connection until it closes."""
+        self.hub.add(self)
+        try:
+            await self._run()
+        except ConnectionClosed:
+            pass
+        finally:
+            await self._finish()
+
+    async def _run(self) -> None:
+        config = self.hub.config
+        try:
+            raw = await asyncio.wait_for(self._ws.recv(), config.scaled(config.setup_timeout))
+        except TimeoutError:
+            logger.debug("emulator: no setup in time")
+            await self.close(*DEADLINE_CLOSE["gemini"])
+            return
+        try:
+            setup = wire.parse_client_message(raw)
+        except wire.WireError as exc:
+            logger.debug("emulator: bad first message: {}", exc)
+            await self.close(1007)
+            return
+        if not isinstance(setup, wire.Setup):
+            logger.debug("emulator: first message is not a setup")
+            await self.close(1007)
+            return
+        if not await self._admit(setup):
+            return
+        while True:
+            raw = await self._ws.recv()
+            self.message_index += 1
+            if not await self._receive(raw):
+                return
+
+    def _open_record(self, session: Session, entry: HandleEntry | None, handle: str | None) -> None:
+        record = ConnectionRecord(
+            index=len(session.record.connections),
+            session_id=session.id,
+            path=self._path,
+            api=self.api,
+            opened_at=self._opened_at,
+            resumed_from=redact(handle) if handle else None,
+            resumed_handle_index=entry.record.index if entry else None,
+        )
+        record.client_messages.append(ClientMessageRecord(0, "setup", self.hub.now()))
+        session.record.connections.append(record)
+        self.session, self.record = session, record
+
+    async def _refuse(self, why: str, code: int, *, after_setup_complete: bool) -> bool:
+        assert self.record is not None and self.session is not None
+        self.record.refused = why
+        logger.debug("emulator: refusing connection of {} ({})", self.session.id, why)
+        if after_setup_complete:
+            await self.send(wire.setup_complete(self.session.id), kind="setup_complete")
+            self.record.setup_at = self.hub.now()
+        await self.close(code)
+        return False
+
+    async def _admit(self, setup: wire.Setup) -> bool:
+        """Apply faults and resumption rules; set the connection up if it is accepted."""
+        hub, config = self.hub, self.hub.config
+        resumption = setup.resumption
+        handle = resumption.handle if resumption else None
+        entry = None
+        if handle is not None:
+            entry = hub.sessions.resolve(
+                handle, now=hub.now(), lifetime=config.scaled(config.handle_lifetime)
+            )
+        known = entry or (hub.sessions.known(handle) if handle else None)
+        session = known.session if known else hub.sessions.new_session()
+        self._open_record(session, entry, handle)
+        assert self.record is not None
+        if hub.faults.take_hang():
+            self.record.refused = "hang"
+            try:
+                await asyncio.wait_for(self._ws.wait_closed(), config.scaled(config.hang_limit))
+            except TimeoutError:
+                await self.close(1011)
+            return False
+        if hub.faults.take_refusal("close1011"):
+            return await self._refuse("close1011", 1011, after_setup_complete=True)
+        if resumption and resumption.transparent and config.profile == "gemini":
+            return await self._refuse("transparent", 1007, after_setup_complete=False)
+        if handle is not None and entry is None:
+            return await self._refuse(
+                "handle",
+                config.refuse_close_code,
+                after_setup_complete=config.refuse_after_setup_complete,
+            )
+        if entry is not None and hub.faults.refuse_resume_while_open and session.open:
+            return await self._refuse("open-session", 1011, after_setup_complete=True)
+        state = (
+            SessionState.restore(entry.record.snapshot)
+            if entry
+            else SessionState(system_instruction=setup.system_instruction)
+        )
+        self._conversation = Conversation(self, session, state, setup)
+        session.open.add(self)
+        session.adopt(state)
+        await self.send(wire.setup_complete(session.id), kind="setup_complete")
+        self.record.setup_at = hub.now()
+        logger.debug(
+            "emulator: session {} connection {} set up ({})",
+            session.id,
+            self.record.index,
+            f"resumed from {redact(handle)}" if handle else "new",
+        )
+        await self._conversation.start()
+        if config.rotate_every is not None:
+            self.spawn(self._rotate(config.rotate_every))
+        return True
+
+    async def _rotate(self, every: float) -> None:
+        config = self.hub.config
+        notice = min(config.notice, every)
+        await asyncio.sleep(config.scaled(every - notice))
+        await self.send_go_away(notice, True, config.silence_after_go_away)
+
+    async def _receive(self, raw: str | bytes) -> bool:
+        """Handle one client frame; False when the connection is being closed for it."""
+        assert self.record is not None and self._conversation is not None
+        entry = ClientMessageRecord(self.message_index, "invalid", self.hub.now())
+        self.record.client_messages.append(entry)
+        try:
+            message = wire.parse_client_message(raw)
+        except wire.WireError as exc:
+            logger.debug("emulator: invalid client message: {}", exc)
+            await self.close(1007)
+            return False
+        entry.kind = wire.kind_of(message)
+        if isinstance(message, wire.Setup):
+            logger.debug("emulator: second setup message")
+            await self.close(1007)
+            return False
+        await self._conversation.handle(message, entry)
+        return True
+
+    async def _finish(self) -> None:
+        self._closing = True
+        while self._tasks:
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if self._conversation is not None:
+            self._conversation.close()
+        if self.session is not None:
+            self.session.open.discard(self)
+        self.hub.discard(self)
+        record = self.record
+        if record is None:
+            return
+        record.closed_at = self.hub.now()
+        record.closed_by = self._closed_by or "client"
+        if self._sent_close is not None:
+            record.close_code, record.close_reason = self._sent_close
+        elif self._closed_by == "drop":
+            record.close_code = 1006
+        else:
+            record.close_code = self._ws.close_code
+            record.close_reason = self._ws.close_reason
+        logger.debug(
+            "emulator: session {} connection {} closed {} by {}",
+            record.session_id,
+            record.index,
+            record.close_code,
+            record.closed_by,
+        )

@@ -1,0 +1,359 @@
+"""The conversation on one connection: user turns, answers, tool calls and resumption updates.
+
+A user turn ends on ``client_content`` with ``turnComplete``, on realtime text, on
+``audioStreamEnd`` or ``activityEnd`` after input, or when speech is followed by
+``vad_silence`` of silent audio (measured in audio time). The answer is then paced chunk by
+chunk; user speech (or a new turn) during an answer interrupts it, and cancels its pending
+tool calls. Resumption updates follow the profile: Gemini issues handles only when no answer
+is running (``{}`` otherwise), Vertex marks every update resumable, mid-answer too, and sends
+the post-turn handle after a short delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from loguru import logger
+
+from . import wire
+from .audio import ANSWER_RATE, USER_RATE, UserAudioDecoder, answer_audio, pcm_duration, rms
+from .faults import TriggerEvent
+from .ledger import ClientMessageRecord, TurnRecord
+from .model import answer_text, called_functions, usage
+from .snapshot import AnswerProgress, HistoryTurn, Outcome, PendingInput, SessionState
+
+if TYPE_CHECKING:
+    from .connection import Connection
+    from .session import Session
+
+
+def _rate(mime_type: str) -> int:
+    for param in mime_type.split(";")[1:]:
+        key, _, value = param.strip().partition("=")
+        if key == "rate" and value.isdigit() and int(value) > 0:
+            return int(value)
+    return USER_RATE
+
+
+class Conversation:
+    """The model side of one connection, over the session state it restored or started."""
+
+    def __init__(
+        self, conn: Connection, session: Session, state: SessionState, setup: wire.Setup
+    ) -> None:
+        self._conn = conn
+        self._session = session
+        self._setup = setup
+        self._config = conn.hub.config
+        self.state = state
+        self._functions = setup.functions
+        self._decoder = UserAudioDecoder()
+        self._answer_task: asyncio.Task[None] | None = None
+        self._awaited: dict[str, str] = {}
+        self._tools_done = asyncio.Event()
+        self._activity = False
+        self._audio_time = 0.0
+        self._speech_end = 0.0
+        self._vertex = self._config.profile == "vertex"
+
+    # --- resumption updates and scripted goAways -------------------------------------------
+
+    async def _update(self, *, resumable: bool) -> None:
+        resumption = self._setup.resumption
+        if resumption is None:
+            return
+        last = self._conn.message_index if resumption.transparent else None
+        if not resumable:
+            message = wire.resumption_update(None, False, last)
+            await self._conn.send(message, kind="resumption_update")
+            return
+        assert self._conn.record is not None
+        entry = self._conn.hub.sessions.issue_handle(
+            self._session,
+            self.state.snapshot(),
+            now=self._conn.hub.now(),
+            connection=self._conn.record.index,
+            last_consumed_index=last,
+        )
+        await self._conn.send(
+            wire.resumption_update(entry.token, True, last),
+            kind="resumption_update",
+            handle_index=entry.record.index,
+        )
+
+    async def _fire(self, event: TriggerEvent, turn: int | None, chunk: int | None = None) -> None:
+        trigger = self._conn.hub.faults.take_trigger(event, self._session.id, turn, chunk)
+        if trigger is not None:
+            await self._conn.send_go_away(
+                trigger.time_left, trigger.close_at_deadline, trigger.silence
+            )
+
+    async def start(self) -> None:
+        """Called once setupComplete was sent: the first resumption update."""
+        await self._update(resumable=True)
+
+    # --- client messages -------------------------------------------------------------------
+
+    async def handle(self, message: wire.ClientMessage, entry: ClientMessageRecord) -> None:
+        """Consume one client message (its effect on the state happens before any await)."""
+        if isinstance(message, wire.ClientContent):
+            entry.text = message.text
+            if message.text:
+                self._add_pending(text=message.text)
+            if message.turn_complete:
+                await self._end_user_turn(force=True)
+        elif isinstance(message, wire.RealtimeInput):
+            for event in message.events:
+                await self._realtime(event, entry)
+        elif isinstance(message, wire.ToolResponse):
+            self._tool_response(message, entry)
+        elif isinstance(message, wire.ContextUpdate):
+            if message.functions is not None:
+                self._functions = message.functions
+            if message.system_instruction is not None:
+                self.state.system_instruction = message.system_instruction
+
+    def _add_pending(
+        self,
+        *,
+        text: str | None = None,
+        words: tuple[str, ...] = (),
+        speech: bool = False,
+        silence: float | None = None,
+    ) -> None:
+        p = self.state.pending
+        self.state.pending = replace(
+            p,
+            parts=p.parts + ((text,) if text else ()) + words,
+            words=p.words + len(words),
+            speech=p.speech or speech,
+            silence=p.silence if silence is None else silence,
+        )
+
+    async def _realtime(self, event: wire.RealtimeEvent, entry: ClientMessageRecord) -> None:
+        if isinstance(event, wire.Audio):
+            await self._audio(event, entry)
+        elif isinstance(event, wire.Text):
+            entry.text = event.text
+            self._add_pending(text=event.text)
+            await self._end_user_turn(force=True)
+        elif isinstance(event, wire.AudioStreamEnd):
+            if self.state.pending.speech:
+                await self._end_user_turn()
+        elif isinstance(event, wire.ActivityStart):
+            self._activity = True
+            started = not self.state.pending.speech
+            self._add_pending(speech=True)
+            if started:
+                await self._speech_started(self._audio_time)
+        elif isinstance(event, wire.ActivityEnd):
+            self._activity = False
+            self._speech_end = self._audio_time
+            await self._end_user_turn()
+
+    async def _audio(self, audio: wire.Audio, entry: ClientMessageRecord) -> None:
+        chunks = self._decoder.feed(audio.data)
+        seqs = tuple(c.seq for c in chunks)
+        words = tuple(c.word for c in chunks if c.word)
+        self.state.consumed_audio.extend(seqs)
+        self._session.record.audio_received.extend(seqs)
+        entry.audio_seqs = seqs
+        duration = pcm_duration(audio.data, _rate(audio.mime_type))
+        chunk_start = self._audio_time
+        self._audio_time += duration
+        if not self._setup.automatic_activity_detection:
+            if self._activity:
+                self._add_pending(words=words)
+                await self._transcribe(words)
+            return
+        pending = self.state.pending
+        if rms(audio.data) >= self._config.vad_threshold:
+            self._add_pending(words=words, speech=True, silence=0.0)
+            self._speech_end = self._audio_time
+            if not pending.speech:
+                await self._speech_started(chunk_start)
+            await self._transcribe(words)
+        elif pending.speech:
+            silence = pending.silence + duration
+            self._add_pending(words=words, silence=silence)
+            await self._transcribe(words)
+            if silence >= self._config.scaled(self._config.vad_silence):
+                await self._end_user_turn()
+
+    async def _transcribe(self, words: tuple[str, ...]) -> None:
+        if not self._setup.input_transcription:
+            return
+        before = self.state.pending.words - len(words)
+        for i, word in enumerate(words):
+            text = word if before + i == 0 else f" {word}"
+            await self._conn.send(wire.input_transcription(text), kind="input_transcription")
+
+    async def _speech_started(self, offset: float) -> None:
+        if self._config.voice_activity:
+            message = wire.voice_activity(True, offset)
+            await self._conn.send(message, kind="voice_activity")
+        if self._setup.interrupts:
+            await self._interrupt()
+
+    def _tool_response(self, message: wire.ToolResponse, entry: ClientMessageRecord) -> None:
+        record = self._session.record
+        ids = []
+        for response in message.responses:
+            call_id = response.id
+            if call_id is None:
+                # Without an id, a response answers the awaited call of the same name.
+                call_id = next((i for i, n in self._awaited.items() if n == response.name), None)
+            label = call_id or f"<no id: {response.name}>"
+            ids.append(label)
+            if call_id is not None and call_id in self._awaited:
+                del self._awaited[call_id]
+            elif call_id is None or call_id not in self._session.issued_calls:
+                logger.debug("emulator: stranded tool response {}", label)
+                record.stranded_tool_responses.append(label)
+            else:
+                record.unawaited_tool_responses.append(call_id)
+        entry.tool_response_ids = tuple(ids)
+        if not self._awaited:
+            self._tools_done.set()
+
+    # --- turns and answers -----------------------------------------------------------------
+
+    async def _end_user_turn(self, *, force: bool = False) -> None:
+        pending = self.state.pending
+        if pending.empty and not force:
+            return
+        self.state.pending = PendingInput()
+        if pending.speech and self._config.voice_activity:
+            message = wire.voice_activity(False, self._speech_end)
+            await self._conn.send(message, kind="voice_activity")
+        await self._interrupt()
+        self._start_answer(pending.text)
+
+    def _start_answer(self, user_text: str) -> None:
+        session = self._session
+        turn = session.new_turn()
+        calls = [
+            (session.new_call_id(), name) for name in called_functions(user_text, self._functions)
+        ]
+        planned = self._config.answer_chunks
+        assert self._conn.record is not None
+        session.record.turns[turn] = TurnRecord(
+            turn, self._conn.record.index, user_text, planned, tool_calls=[i for i, _ in calls]
+        )
+        self.state.answer = AnswerProgress(
+            turn, user_text, planned, tool_calls=tuple(i for i, _ in calls)
+        )
+        self._answer_task = self._conn.spawn(self._answer(turn, calls))
+
+    def _finish_answer(self, outcome: Outcome) -> AnswerProgress | None:
+        """Move the answer in progress to the history, ended with ``outcome``."""
+        answer = self.state.answer
+        if answer is None:
+            return None
+        self.state.answer = None
+        self._answer_task = None
+        self.state.history.append(
+            HistoryTurn(
+                answer.turn,
+                answer.user_text,
+                answer.planned,
+                answer.produced,
+                outcome,
+                answer.tool_calls,
+            )
+        )
+        self._session.record.turns[answer.turn].outcome = outcome
+        return answer
+
+    def _usage(self, answer: AnswerProgress) -> dict[str, int]:
+        return usage(answer.user_text, answer.produced, vertex_api=self._conn.api == "vertex")
+
+    async def _interrupt(self) -> None:
+        """Stop the answer in progress (if any) as interrupted."""
+        task = self._answer_task
+        answer = self._finish_answer("interrupted")
+        if answer is None:
+            return
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task})
+        pending_calls = list(self._awaited)
+        self._awaited.clear()
+        turn = answer.turn
+        if pending_calls:
+            message = wire.tool_call_cancellation(pending_calls)
+            await self._conn.send(message, kind="tool_call_cancellation", turn=turn)
+        await self._conn.send(wire.interrupted(), kind="interrupted", turn=turn)
+        message = wire.turn_complete(self._usage(answer))
+        await self._conn.send(message, kind="turn_complete", turn=turn)
+        await self._after_turn(turn)
+
+    async def _answer(self, turn: int, calls: list[tuple[str, str]]) -> None:
+        config, conn = self._config, self._conn
+        record = self._session.record.turns[turn]
+        await self._update(resumable=self._vertex)
+        if calls:
+            self._awaited = dict(calls)
+            self._tools_done.clear()
+            await conn.send(wire.tool_call(calls), kind="tool_call", turn=turn)
+            await self._fire("tool_call", turn)
+            await self._update(resumable=self._vertex)
+            try:
+                await asyncio.wait_for(self._tools_done.wait(), config.scaled(config.hang_limit))
+            except TimeoutError:
+                logger.debug("emulator: no tool response in time; answering without it")
+                self._awaited.clear()
+            if self.state.answer is not None:
+                self.state.answer = replace(self.state.answer, awaiting_tools=False)
+        for k in range(record.planned):
+            await asyncio.sleep(config.scaled(config.chunk_interval))
+            if self.state.answer is not None:
+                self.state.answer = replace(self.state.answer, produced=k + 1)
+            record.produced = k + 1
+            text = answer_text(turn, k)
+            if self._setup.text_modality:
+                delivered = await conn.send(wire.text_part(text), kind="text", turn=turn, chunk=k)
+            else:
+                data = answer_audio(turn, k, ms=config.chunk_ms)
+                message = wire.audio_part(data, ANSWER_RATE)
+                delivered = await conn.send(message, kind="audio", turn=turn, chunk=k)
+                if self._setup.output_transcription:
+                    message = wire.output_transcription(text)
+                    await conn.send(message, kind="output_transcription", turn=turn, chunk=k)
+            if delivered:
+                record.delivered += 1
+            await self._fire("chunk", turn, k)
+            if self._vertex and k + 1 == record.planned // 2:
+                await self._update(resumable=True)
+        await conn.send(wire.generation_complete(), kind="generation_complete", turn=turn)
+        answer = self._finish_answer("complete")
+        assert answer is not None
+        await conn.send(wire.turn_complete(self._usage(answer)), kind="turn_complete", turn=turn)
+        await self._after_turn(turn)
+
+    async def _after_turn(self, turn: int) -> None:
+        """The handle that follows a turn (Vertex: after a delay), then the idle moment."""
+        if self._vertex and self._setup.resumption is not None:
+            low, high = self._config.handle_delay
+            delay = self._conn.hub.rng.uniform(low, high)
+            self._conn.spawn(self._delayed_handle(turn, self._config.scaled(delay)))
+            return
+        await self._update(resumable=True)
+        if self.state.answer is None:
+            await self._fire("idle", turn)
+
+    async def _delayed_handle(self, turn: int, delay: float) -> None:
+        await asyncio.sleep(delay)
+        await self._update(resumable=True)
+        if self.state.answer is None:
+            await self._fire("idle", turn)
+
+    def close(self) -> None:
+        """The connection ended: an answer still running is cut."""
+        answer = self.state.answer
+        if answer is not None:
+            record = self._session.record.turns[answer.turn]
+            if record.outcome == "running":
+                record.outcome = "cut"

@@ -1,0 +1,245 @@
+"""Scripted faults: goAway now or at a chosen moment, drops, refused and hanging attempts.
+
+Every fault can be set from synchronous code. Those that act on live connections return an
+``Applied``: its ``count`` says how many connections the fault reached, and awaiting it waits
+until each of them has carried it out (the goAway written, the close sent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from .config import EmulatorConfig
+
+RefusalHow = Literal["http503", "close1011"]
+TriggerEvent = Literal["chunk", "tool_call", "idle"]
+NoticeDefault = Literal["notice"]
+
+
+class FaultTarget(Protocol):
+    """A live connection, as faults see it."""
+
+    @property
+    def session_id(self) -> str | None:
+        """The session the connection serves (None before setup)."""
+
+    def go_away(
+        self, time_left: float | None, *, close_at_deadline: bool, silence: bool
+    ) -> asyncio.Task[None] | None:
+        """Send goAway (scheduled on the connection); None if the connection is closing."""
+
+    def close_with(self, code: int, reason: str) -> asyncio.Task[None] | None:
+        """Close the connection with ``code`` (scheduled); None if already closing."""
+
+    def drop(self) -> None:
+        """Abort the TCP connection without a close frame."""
+
+
+class Applied:
+    """How many connections a fault reached; ``await`` it to wait until it was carried out."""
+
+    def __init__(self, tasks: list[asyncio.Task[None]]) -> None:
+        self._tasks = tasks
+
+    @property
+    def count(self) -> int:
+        """The number of connections the fault reached."""
+        return len(self._tasks)
+
+    def __await__(self) -> Generator[object, None, int]:
+        return self._wait().__await__()
+
+    async def _wait(self) -> int:
+        if self._tasks:
+            await asyncio.wait(self._tasks)
+        return len(self._tasks)
+
+    def __repr__(self) -> str:
+        return f"Applied(count={self.count})"
+
+
+@dataclass
+class GoAwayTrigger:
+    """A goAway scripted for a moment of the conversation; it fires once."""
+
+    turn: int | None
+    chunk: int | None
+    on_tool_call: bool
+    when_idle: bool
+    time_left: float | None
+    session_id: str | None
+    close_at_deadline: bool
+    silence: bool
+
+    def matches(
+        self, event: TriggerEvent, session_id: str, turn: int | None, chunk: int | None
+    ) -> bool:
+        """Whether this trigger fires at ``event``."""
+        if self.session_id is not None and self.session_id != session_id:
+            return False
+        if self.turn is not None and self.turn != turn:
+            return False
+        if event == "chunk":
+            return not (self.on_tool_call or self.when_idle) and (
+                self.chunk is None or self.chunk == chunk
+            )
+        if event == "tool_call":
+            return self.on_tool_call
+        return self.when_idle
+
+
+class Faults:
+    """The scripted faults of one emulator (``emu.faults``)."""
+
+    def __init__(
+        self,
+        config: EmulatorConfig,
+        targets: Callable[[], Iterable[FaultTarget]],
+        expire: Callable[[], int],
+    ) -> None:
+        self._config = config
+        self._targets = targets
+        self._expire = expire
+        self._refusals: deque[RefusalHow] = deque()
+        self._hangs = 0
+        self._triggers: list[GoAwayTrigger] = []
+        self.refuse_resume_while_open = False
+        """Refuse (close 1011 after setupComplete) a resume while another connection of the
+        same session is still open, as Gemini is reported to do."""
+
+    def _time_left(self, time_left: float | NoticeDefault | None) -> float | None:
+        return self._config.notice if time_left == "notice" else time_left
+
+    def _select(self, session_id: str | None) -> list[FaultTarget]:
+        return [
+            t
+            for t in self._targets()
+            if t.session_id is not None and session_id in (None, t.session_id)
+        ]
+
+    def go_away(
+        self,
+        time_left: float | NoticeDefault | None = "notice",
+        *,
+        session_id: str | None = None,
+        close_at_deadline: bool = True,
+        silence: bool = False,
+    ) -> Applied:
+        """Send goAway now to every live connection (or ``session_id``'s).
+
+        ``time_left`` is in seconds before ``time_scale`` applies (the wire carries the scaled
+        figure, and the close comes at the scaled deadline); it defaults to the configured notice; None sends ``{}`` (no figure, and the
+        close comes after the configured notice). With ``close_at_deadline`` the connection is
+        closed at the deadline, with the profile's close code; with ``silence`` it sends
+        nothing more after the goAway.
+        """
+        left = self._time_left(time_left)
+        tasks = [
+            task
+            for t in self._select(session_id)
+            if (task := t.go_away(left, close_at_deadline=close_at_deadline, silence=silence))
+        ]
+        return Applied(tasks)
+
+    def go_away_at(
+        self,
+        *,
+        turn: int | None = None,
+        chunk: int | None = None,
+        on_tool_call: bool = False,
+        when_idle: bool = False,
+        time_left: float | NoticeDefault | None = "notice",
+        session_id: str | None = None,
+        close_at_deadline: bool = True,
+        silence: bool = False,
+    ) -> None:
+        """Script a goAway for a moment of the conversation; it fires once.
+
+        - ``turn``/``chunk``: right after chunk ``chunk`` of answer turn ``turn`` was sent
+          (``turn`` alone: after the turn's first chunk sent; ``chunk`` alone: in any turn).
+        - ``on_tool_call``: right after a toolCall (of ``turn``, if given) was sent.
+        - ``when_idle``: when a connection next becomes idle after an answer (after the
+          answer's resumption handle, if any).
+
+        Answer turns are numbered from 0 in each session, across its connections.
+        ``time_left``, ``close_at_deadline`` and ``silence`` are as for ``go_away``.
+        """
+        if turn is None and chunk is None and not on_tool_call and not when_idle:
+            raise ValueError("go_away_at needs turn, chunk, on_tool_call or when_idle")
+        if on_tool_call and when_idle:
+            raise ValueError("choose one of on_tool_call and when_idle")
+        self._triggers.append(
+            GoAwayTrigger(
+                turn=turn,
+                chunk=chunk,
+                on_tool_call=on_tool_call,
+                when_idle=when_idle,
+                time_left=self._time_left(time_left),
+                session_id=session_id,
+                close_at_deadline=close_at_deadline,
+                silence=silence,
+            )
+        )
+
+    def drop(self, session_id: str | None = None) -> int:
+        """Abort the TCP connection of every live connection (or ``session_id``'s): the client
+        sees close code 1006. Returns how many were dropped."""
+        targets = self._select(session_id)
+        for t in targets:
+            t.drop()
+        return len(targets)
+
+    def close(self, code: int, reason: str = "", *, session_id: str | None = None) -> Applied:
+        """Close every live connection (or ``session_id``'s) with ``code`` and ``reason``."""
+        tasks = [task for t in self._select(session_id) if (task := t.close_with(code, reason))]
+        return Applied(tasks)
+
+    def refuse_next(self, n: int = 1, how: RefusalHow = "http503") -> None:
+        """Refuse the next ``n`` connection attempts: HTTP 503 at the upgrade, or
+        ``close1011``: close 1011 right after setupComplete."""
+        if how not in ("http503", "close1011"):
+            raise ValueError("how must be 'http503' or 'close1011'")
+        self._refusals.extend([how] * n)
+
+    def hang_next(self, n: int = 1) -> None:
+        """Accept the next ``n`` attempts and their setup, but never send setupComplete."""
+        self._hangs += n
+
+    def expire_handles(self) -> int:
+        """Every handle issued so far becomes expired; returns how many were still valid."""
+        return self._expire()
+
+    def clear(self) -> None:
+        """Forget pending refusals, hangs and scripted goAways."""
+        self._refusals.clear()
+        self._hangs = 0
+        self._triggers.clear()
+
+    # Used by the server and its connections.
+
+    def take_refusal(self, how: RefusalHow) -> bool:
+        """Consume a pending refusal of kind ``how`` if it is next in line."""
+        if self._refusals and self._refusals[0] == how:
+            self._refusals.popleft()
+            return True
+        return False
+
+    def take_hang(self) -> bool:
+        """Consume a pending hang."""
+        if self._hangs:
+            self._hangs -= 1
+            return True
+        return False
+
+    def take_trigger(
+        self, event: TriggerEvent, session_id: str, turn: int | None, chunk: int | None = None
+    ) -> GoAwayTrigger | None:
+        """The first scripted goAway that fires at ``event`` (removed: it fires once)."""
+        for i, trigger in enumerate(self._triggers):
+            if trigger.matches(event, session_id, turn, chunk):
+                return self._triggers.pop(i)
+        return None

@@ -1,0 +1,235 @@
+"""The emulator: a TLS WebSocket server on 127.0.0.1 that speaks the Gemini Live protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import ssl
+from types import TracebackType
+from urllib.parse import parse_qs
+
+from google import genai
+from google.genai import types
+from google.oauth2.credentials import Credentials
+from loguru import logger
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.http11 import Request, Response
+
+from .certs import TlsMaterial
+from .config import EmulatorConfig
+from .connection import Api, Connection, Hub
+from .faults import Faults
+from .ledger import AttemptRecord, Ledger
+from .session import SessionRegistry
+
+_GEMINI_PATH = re.compile(
+    r"/+ws/google\.ai\.generativelanguage\.[A-Za-z0-9]+"
+    r"\.GenerativeService\.BidiGenerateContent(?:Constrained)?"
+)
+_VERTEX_PATH = re.compile(
+    r"/+ws/google\.cloud\.aiplatform\.[A-Za-z0-9]+\.LlmBidiService/BidiGenerateContent"
+)
+_MAX_CLIENT_MESSAGE = 16 * 2**20
+# Not scaled: a close handshake under load must not turn into an abort (1006).
+_CLOSE_TIMEOUT = 5.0
+_STOP_TIMEOUT = 10.0
+
+VERTEX_PROJECT = "emulator-project"
+VERTEX_LOCATION = "us-central1"
+
+
+def _split(target: str) -> tuple[str, str]:
+    # Not urlsplit: it would read "//ws/..." as a host name.
+    path, _, query = target.partition("?")
+    return path, query
+
+
+def route(path: str) -> Api | None:
+    """Which API a request path belongs to; None for any other path."""
+    bare, _ = _split(path)
+    if _GEMINI_PATH.fullmatch(bare):
+        return "gemini"
+    if _VERTEX_PATH.fullmatch(bare):
+        return "vertex"
+    return None
+
+
+def _authorised(request: Request) -> bool:
+    headers = request.headers
+    if headers.get("x-goog-api-key", "").strip() or headers.get("authorization", "").strip():
+        return True
+    query = parse_qs(_split(request.path)[1])
+    return bool(query.get("key") or query.get("access_token"))
+
+
+class Emulator:
+    """A local Gemini Live service for tests, demos and offline development.
+
+    Use ``async with Emulator(config) as emu:`` (or ``start()``/``stop()``), then point the
+    google-genai SDK at it with ``emu.client()`` or ``emu.http_options()``.
+    """
+
+    def __init__(self, config: EmulatorConfig | None = None) -> None:
+        self.config = config if config is not None else EmulatorConfig()
+        self.ledger = Ledger()
+        """Everything that happened (see ``realtime_resumption.emulator.ledger``)."""
+        self._rng = random.Random(self.config.seed)
+        self._sessions = SessionRegistry(self.ledger, self._rng)
+        self._live: set[Connection] = set()
+        self.faults = Faults(self.config, lambda: list(self._live), self._sessions.expire_all)
+        """Scripted faults (see ``realtime_resumption.emulator.faults``)."""
+        self._tls: TlsMaterial | None = None
+        self._server: Server | None = None
+        self._hub: Hub | None = None
+        self._port: int | None = None
+
+    async def start(self) -> None:
+        """Make the certificates and start listening."""
+        if self._server is not None:
+            raise RuntimeError("the emulator is already running")
+        config = self.config
+        self._tls = TlsMaterial(config.host)
+        self._hub = Hub(
+            config=config,
+            ledger=self.ledger,
+            faults=self.faults,
+            sessions=self._sessions,
+            rng=self._rng,
+            started_at=asyncio.get_running_loop().time(),
+            live=self._live,
+        )
+        self._hub.no_connections.set()
+        try:
+            self._server = await serve(
+                self._handle,
+                config.host,
+                config.port,
+                ssl=self._tls.server_context(),
+                process_request=self._process_request,
+                compression=None,
+                max_size=_MAX_CLIENT_MESSAGE,
+                close_timeout=_CLOSE_TIMEOUT,
+            )
+        except BaseException:
+            self._tls.remove()
+            self._tls = None
+            raise
+        self._port = self._server.sockets[0].getsockname()[1]
+        logger.debug("emulator: listening on {} ({} profile)", self.base_url, config.profile)
+
+    async def stop(self) -> None:
+        """Close every connection (1001), stop listening and remove the CA file."""
+        server, self._server = self._server, None
+        try:
+            if server is not None:
+                server.close()
+                try:
+                    await asyncio.wait_for(server.wait_closed(), _STOP_TIMEOUT)
+                except TimeoutError:
+                    logger.warning("emulator: connections did not close in time; aborting them")
+                    for conn in list(self._live):
+                        conn.drop()
+                    await server.wait_closed()
+        finally:
+            if self._tls is not None:
+                self._tls.remove()
+                self._tls = None
+
+    async def wait_disconnected(self, timeout: float = 5.0) -> None:
+        """Wait until no connection is open (and the ledger has recorded every close).
+
+        Raises TimeoutError after ``timeout`` seconds (not scaled).
+        """
+        if self._hub is None:
+            return
+        await asyncio.wait_for(self._hub.no_connections.wait(), timeout)
+
+    async def __aenter__(self) -> Emulator:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # --- what clients need ------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The port the emulator listens on."""
+        if self._port is None or self._server is None:
+            raise RuntimeError("the emulator is not running")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """``https://127.0.0.1:<port>``: the SDK's ``HttpOptions.base_url``."""
+        return f"https://{self.config.host}:{self.port}"
+
+    @property
+    def ca_file(self) -> str:
+        """Path of the CA certificate (PEM) that clients must trust."""
+        if self._tls is None:
+            raise RuntimeError("the emulator is not running")
+        return self._tls.ca_file
+
+    def client_ssl_context(self) -> ssl.SSLContext:
+        """An SSL context trusting the emulator's CA."""
+        if self._tls is None:
+            raise RuntimeError("the emulator is not running")
+        return self._tls.client_context()
+
+    def http_options(self) -> types.HttpOptions:
+        """SDK HTTP options pointing at the emulator and trusting its CA."""
+        return types.HttpOptions(
+            base_url=self.base_url, async_client_args={"ssl": self.client_ssl_context()}
+        )
+
+    def client(self, vertex: bool = False) -> genai.Client:
+        """A google-genai client pointed at the emulator.
+
+        Gemini-API mode uses a fake API key; Vertex mode uses fixed OAuth credentials (a token
+        that never needs refreshing), project ``emulator-project`` and location ``us-central1``,
+        so it never touches the network or Application Default Credentials.
+        """
+        if vertex:
+            return genai.Client(
+                vertexai=True,
+                credentials=Credentials(token="emulator-token"),  # type: ignore[no-untyped-call]
+                project=VERTEX_PROJECT,
+                location=VERTEX_LOCATION,
+                http_options=self.http_options(),
+            )
+        return genai.Client(api_key="emulator-key", http_options=self.http_options())
+
+    # --- serving ----------------------------------------------------------------------------
+
+    def _attempt(self, path: str, outcome: str) -> None:
+        assert self._hub is not None
+        # The query may hold a key: only the path is recorded.
+        bare, _ = _split(path)
+        self.ledger.attempts.append(AttemptRecord(self._hub.now(), bare, outcome))
+
+    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        if route(request.path) is None:
+            self._attempt(request.path, "http404")
+            return connection.respond(404, "Not Found\n")
+        if not _authorised(request):
+            self._attempt(request.path, "http401")
+            return connection.respond(401, "Request is missing required authentication.\n")
+        if self.faults.take_refusal("http503"):
+            self._attempt(request.path, "http503")
+            return connection.respond(503, "The service is currently unavailable.\n")
+        self._attempt(request.path, "accepted")
+        return None
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        assert self._hub is not None
+        path = ws.request.path if ws.request is not None else ""
+        api = route(path) or "gemini"
+        await Connection(ws, self._hub, api, _split(path)[0]).run()

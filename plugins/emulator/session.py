@@ -1,0 +1,127 @@
+"""Sessions that outlive connections, and the resumption handles that point into them."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..redaction import redact
+from .ledger import HandleRecord, Ledger, SessionRecord
+from .snapshot import SessionState, Snapshot
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+
+@dataclass
+class HandleEntry:
+    """A handle the service issued: the session and the snapshot it stands for."""
+
+    token: str
+    session: Session
+    record: HandleRecord
+
+    def __repr__(self) -> str:
+        return f"HandleEntry({redact(self.token)}, session={self.session.id})"
+
+
+class Session:
+    """A conversation that lives on across connections.
+
+    Its state lives on each connection (a resumed connection starts from a snapshot, so two
+    open connections of one session can diverge); the session keeps what is shared: its id,
+    the handles issued, the call ids issued, and counters that keep turn and call ids unique.
+    """
+
+    def __init__(self, session_id: str, record: SessionRecord) -> None:
+        self.id = session_id
+        self.record = record
+        self.open: set[Connection] = set()
+        self.issued_calls: set[str] = set()
+        self._next_turn = 0
+        self._next_call = 0
+
+    def new_turn(self) -> int:
+        """A new answer turn id (unique within the session, across resumes)."""
+        turn = self._next_turn
+        self._next_turn += 1
+        return turn
+
+    def new_call_id(self) -> str:
+        """A new function call id (unique within the session, across resumes)."""
+        call_id = f"fc-{self.id}-{self._next_call}"
+        self._next_call += 1
+        self.issued_calls.add(call_id)
+        self.record.tool_calls_issued.append(call_id)
+        return call_id
+
+    def adopt(self, state: SessionState) -> None:
+        """``state`` (a newly set up connection's) is now the session's latest."""
+        self.record.state = state
+
+
+class SessionRegistry:
+    """Every session and handle of one emulator."""
+
+    def __init__(self, ledger: Ledger, rng: random.Random) -> None:
+        self._ledger = ledger
+        self._rng = rng
+        self.sessions: dict[str, Session] = {}
+        self._handles: dict[str, HandleEntry] = {}
+
+    def _token(self, nbytes: int) -> str:
+        return self._rng.randbytes(nbytes).hex()
+
+    def new_session(self) -> Session:
+        """A fresh session with a new id."""
+        session_id = f"emu-{len(self.sessions):04d}-{self._token(4)}"
+        session = Session(session_id, self._ledger.session(session_id))
+        self.sessions[session_id] = session
+        return session
+
+    def issue_handle(
+        self,
+        session: Session,
+        snapshot: Snapshot,
+        *,
+        now: float,
+        connection: int,
+        last_consumed_index: int | None,
+    ) -> HandleEntry:
+        """A new handle standing for ``snapshot``."""
+        token = self._token(24)
+        record = HandleRecord(
+            index=len(session.record.handles),
+            redacted=redact(token),
+            issued_at=now,
+            connection=connection,
+            last_consumed_index=last_consumed_index,
+            snapshot=snapshot,
+        )
+        session.record.handles.append(record)
+        entry = self._handles[token] = HandleEntry(token, session, record)
+        return entry
+
+    def resolve(self, token: str, *, now: float, lifetime: float) -> HandleEntry | None:
+        """The entry of a valid handle; None when unknown, expired or too old."""
+        entry = self._handles.get(token)
+        if entry is None or entry.record.expired:
+            return None
+        if now - entry.record.issued_at > lifetime:
+            entry.record.expired = True
+            return None
+        return entry
+
+    def known(self, token: str) -> HandleEntry | None:
+        """The entry of any handle ever issued, valid or not."""
+        return self._handles.get(token)
+
+    def expire_all(self) -> int:
+        """Expire every handle issued so far; returns how many were still valid."""
+        count = 0
+        for entry in self._handles.values():
+            if not entry.record.expired:
+                entry.record.expired = True
+                count += 1
+        return count

@@ -1,0 +1,92 @@
+"""The command line: documents every fault, prints where to connect, stops on Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import ssl
+import sys
+
+import pytest
+from emu_helpers import MODEL, live_config, read_until
+from google import genai
+from google.genai import types
+
+from realtime_resumption.emulator.__main__ import main
+
+
+def test_help_documents_every_fault(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["--help"])
+    assert caught.value.code == 0
+    text = capsys.readouterr().out
+    for flag in (
+        "--rotate-every",
+        "--notice",
+        "--silence-after-go-away",
+        "--go-away-at-turn",
+        "--go-away-at-chunk",
+        "--go-away-on-tool-call",
+        "--go-away-when-idle",
+        "--drop-every",
+        "--refuse-next",
+        "--refuse-how",
+        "--hang-next",
+        "--refuse-resume-while-open",
+        "--handle-lifetime",
+        "--refuse-close-code",
+        "expire_handles",
+    ):
+        assert flag in text
+
+
+def test_bad_settings_are_reported() -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["--time-scale", "0"])
+    assert "time_scale" in str(caught.value.code)
+
+
+def exists(path: str) -> bool:
+    return os.path.exists(path)
+
+
+async def test_serves_until_interrupted() -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "realtime_resumption.emulator",
+        "--profile",
+        "gemini",
+        "--rotate-every",
+        "30",
+        "--notice",
+        "5",
+        "--time-scale",
+        "0.01",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    try:
+        async with asyncio.timeout(20):
+            base_url = (await process.stdout.readline()).decode().split()[-1]
+            ca_file = (await process.stdout.readline()).decode().split()[-1]
+        assert base_url.startswith("https://127.0.0.1:") and exists(ca_file)
+        options = types.HttpOptions(
+            base_url=base_url, async_client_args={"ssl": ssl.create_default_context(cafile=ca_file)}
+        )
+        client = genai.Client(api_key="any", http_options=options)
+        async with client.aio.live.connect(model=MODEL, config=live_config()) as session:
+            messages = await read_until(session, lambda m: m.go_away is not None, timeout=5)
+        assert messages[-1].go_away is not None and messages[-1].go_away.time_left == "0.050s"
+        process.send_signal(signal.SIGINT)
+        async with asyncio.timeout(20):
+            rest = await process.stdout.read()
+            assert await process.wait() == 0
+        assert "1 connection(s)" in rest.decode()
+        assert not exists(ca_file)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
