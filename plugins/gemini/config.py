@@ -1,0 +1,176 @@
+"""What shapes a Gemini Live connection: construction options, credentials, the setup message."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+from google import genai
+from google.genai import types
+
+from realtime_resumption.redaction import redact
+from realtime_resumption.transport import ResponseModality, SessionUpdate
+
+DEFAULT_MODEL: Final = "gemini-2.5-flash-native-audio-preview-12-2025"
+DEFAULT_SETUP_TIMEOUT: Final = 10.0
+"""Seconds a dial may take to get ``setupComplete``; the SDK itself would wait forever."""
+
+
+@dataclass(frozen=True)
+class Credential:
+    """A short-lived credential from a ``credential_provider``.
+
+    ``token`` is an API key or ephemeral token (Gemini API) or an OAuth access token (Vertex
+    AI). ``expires_at`` is when it stops working, in seconds since the epoch (``time.time()``);
+    ``None`` means it does not expire.
+    """
+
+    token: str = field(repr=False)
+    expires_at: float | None = None
+
+    def __repr__(self) -> str:
+        return f"Credential(token={redact(self.token)}, expires_at={self.expires_at})"
+
+
+CredentialProvider = Callable[[], Awaitable[Credential]]
+"""Called before every dial; the connection it opens closes when the credential expires."""
+
+
+@dataclass(frozen=True)
+class Auth:
+    """How to reach the service: the Gemini API (``api_key``) or Vertex AI."""
+
+    api_key: str | None = field(default=None, repr=False)
+    vertexai: bool = False
+    project: str | None = None
+    location: str | None = None
+    credentials: object | None = field(default=None, repr=False)
+    """A ``google.auth.credentials.Credentials`` for Vertex AI."""
+    http_options: types.HttpOptions | None = None
+
+    def client(self, credential: Credential | None = None) -> genai.Client:
+        """A client for one dial; with ``credential``, authenticated by it."""
+        if not self.vertexai:
+            api_key = credential.token if credential is not None else self.api_key
+            return genai.Client(api_key=api_key, http_options=self.http_options)
+        credentials: Any = self.credentials
+        if credential is not None:
+            from google.oauth2.credentials import Credentials
+
+            credentials = Credentials(token=credential.token)  # type: ignore[no-untyped-call]
+        return genai.Client(
+            vertexai=True,
+            project=self.project,
+            location=self.location,
+            credentials=credentials,
+            http_options=self.http_options,
+        )
+
+
+_TOOL_KEYS: Final = frozenset(types.Tool.model_fields)
+
+
+def normalise_tools(tools: Sequence[object]) -> tuple[types.Tool, ...]:
+    """google-genai ``Tool``s from tools and function declarations (objects or dicts).
+
+    Bare function declarations are gathered into one ``Tool``, after the given ``Tool``s.
+    """
+    out: list[types.Tool] = []
+    functions: list[types.FunctionDeclaration] = []
+    for tool in tools:
+        if isinstance(tool, types.Tool):
+            out.append(tool)
+        elif isinstance(tool, types.FunctionDeclaration):
+            functions.append(tool)
+        elif isinstance(tool, Mapping):
+            if not _TOOL_KEYS.intersection(tool):
+                functions.append(types.FunctionDeclaration.model_validate(tool))
+            else:
+                out.append(types.Tool.model_validate(tool))
+        else:
+            raise TypeError(
+                "tools must be google.genai.types.Tool or FunctionDeclaration objects or their "
+                f"dict forms, not {type(tool).__name__}"
+            )
+    if functions:
+        out.append(types.Tool(function_declarations=functions))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    """Everything the setup message carries, apart from the resumption handle."""
+
+    model: str = DEFAULT_MODEL
+    voice: str | None = None
+    language: str | None = None
+    response_modality: ResponseModality = "audio"
+    system_instruction: str | None = None
+    tools: tuple[types.Tool, ...] = ()
+    input_audio_transcription: bool = True
+    output_audio_transcription: bool = True
+    realtime_input_config: types.RealtimeInputConfig | None = None
+    context_window_compression: types.ContextWindowCompressionConfig | None = None
+    initial_history_in_client_content: bool = False
+    """Gemini 3.x: history may be seeded with ``client_content`` before the first realtime
+    input (``history_config``)."""
+
+    def updated(self, update: SessionUpdate) -> LiveOptions:
+        """These options with ``update`` applied (``None`` fields leave a setting as it is)."""
+        changes: dict[str, Any] = {}
+        if update.instructions is not None:
+            changes["system_instruction"] = update.instructions
+        if update.tools is not None:
+            changes["tools"] = normalise_tools(update.tools)
+        if update.voice is not None:
+            changes["voice"] = update.voice
+        if update.response_modality is not None:
+            changes["response_modality"] = update.response_modality
+        if update.input_transcription is not None:
+            changes["input_audio_transcription"] = update.input_transcription
+        if update.output_transcription is not None:
+            changes["output_audio_transcription"] = update.output_transcription
+        return replace(self, **changes)
+
+    def live_connect_config(
+        self, *, handle: str | None = None, transparent: bool = False
+    ) -> types.LiveConnectConfig:
+        """The SDK config for one dial. ``handle`` resumes a session; without one the server
+        still issues handles (``"sessionResumption": {}``)."""
+        config = types.LiveConnectConfig(
+            response_modalities=[
+                types.Modality.AUDIO if self.response_modality == "audio" else types.Modality.TEXT
+            ],
+            session_resumption=types.SessionResumptionConfig(
+                handle=handle, transparent=True if transparent else None
+            ),
+        )
+        if self.system_instruction is not None:
+            config.system_instruction = types.Content(
+                role="system", parts=[types.Part(text=self.system_instruction)]
+            )
+        if self.tools:
+            config.tools = list(self.tools)
+        if self.voice is not None or self.language is not None:
+            config.speech_config = types.SpeechConfig(
+                voice_config=(
+                    types.VoiceConfig(
+                        prebuilt_voice_config=types.PrebuiltVoiceConfig(voice_name=self.voice)
+                    )
+                    if self.voice is not None
+                    else None
+                ),
+                language_code=self.language,
+            )
+        if self.input_audio_transcription:
+            config.input_audio_transcription = types.AudioTranscriptionConfig()
+        if self.output_audio_transcription and self.response_modality == "audio":
+            config.output_audio_transcription = types.AudioTranscriptionConfig()
+        if self.realtime_input_config is not None:
+            config.realtime_input_config = self.realtime_input_config
+        if self.context_window_compression is not None:
+            config.context_window_compression = self.context_window_compression
+        if self.initial_history_in_client_content:
+            config.history_config = types.HistoryConfig(initial_history_in_client_content=True)
+        return config

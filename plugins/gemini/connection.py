@@ -1,0 +1,416 @@
+"""One dial of Gemini Live: the SDK session, its receive and write tasks, its message index.
+
+A ``_Connection`` knows nothing of generations or callbacks: it hands every server message,
+write outcome and its close to ``ConnectionHooks`` tagged with itself, and the transport
+decides whether that connection still counts. Several can be open at once (a replacement
+dialled while the incumbent still serves).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections import deque
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from google import genai
+from google.genai import errors, live, types
+from loguru import logger
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+from realtime_resumption.gemini.messages import ClientMessage, write
+from realtime_resumption.transport import (
+    ConnectError,
+    ConnectFailure,
+    NotConnectedError,
+    SendQueueFullError,
+)
+
+OUTBOX_LIMIT: Final = 2000
+"""Messages a connection queues before refusing more: 40 s of 20 ms audio frames, longer
+than the keepalive lets a stalled socket live."""
+
+WRITE_TIMEOUT: Final = 10.0
+"""Seconds one write may wait for the socket before the socket is dropped as stalled."""
+
+CLOSE_TIMEOUT: Final = 2.0
+"""Seconds a close may take before the socket is dropped without the closing handshake."""
+
+_PROVIDER_TEXT_LIMIT: Final = 300
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionHooks:
+    """Where a connection reports what happens to it, tagged with itself."""
+
+    message: Callable[[_Connection, types.LiveServerMessage], None]
+    receive_error: Callable[[_Connection, Exception], None]
+    """A frame the SDK could not read, or an error frame; the connection goes on."""
+    written: Callable[[_Connection, ClientMessage], None]
+    write_failed: Callable[[_Connection, Sequence[ClientMessage], Exception], None]
+    """These accepted messages were not written (the connection died, or the SDK refused
+    one)."""
+    closed: Callable[[_Connection, int | None, str | None], None]
+    """Exactly once per connection that opened, with the close code and raw reason."""
+
+
+class _Connection:
+    """One WebSocket session with Gemini Live, from setup to close.
+
+    ``message_index`` counts client messages on this connection as the server does for
+    ``lastConsumedClientMessageIndex``: the setup is 0, and each queued message takes the next
+    number (the queue is written in order, one message at a time).
+    """
+
+    def __init__(
+        self,
+        *,
+        client: genai.Client,
+        model: str,
+        config: types.LiveConnectConfig,
+        dial_gen: int,
+        handle_supplied: bool,
+        hooks: ConnectionHooks,
+        owns_client: bool,
+        outbox_limit: int = OUTBOX_LIMIT,
+        write_timeout: float = WRITE_TIMEOUT,
+        close_timeout: float = CLOSE_TIMEOUT,
+    ) -> None:
+        self.dial_gen = dial_gen
+        self.attempt_id = f"att_{dial_gen}"
+        self.handle_supplied = handle_supplied
+        self.session_id: str | None = None
+        self.transport_generation: int | None = None
+        """Set by the transport when the setup completed."""
+        self.message_index = 0
+        self.realtime_input_sent = False
+        """A realtime input was queued: Gemini 3.x takes no more history after it."""
+        self._client = client
+        self._model = model
+        self._config = config
+        self._hooks = hooks
+        self._owns_client = owns_client
+        self._outbox: deque[ClientMessage] = deque()
+        self._outbox_limit = outbox_limit
+        self._write_timeout = write_timeout
+        self._close_timeout = close_timeout
+        self._wake = asyncio.Event()
+        self._writing_since: float | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._cm: AbstractAsyncContextManager[live.AsyncSession] | None = None
+        self._session: live.AsyncSession | None = None
+        self._receiver: asyncio.Task[None] | None = None
+        self._writer: asyncio.Task[None] | None = None
+        self._state: Literal["new", "open", "closing", "closed"] = "new"
+        self._broken = False
+        self._released = False
+        self._close_reported = False
+        self._done = asyncio.Event()
+
+    def __repr__(self) -> str:
+        return f"<Connection {self.attempt_id} {self._state}>"
+
+    @property
+    def accepting(self) -> bool:
+        """The connection takes messages."""
+        return self._state == "open" and not self._broken
+
+    @property
+    def closed(self) -> bool:
+        """The connection closed (or is closing)."""
+        return self._state in ("closing", "closed")
+
+    # --- opening ------------------------------------------------------------------------------
+
+    async def open(self, timeout: float) -> None:
+        """Dial and wait for the setup to complete, within ``timeout`` seconds.
+
+        Raises ``ConnectError`` with the reason; nothing stays open after a failure.
+        """
+        cm = self._client.aio.live.connect(model=self._model, config=self._config)
+        try:
+            async with asyncio.timeout(timeout):
+                session = await cm.__aenter__()
+        except TimeoutError:
+            failure = ConnectFailure(
+                "timeout", f"no setupComplete within {timeout:g} s (the server never answered)"
+            )
+            await self._release_client()
+            raise ConnectError(failure) from None
+        except Exception as error:
+            await self._release_client()
+            raise ConnectError(_failure(error)) from error
+        self._cm = cm
+        self._session = session
+        self.session_id = session.session_id
+        self._state = "open"
+
+    def start(self) -> None:
+        """Start receiving and writing. Until then, server messages wait in the socket."""
+        if self._state != "open" or self._receiver is not None:
+            return
+        self._receiver = asyncio.create_task(
+            self._receive_loop(), name=f"gemini-live-receive-{self.attempt_id}"
+        )
+        self._writer = asyncio.create_task(
+            self._write_loop(), name=f"gemini-live-write-{self.attempt_id}"
+        )
+        self._arm_watchdog(self._write_timeout)
+
+    # --- sending ------------------------------------------------------------------------------
+
+    def enqueue(self, message: ClientMessage) -> int:
+        """Queue ``message`` for writing; returns its client message index."""
+        if not self.accepting:
+            raise NotConnectedError(f"the connection {self.attempt_id} is closed")
+        if len(self._outbox) >= self._outbox_limit:
+            raise SendQueueFullError(
+                f"{len(self._outbox)} messages wait for the socket of {self.attempt_id}"
+            )
+        self._outbox.append(message)
+        self._wake.set()
+        self._drained.clear()
+        self.message_index += 1
+        if message.kind != "content" and message.kind != "tool_response":
+            self.realtime_input_sent = True
+        return self.message_index
+
+    async def flush(self, timeout: float) -> bool:
+        """Wait until every queued message was written; False if that took over ``timeout``
+        seconds or the connection closed first."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._drained.wait()
+        except TimeoutError:
+            return False
+        return self.accepting
+
+    async def _write_loop(self) -> None:
+        session = self._session
+        assert session is not None
+        outbox = self._outbox
+        clock = asyncio.get_running_loop().time
+        while True:
+            if not outbox:
+                self._drained.set()
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            message = outbox[0]
+            # Bounded by the watchdog rather than a timer per message: this is the audio path.
+            self._writing_since = clock()
+            try:
+                await write(session, message)
+            except (ConnectionClosed, OSError) as error:
+                # The socket is gone (or the watchdog dropped it): nothing queued can be written.
+                self._broken = True
+                lost = list(outbox)
+                outbox.clear()
+                self._drained.set()
+                self._hooks.write_failed(self, lost, error)
+                return
+            except Exception as error:
+                outbox.popleft()
+                self._hooks.write_failed(self, [message], error)
+                continue
+            finally:
+                self._writing_since = None
+            outbox.popleft()
+            self._hooks.written(self, message)
+
+    def _arm_watchdog(self, delay: float) -> None:
+        self._watchdog = asyncio.get_running_loop().call_later(delay, self._watch_writes)
+
+    def _watch_writes(self) -> None:
+        """Drop the socket when one write has waited ``write_timeout`` for it: it is stalled,
+        and the close that follows is reported like any other."""
+        self._watchdog = None
+        if self._released:
+            return
+        since = self._writing_since
+        now = asyncio.get_running_loop().time()
+        if since is not None and now - since >= self._write_timeout:
+            logger.warning("{!r}: a write waited {:.1f} s; dropping the socket", self, now - since)
+            self._abort_socket()
+            return
+        self._arm_watchdog(
+            self._write_timeout if since is None else since + self._write_timeout - now
+        )
+
+    # --- receiving ----------------------------------------------------------------------------
+
+    async def _receive_loop(self) -> None:
+        session = self._session
+        assert session is not None
+        code: int | None = None
+        reason: str | None = None
+        while True:
+            received = False
+            try:
+                async for message in session.receive():
+                    received = True
+                    self._hooks.message(self, message)
+            except errors.APIError as error:
+                if isinstance(error.details, dict):
+                    self._hooks.receive_error(self, error)
+                    continue
+                # The SDK reports every close, 1000 included, as an APIError with its code.
+                code, reason = error.code, error.details
+                break
+            except ConnectionClosed as error:
+                code = error.rcvd.code if error.rcvd else 1006
+                reason = error.rcvd.reason if error.rcvd else None
+                break
+            except (TypeError, ValueError) as error:
+                # A frame the SDK cannot read (unknown keys only, bad JSON): skip it.
+                self._hooks.receive_error(self, error)
+                continue
+            if not received:
+                break
+        if self._state == "closing" and not reason:
+            reason = "closed by the client"
+        await self._release()
+        self._report_closed(code, reason)
+
+    # --- closing ------------------------------------------------------------------------------
+
+    async def close(self) -> Literal["closed", "forced"]:
+        """Close within the close timeout: ``closed`` after a clean close, ``forced`` when the
+        socket had to be dropped. Reports the close (once) before returning. Never raises
+        (except cancellation)."""
+        if self._state == "new":
+            self._state = "closed"
+            await self._release_client()
+            return "closed"
+        if self._state in ("closing", "closed"):
+            try:
+                async with asyncio.timeout(self._close_timeout * 2):
+                    await self._done.wait()
+            except TimeoutError:
+                return "forced"
+            return "closed"
+        self._state = "closing"
+        clean = await self._release()
+        receiver = self._receiver
+        if receiver is not None and receiver is not asyncio.current_task():
+            try:
+                async with asyncio.timeout(self._close_timeout):
+                    await asyncio.shield(receiver)
+            except TimeoutError:
+                clean = False
+                receiver.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await receiver
+        self._report_closed(1000, "closed by the client")
+        return "closed" if clean else "forced"
+
+    async def _release(self) -> bool:
+        """Stop writing, leave the SDK session (closing the socket) and release the client.
+        Runs once; False when the socket had to be dropped."""
+        if self._released:
+            return True
+        self._released = True
+        if self._state == "open":
+            self._state = "closing"
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        clean = True
+        writer = self._writer
+        if writer is not None and writer is not asyncio.current_task():
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await writer
+        self._drained.set()
+        if self._outbox:
+            lost = list(self._outbox)
+            self._outbox.clear()
+            self._hooks.write_failed(self, lost, NotConnectedError("the connection closed"))
+        cm = self._cm
+        if cm is not None:
+            try:
+                async with asyncio.timeout(self._close_timeout):
+                    await cm.__aexit__(None, None, None)
+            except Exception as error:
+                clean = False
+                logger.debug("{!r}: close not clean ({}); dropping the socket", self, error)
+                self._abort_socket()
+            # The socket cancelled its keepalive task as it closed; let that finish, so nothing
+            # of this connection outlives its close.
+            await asyncio.sleep(0)
+        await self._release_client()
+        return clean
+
+    def _abort_socket(self) -> None:
+        # The SDK keeps its WebSocket private; dropping the TCP connection is the only way to
+        # end a close handshake that does not finish, so reach it defensively.
+        ws = getattr(self._session, "_ws", None)
+        transport = getattr(ws, "transport", None)
+        if transport is not None:
+            transport.abort()
+
+    async def _release_client(self) -> None:
+        if not self._owns_client:
+            return
+        self._owns_client = False
+        with contextlib.suppress(Exception):
+            await self._client.aio.aclose()
+        with contextlib.suppress(Exception):
+            self._client.close()
+
+    def _report_closed(self, code: int | None, reason: str | None) -> None:
+        self._state = "closed"
+        self._done.set()
+        if self._close_reported:
+            return
+        self._close_reported = True
+        self._hooks.closed(self, code, reason)
+
+
+def _provider_text(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes | bytearray):
+        value = bytes(value).decode("utf-8", "replace")
+    text = str(value)
+    return text[:_PROVIDER_TEXT_LIMIT] if text else None
+
+
+def _failure(error: Exception) -> ConnectFailure:
+    """What a failed dial says, with the provider's words kept apart."""
+    if isinstance(error, InvalidStatus):
+        status = error.response.status_code
+        return ConnectFailure(
+            "refused",
+            f"the server refused the connection (HTTP {status})",
+            code=status,
+            provider_text=_provider_text(error.response.body),
+        )
+    if isinstance(error, errors.APIError):
+        return ConnectFailure(
+            "closed",
+            f"the server closed the connection during setup (code {error.code})",
+            code=error.code,
+            provider_text=_provider_text(error.details),
+        )
+    if isinstance(error, ConnectionClosed):
+        code = error.rcvd.code if error.rcvd else 1006
+        return ConnectFailure(
+            "closed",
+            f"the connection closed during setup (code {code})",
+            code=code,
+            provider_text=_provider_text(error.rcvd.reason if error.rcvd else None),
+        )
+    if isinstance(error, ssl.SSLError):
+        return ConnectFailure("unreachable", f"TLS failed ({type(error).__name__})")
+    if isinstance(error, OSError):
+        return ConnectFailure("unreachable", f"cannot reach the server ({type(error).__name__})")
+    if isinstance(error, InvalidHandshake):
+        return ConnectFailure("refused", f"the WebSocket handshake failed ({type(error).__name__})")
+    return ConnectFailure("error", f"the dial failed ({type(error).__name__})")

@@ -1,0 +1,114 @@
+"""The client messages a transport sends: one small typed value per message.
+
+Every message goes through one send path as a ``ClientMessage``, so the transport can count,
+record, hold or replay it without knowing how the SDK spells it. ``write`` is the only place
+that turns one into an SDK call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from google.genai import live, types
+
+from realtime_resumption.transport import SendKind
+
+INPUT_AUDIO_MIME: Final = "audio/pcm;rate=16000"
+
+
+@dataclass(frozen=True, slots=True)
+class Media:
+    """Bytes with their MIME type (realtime audio, image or video frame)."""
+
+    data: bytes
+    mime_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    """Conversation turns (``client_content``)."""
+
+    turns: tuple[types.Content, ...]
+    turn_complete: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResponse:
+    """Function responses (``tool_response``)."""
+
+    responses: tuple[types.FunctionResponse, ...]
+
+
+Payload = Media | Content | ToolResponse | str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClientMessage:
+    """One client message: its kind (what the counters call it) and its payload."""
+
+    kind: SendKind
+    payload: Payload
+    size: int
+    """Payload bytes, for the counters: media raw, text as UTF-8."""
+
+    @staticmethod
+    def audio(pcm: bytes) -> ClientMessage:
+        """User audio, PCM16 mono at 16 kHz."""
+        return ClientMessage("audio", Media(pcm, INPUT_AUDIO_MIME), len(pcm))
+
+    @staticmethod
+    def media(kind: SendKind, data: bytes, mime_type: str) -> ClientMessage:
+        """Realtime media: ``audio`` or ``video`` (images are single video frames)."""
+        return ClientMessage(kind, Media(data, mime_type), len(data))
+
+    @staticmethod
+    def text(text: str) -> ClientMessage:
+        """Realtime text: a user turn that elicits an answer."""
+        return ClientMessage("text", text, len(text.encode()))
+
+    @staticmethod
+    def content(turns: tuple[types.Content, ...], turn_complete: bool) -> ClientMessage:
+        """Conversation content, completing the user's turn or not."""
+        size = sum(
+            len(part.text.encode())
+            if part.text
+            else len(part.inline_data.data or b"")
+            if part.inline_data
+            else 0
+            for turn in turns
+            for part in turn.parts or ()
+        )
+        return ClientMessage("content", Content(turns, turn_complete), size)
+
+    @staticmethod
+    def tool_response(responses: tuple[types.FunctionResponse, ...]) -> ClientMessage:
+        """Answers to tool calls."""
+        return ClientMessage("tool_response", ToolResponse(responses), 0)
+
+    @staticmethod
+    def audio_stream_end() -> ClientMessage:
+        """The user's audio stream paused."""
+        return ClientMessage("audio_stream_end", None, 0)
+
+
+async def write(session: live.AsyncSession, message: ClientMessage) -> None:
+    """Send ``message`` on ``session``."""
+    payload = message.payload
+    if isinstance(payload, Media):
+        # Both fields are known to be valid: skip a second validation on the audio path.
+        blob = types.Blob.model_construct(data=payload.data, mime_type=payload.mime_type)
+        if message.kind == "audio":
+            await session.send_realtime_input(audio=blob)
+        else:
+            await session.send_realtime_input(video=blob)
+    elif isinstance(payload, str):
+        await session.send_realtime_input(text=payload)
+    elif isinstance(payload, Content):
+        await session.send_client_content(
+            turns=list(payload.turns), turn_complete=payload.turn_complete
+        )
+    elif isinstance(payload, ToolResponse):
+        await session.send_tool_response(function_responses=list(payload.responses))
+    else:
+        await session.send_realtime_input(audio_stream_end=True)

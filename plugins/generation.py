@@ -1,0 +1,427 @@
+"""Generation lifecycle bookkeeping shared by transports: pure state, no I/O, no clock.
+
+A *generation* is one answer of the model, the unit frameworks build per-answer state on. It is
+not the provider's turn: an answer whose tool call arrives just after the provider's
+``turnComplete`` is still one generation, and an answer that waits for a tool result spans two
+provider turns. A *server turn* is the provider's own turn, numbered so consumers can
+de-duplicate its completion.
+
+The transport feeds provider facts in, each with the current time, and turns the returned
+effects into callbacks, in order. Time only matters for two bounds, both reported through
+``next_deadline`` for the transport to schedule a ``tick``:
+
+- ``tool_call_grace``: after ``turnComplete`` with no tool call pending, the generation stays
+  open this long, so a tool call that finishes the same answer joins it. Model output in that
+  window is a new answer.
+- ``cancel_bound``: a cancelled generation ends when the provider's turn ends, or after this.
+
+The state belongs to the session, not to a connection: the transport only reports
+``connection_lost`` when a close ends the session's answer, so a generation can outlive a
+switch between connections.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from realtime_resumption.transport import GenerationEndReason
+
+TOOL_CALL_GRACE: Final = 0.3
+"""Seconds a generation stays open after the provider's turnComplete, for a tool call that
+finishes the same answer."""
+
+CANCEL_BOUND: Final = 2.0
+"""Seconds after ``cancel`` by which a cancelled generation ends even if the provider's turn
+has not."""
+
+OutputKind = Literal["audio", "text", "transcript", "thought"]
+"""Model output: audio, text (text modality), output transcription, a reasoning part."""
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationStarted:
+    """A generation opened (fire model-turn start and generation start with this id)."""
+
+    generation_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationEnded:
+    """The generation closed; exactly once per ``GenerationStarted``."""
+
+    generation_id: str
+    reason: GenerationEndReason
+
+
+@dataclass(frozen=True, slots=True)
+class FirstAudio:
+    """The generation's first audio chunk is about to be delivered."""
+
+    generation_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextDone:
+    """All text of the server turn was delivered."""
+
+    server_turn_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCompleted:
+    """The server turn completed."""
+
+    server_turn_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInterrupted:
+    """The provider interrupted the server turn."""
+
+    server_turn_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningStarted:
+    """The model began reasoning for the current generation."""
+
+    generation_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDone:
+    """The reasoning step ended, ``duration`` seconds after it began."""
+
+    generation_id: str
+    duration: float
+
+
+Effect = (
+    GenerationStarted
+    | GenerationEnded
+    | FirstAudio
+    | TextDone
+    | TurnCompleted
+    | TurnInterrupted
+    | ReasoningStarted
+    | ReasoningDone
+)
+
+
+class _Generation:
+    """The open generation's own facts."""
+
+    __slots__ = (
+        "awaiting_tools",
+        "cancel_deadline",
+        "cancelled",
+        "drain_deadline",
+        "first_audio",
+        "id",
+        "reasoning_done",
+        "reasoning_since",
+    )
+
+    def __init__(self, generation_id: str) -> None:
+        self.id = generation_id
+        self.first_audio = False
+        self.drain_deadline: float | None = None
+        """Set after turnComplete with no tool call pending: the grace window's end."""
+        self.awaiting_tools = False
+        """The provider's turn completed with tool calls pending: the answer continues after
+        their results."""
+        self.cancelled = False
+        self.cancel_deadline: float | None = None
+        self.reasoning_since: float | None = None
+        self.reasoning_done = False
+
+
+class GenerationTracker:
+    """Pairs generation starts and ends, numbers server turns, and keeps the tool-call ledger.
+
+    Every input method takes ``now`` (seconds, any monotonic clock) and returns the effects
+    to deliver, in order.
+    """
+
+    def __init__(
+        self,
+        *,
+        tool_call_grace: float = TOOL_CALL_GRACE,
+        cancel_bound: float = CANCEL_BOUND,
+    ) -> None:
+        if tool_call_grace < 0 or cancel_bound < 0:
+            raise ValueError("tool_call_grace and cancel_bound must be >= 0")
+        self._grace = tool_call_grace
+        self._cancel_bound = cancel_bound
+        self._ids = itertools.count(1)
+        self._gen: _Generation | None = None
+        self._turn_seq = 0
+        self._turn: int | None = None
+        self._interrupted_turn: int | None = None
+        self._turn_text = False
+        self._turn_text_done = False
+        self._suppress = False
+        self._pending: dict[str, None] = {}
+        self._issued: set[str] = set()
+
+    # --- queries ------------------------------------------------------------------------------
+
+    @property
+    def generation_id(self) -> str | None:
+        """The open generation's id, or None."""
+        return self._gen.id if self._gen else None
+
+    @property
+    def active_server_turn_id(self) -> int | None:
+        """The active server turn's id; None between turns (never a stale id)."""
+        return self._turn
+
+    @property
+    def suppressing(self) -> bool:
+        """Output belongs to a cancelled answer: drop it instead of delivering it."""
+        return self._suppress
+
+    @property
+    def pending_tool_calls(self) -> tuple[str, ...]:
+        """Ids of tool calls issued and neither answered nor cancelled, oldest first."""
+        return tuple(self._pending)
+
+    @property
+    def turn_in_progress(self) -> bool:
+        """An answer is open, the server turn is active, or a tool call awaits its result."""
+        return self._gen is not None or self._turn is not None or bool(self._pending)
+
+    @property
+    def winding_down(self) -> bool:
+        """The server turn was interrupted and its completion has not arrived yet."""
+        return self._interrupted_turn is not None
+
+    @property
+    def next_deadline(self) -> float | None:
+        """When ``tick`` next has something to do, or None."""
+        gen = self._gen
+        if gen is None:
+            return None
+        drain, cancel = gen.drain_deadline, gen.cancel_deadline
+        if drain is None or cancel is None:
+            return cancel if drain is None else drain
+        return min(drain, cancel)
+
+    def was_issued(self, call_id: str) -> bool:
+        """This session issued a tool call with that id."""
+        return call_id in self._issued
+
+    # --- provider facts -----------------------------------------------------------------------
+
+    def model_output(self, now: float, kind: OutputKind) -> list[Effect]:
+        """The model produced output. Nothing opens while ``suppressing``; an output
+        transcription trailing the provider's turn belongs to the answer that just ended."""
+        effects = self._expire(now)
+        if self._suppress:
+            return effects
+        gen = self._gen
+        if kind == "transcript" and gen is not None and gen.drain_deadline is not None:
+            return effects
+        self._open_turn()
+        if gen is not None and gen.drain_deadline is not None:
+            # Output after the provider's turn ended is a new answer, not this one's tail.
+            self._end(GenerationEndReason.GENERATION_COMPLETE, effects)
+            gen = None
+        if gen is None:
+            gen = self._open(effects)
+        if kind == "thought":
+            if gen.reasoning_since is None:
+                gen.reasoning_since = now
+                effects.append(ReasoningStarted(gen.id))
+            return effects
+        self._finish_reasoning(now, gen, effects)
+        if kind == "audio" and not gen.first_audio:
+            gen.first_audio = True
+            effects.append(FirstAudio(gen.id))
+        elif kind == "text":
+            self._turn_text = True
+        return effects
+
+    def tool_calls(self, now: float, call_ids: Sequence[str]) -> list[Effect]:
+        """The model asked for tool calls. A call after turnComplete, within the grace window,
+        continues the same generation. While ``suppressing`` the calls are not recorded: they
+        belong to a cancelled answer and must not be answered."""
+        effects = self._expire(now)
+        if self._suppress or not call_ids:
+            return effects
+        self._open_turn()
+        gen = self._gen or self._open(effects)
+        self._finish_reasoning(now, gen, effects)
+        gen.drain_deadline = None
+        gen.awaiting_tools = False
+        for call_id in call_ids:
+            self._pending[call_id] = None
+            self._issued.add(call_id)
+        return effects
+
+    def tool_calls_cancelled(self, now: float, call_ids: Iterable[str]) -> list[Effect]:
+        """The provider cancelled tool calls (they stay issued: a late result is harmless)."""
+        effects = self._expire(now)
+        for call_id in call_ids:
+            self._pending.pop(call_id, None)
+        gen = self._gen
+        if gen is not None and gen.awaiting_tools and not self._pending:
+            gen.awaiting_tools = False
+            gen.drain_deadline = now + self._grace
+        return effects
+
+    def tool_result_sent(self, call_id: str) -> bool:
+        """A result for ``call_id`` went out; False when the session never issued that call."""
+        if call_id not in self._issued:
+            return False
+        self._pending.pop(call_id, None)
+        return True
+
+    def generation_complete(self, now: float) -> list[Effect]:
+        """The model finished generating (the provider's turnComplete follows)."""
+        effects = self._expire(now)
+        self._text_done(effects)
+        return effects
+
+    def interrupted(self, now: float) -> list[Effect]:
+        """The provider interrupted the answer. A cancelled answer ends as cancelled and
+        reports no interruption: the framework already finalised it."""
+        effects = self._expire(now)
+        self._text_done(effects)
+        gen = self._gen
+        cancelled = self._suppress
+        if gen is not None:
+            self._finish_reasoning(now, gen, effects)
+            reason = GenerationEndReason.CANCELLED if cancelled else GenerationEndReason.INTERRUPTED
+            self._end(reason, effects)
+        self._suppress = False
+        turn = self._turn if self._turn is not None else self._new_turn_id()
+        self._turn = None
+        self._interrupted_turn = turn
+        if not cancelled:
+            effects.append(TurnInterrupted(turn))
+        return effects
+
+    def turn_complete(self, now: float) -> list[Effect]:
+        """The provider's turn completed."""
+        effects = self._expire(now)
+        self._text_done(effects)
+        gen = self._gen
+        if gen is not None:
+            self._finish_reasoning(now, gen, effects)
+            if gen.cancelled:
+                self._end(GenerationEndReason.CANCELLED, effects)
+            elif self._pending:
+                gen.awaiting_tools = True
+            elif gen.drain_deadline is None:
+                gen.drain_deadline = now + self._grace
+        self._suppress = False
+        if self._turn is not None:
+            turn = self._turn
+        elif self._interrupted_turn is not None:
+            turn = self._interrupted_turn
+        else:
+            turn = self._new_turn_id()
+        self._turn = None
+        self._interrupted_turn = None
+        self._turn_text = False
+        self._turn_text_done = False
+        effects.append(TurnCompleted(turn))
+        return effects
+
+    # --- client facts -------------------------------------------------------------------------
+
+    def cancel(self, now: float) -> list[Effect]:
+        """The framework cancelled the answer in flight. Its remaining output is suppressed
+        until the provider's turn ends; it ends as cancelled then, or after ``cancel_bound``.
+        Idempotent; a no-op when no answer is open."""
+        effects = self._expire(now)
+        gen = self._gen
+        if gen is None or gen.cancelled:
+            return effects
+        if gen.drain_deadline is not None or gen.awaiting_tools:
+            # The provider's turn is already over: nothing more of this answer will come.
+            self._end(GenerationEndReason.CANCELLED, effects)
+            return effects
+        gen.cancelled = True
+        gen.cancel_deadline = now + self._cancel_bound
+        self._suppress = True
+        return effects
+
+    def tick(self, now: float) -> list[Effect]:
+        """Apply the bounds that have passed by ``now``. Every other input applies them first
+        too, so a late timer never changes the outcome."""
+        return self._expire(now)
+
+    def connection_lost(self, now: float) -> list[Effect]:
+        """The session's connection closed without a replacement: the open answer ends as
+        disconnected and the server turn is gone. The tool-call ledger stays (a resumed
+        session still knows its calls); see ``forget_tool_calls``."""
+        effects = self._expire(now)
+        if self._gen is not None:
+            self._end(GenerationEndReason.DISCONNECTED, effects)
+        self._turn = None
+        self._interrupted_turn = None
+        self._turn_text = False
+        self._turn_text_done = False
+        self._suppress = False
+        return effects
+
+    def forget_tool_calls(self) -> None:
+        """The session was replaced by one that never issued these calls: results for them
+        must be refused from now on."""
+        self._pending.clear()
+        self._issued.clear()
+
+    # --- internals ----------------------------------------------------------------------------
+
+    def _new_turn_id(self) -> int:
+        self._turn_seq += 1
+        return self._turn_seq
+
+    def _open_turn(self) -> None:
+        if self._turn is None:
+            self._turn = self._new_turn_id()
+            self._turn_text = False
+            self._turn_text_done = False
+
+    def _expire(self, now: float) -> list[Effect]:
+        effects: list[Effect] = []
+        gen = self._gen
+        if gen is None:
+            return effects
+        if gen.cancel_deadline is not None and now >= gen.cancel_deadline:
+            # Suppression stays on: the rest of the provider's turn is still this answer's.
+            self._end(GenerationEndReason.CANCELLED, effects)
+        elif gen.drain_deadline is not None and now >= gen.drain_deadline:
+            self._end(GenerationEndReason.GENERATION_COMPLETE, effects)
+        return effects
+
+    def _open(self, effects: list[Effect]) -> _Generation:
+        gen = _Generation(f"gen_{next(self._ids)}")
+        self._gen = gen
+        effects.append(GenerationStarted(gen.id))
+        return gen
+
+    def _end(self, reason: GenerationEndReason, effects: list[Effect]) -> None:
+        gen = self._gen
+        if gen is None:
+            return
+        self._gen = None
+        effects.append(GenerationEnded(gen.id, reason))
+
+    def _finish_reasoning(self, now: float, gen: _Generation, effects: list[Effect]) -> None:
+        if gen.reasoning_since is not None and not gen.reasoning_done:
+            gen.reasoning_done = True
+            effects.append(ReasoningDone(gen.id, max(0.0, now - gen.reasoning_since)))
+
+    def _text_done(self, effects: list[Effect]) -> None:
+        if not self._turn_text or self._turn_text_done:
+            return
+        turn = self._turn if self._turn is not None else self._interrupted_turn
+        if turn is not None:
+            self._turn_text_done = True
+            effects.append(TextDone(turn))

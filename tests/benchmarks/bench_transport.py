@@ -1,0 +1,195 @@
+"""CPU time per audio chunk through GeminiLiveTransport, sending and receiving.
+
+The emulator runs on its own thread and event loop, so the figures are the client thread's CPU
+time alone (``time.thread_time``): the transport, google-genai, websockets and TLS. Each figure
+is set beside the bare SDK doing the same work, so the transport's own share shows.
+
+    .venv/bin/python tests/benchmarks/bench_transport.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import threading
+import time
+from collections.abc import Awaitable, Callable
+
+from google import genai
+from google.genai import types
+
+from realtime_resumption.emulator import Emulator, EmulatorConfig, user_audio
+from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.transport import ContentTurn
+
+MODEL = "gemini-live-2.5-flash-preview"
+SEND_CHUNKS = 2000
+RECEIVE_CHUNKS = 1000
+RUNS = 7
+SILENCE = user_audio(1, speech=False)  # 20 ms at 16 kHz: the VAD never ends a turn on it
+
+
+class _EmulatorThread:
+    """The emulator on a thread of its own."""
+
+    def __init__(self, config: EmulatorConfig) -> None:
+        self._config = config
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self.http_options: types.HttpOptions | None = None
+        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        async with Emulator(self._config) as emu:
+            self.http_options = emu.http_options()
+            self._ready.set()
+            await self._stop.wait()
+
+    def __enter__(self) -> types.HttpOptions:
+        self._thread.start()
+        if not self._ready.wait(30) or self.http_options is None:
+            raise RuntimeError("the emulator did not start")
+        return self.http_options
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._loop is not None and self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)
+
+
+async def _cpu(work: Callable[[], Awaitable[int]]) -> float:
+    """Client-thread CPU microseconds per chunk of ``work`` (which returns its chunk count)."""
+    start = time.thread_time()
+    chunks = await work()
+    return (time.thread_time() - start) * 1e6 / chunks
+
+
+async def _until(predicate: Callable[[], bool], timeout: float = 60) -> None:
+    # Polling, because the benchmark measures the transport as a framework drives it.
+    async with asyncio.timeout(timeout):
+        while not predicate():  # noqa: ASYNC110
+            await asyncio.sleep(0.001)
+
+
+# --- sending -----------------------------------------------------------------------------------
+
+
+async def sdk_send(http_options: types.HttpOptions) -> float:
+    client = genai.Client(api_key="bench", http_options=http_options)
+    async with client.aio.live.connect(model=MODEL, config=types.LiveConnectConfig()) as session:
+
+        async def work() -> int:
+            for _ in range(SEND_CHUNKS):
+                blob = types.Blob(data=SILENCE, mime_type="audio/pcm;rate=16000")
+                await session.send_realtime_input(audio=blob)
+            return SEND_CHUNKS
+
+        return await _cpu(work)
+
+
+async def transport_send(http_options: types.HttpOptions) -> tuple[float, float]:
+    """(the synchronous send_audio calls alone, the whole path until written)."""
+    transport = GeminiLiveTransport(api_key="bench", http_options=http_options, model=MODEL)
+    await transport.connect()
+    calls = 0.0
+
+    async def work() -> int:
+        nonlocal calls
+        start = time.thread_time()
+        for _ in range(SEND_CHUNKS):
+            transport.send_audio(SILENCE)
+        calls = (time.thread_time() - start) * 1e6 / SEND_CHUNKS
+        await _until(lambda: transport.get_diagnostics().sends["audio"].sent == SEND_CHUNKS)
+        return SEND_CHUNKS
+
+    total = await _cpu(work)
+    await transport.disconnect()
+    return calls, total
+
+
+# --- receiving ---------------------------------------------------------------------------------
+
+
+async def sdk_receive(http_options: types.HttpOptions) -> float:
+    client = genai.Client(api_key="bench", http_options=http_options)
+    config = types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])
+    async with client.aio.live.connect(model=MODEL, config=config) as session:
+
+        async def work() -> int:
+            await session.send_realtime_input(text="hello")
+            chunks = 0
+            while True:
+                async for message in session.receive():
+                    content = message.server_content
+                    if content and content.model_turn:
+                        for part in content.model_turn.parts or ():
+                            if part.inline_data and part.inline_data.data:
+                                chunks += 1
+                    if content and content.turn_complete:
+                        return chunks
+
+        return await _cpu(work)
+
+
+async def transport_receive(http_options: types.HttpOptions) -> float:
+    transport = GeminiLiveTransport(
+        api_key="bench",
+        http_options=http_options,
+        model=MODEL,
+        output_audio_transcription=False,
+        tool_call_grace=0.0,
+    )
+    received: list[bytes] = []
+    done = asyncio.Event()
+    transport.on_audio_output = received.append
+    transport.on_turn_complete = lambda _turn: done.set()
+    await transport.connect()
+
+    async def work() -> int:
+        transport.send_live_text([ContentTurn("user", "hello")])
+        async with asyncio.timeout(60):
+            await done.wait()
+        return len(received)
+
+    figure = await _cpu(work)
+    await transport.disconnect()
+    return figure
+
+
+def _figure(samples: list[float]) -> str:
+    # The minimum estimates the intrinsic cost on a shared machine; the median shows the spread.
+    return f"{min(samples):7.1f} (median {statistics.median(samples):6.1f})"
+
+
+async def main() -> None:
+    print(f"CPU microseconds per audio chunk (client thread), best of {RUNS} interleaved runs")
+    sdk: list[float] = []
+    calls: list[float] = []
+    total: list[float] = []
+    with _EmulatorThread(EmulatorConfig(vad_silence=3600.0)) as http_options:
+        for _ in range(RUNS):
+            sdk.append(await sdk_send(http_options))
+            call, whole = await transport_send(http_options)
+            calls.append(call)
+            total.append(whole)
+    print(f"send    ({SEND_CHUNKS} x 20 ms of 16 kHz PCM16, until written to the socket)")
+    print(f"  bare SDK send_realtime_input     {_figure(sdk)}")
+    print(f"  transport send_audio, whole path {_figure(total)}")
+    print(f"  transport send_audio call alone  {_figure(calls)}")
+
+    sdk, ours = [], []
+    receive_config = EmulatorConfig(answer_chunks=RECEIVE_CHUNKS, chunk_interval=0.0)
+    with _EmulatorThread(receive_config) as http_options:
+        for _ in range(RUNS):
+            sdk.append(await sdk_receive(http_options))
+            ours.append(await transport_receive(http_options))
+    print(f"receive ({RECEIVE_CHUNKS} x 40 ms of 24 kHz PCM16, parsed and delivered)")
+    print(f"  bare SDK receive                 {_figure(sdk)}")
+    print(f"  transport on_audio_output        {_figure(ours)}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,181 @@
+"""Helpers for the transport tests: a callback recorder, fast emulator settings, and a bare
+scripted endpoint for server frames the emulator never sends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from google.genai import types
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+from realtime_resumption.emulator import Emulator, EmulatorConfig
+from realtime_resumption.emulator.certs import TlsMaterial
+from realtime_resumption.gemini import GeminiLiveTransport
+
+MODEL = "gemini-live-2.5-flash-preview"
+GRACE = 0.05
+"""A short tool-call grace window, so generations end quickly after turnComplete."""
+
+CALLBACKS = (
+    "on_audio_output",
+    "on_tool_call",
+    "on_tool_call_cancel",
+    "on_turn_complete",
+    "on_interrupted",
+    "on_input_transcription",
+    "on_output_transcription",
+    "on_session_ready",
+    "on_error",
+    "on_close",
+    "on_model_turn_start",
+    "on_generation_start",
+    "on_generation_end",
+    "on_first_audio_chunk",
+    "on_text_output",
+    "on_text_done",
+    "on_speech_started",
+    "on_user_speech_stopped",
+    "on_go_away",
+    "on_resumption_update",
+    "on_credential_expiry",
+    "on_grounding_metadata",
+    "on_realtime_llm_usage",
+    "on_usage_metadata",
+    "on_connection_lifecycle",
+    "on_reasoning_start",
+    "on_reasoning_done",
+    "on_reasoning_summary",
+    "on_cache_bust",
+    "on_provider_evidence",
+)
+
+
+class Recorder:
+    """Every callback a transport makes, in order, as ``(name, args)``."""
+
+    def __init__(self, transport: GeminiLiveTransport) -> None:
+        self.events: list[tuple[str, tuple[Any, ...]]] = []
+        self._changed = asyncio.Event()
+        for name in CALLBACKS:
+            assert getattr(transport, name) is None, f"{name} must default to None"
+            setattr(transport, name, self._recorder(name))
+
+    def _recorder(self, name: str) -> Callable[..., None]:
+        def record(*args: Any) -> None:
+            self.events.append((name, args))
+            self._changed.set()
+
+        return record
+
+    def of(self, name: str) -> list[tuple[Any, ...]]:
+        """The arguments of every call of ``name``."""
+        return [args for n, args in self.events if n == name]
+
+    def names(self, *wanted: str) -> list[str]:
+        """The names of the calls, in order, restricted to ``wanted`` when given."""
+        return [n for n, _ in self.events if not wanted or n in wanted]
+
+    def count(self, name: str) -> int:
+        return len(self.of(name))
+
+    async def wait(self, predicate: Callable[[Recorder], bool], timeout: float = 5.0) -> None:
+        """Wait until ``predicate(self)`` holds."""
+        async with asyncio.timeout(timeout):
+            while not predicate(self):
+                self._changed.clear()
+                await self._changed.wait()
+
+    async def wait_for(self, name: str, count: int = 1, timeout: float = 5.0) -> None:
+        """Wait until ``name`` was called ``count`` times."""
+        await self.wait(lambda r: r.count(name) >= count, timeout)
+
+
+def emulator_config(profile: str, **changes: Any) -> EmulatorConfig:
+    """A fast emulator: durations at 1/20, ten 2 ms-spaced chunks per answer."""
+    changes.setdefault("time_scale", 0.05)
+    return EmulatorConfig(profile=profile, **changes)  # type: ignore[arg-type]
+
+
+def make_transport(emu: Emulator, **options: Any) -> GeminiLiveTransport:
+    """A transport on a client of ``emu`` in the emulator's profile."""
+    options.setdefault("model", MODEL)
+    options.setdefault("tool_call_grace", GRACE)
+    return GeminiLiveTransport(client=emu.client(vertex=emu.config.profile == "vertex"), **options)
+
+
+class ScriptedServer:
+    """A bare Gemini Live endpoint over TLS: it answers the setup, then sends exactly the
+    frames a test gives it and records what the client sends."""
+
+    def __init__(self, *, reading: bool = True) -> None:
+        self.reading = reading
+        """False: after the setup the server never reads again (a stalled peer)."""
+        self.setups: list[dict[str, Any]] = []
+        self.received: list[dict[str, Any]] = []
+        self._ws: ServerConnection | None = None
+        self._connected = asyncio.Event()
+        self._tls = TlsMaterial("127.0.0.1")
+        self._server: Server | None = None
+
+    async def start(self) -> None:
+        self._server = await serve(
+            self._handle,
+            "127.0.0.1",
+            0,
+            ssl=self._tls.server_context(),
+            compression=None,
+            # A peer that stopped reading never completes a closing handshake.
+            close_timeout=0.5,
+        )
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        self._tls.remove()
+
+    def http_options(self) -> types.HttpOptions:
+        assert self._server is not None
+        port = self._server.sockets[0].getsockname()[1]
+        return types.HttpOptions(
+            base_url=f"https://127.0.0.1:{port}",
+            async_client_args={"ssl": self._tls.client_context()},
+        )
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        self.setups.append(json.loads(await ws.recv()))
+        await ws.send(json.dumps({"setupComplete": {"sessionId": "scripted"}}))
+        self._ws = ws
+        self._connected.set()
+        if not self.reading:
+            await ws.wait_closed()
+            return
+        try:
+            async for raw in ws:
+                self.received.append(json.loads(raw))
+        except ConnectionClosed:
+            pass
+
+    async def send(self, *frames: dict[str, Any]) -> None:
+        """Send ``frames`` to the connected client, in order."""
+        async with asyncio.timeout(5):
+            await self._connected.wait()
+        assert self._ws is not None
+        for frame in frames:
+            await self._ws.send(json.dumps(frame))
+
+    async def send_raw(self, raw: str) -> None:
+        """Send one text frame as it is."""
+        async with asyncio.timeout(5):
+            await self._connected.wait()
+        assert self._ws is not None
+        await self._ws.send(raw)
+
+    async def close(self, code: int, reason: str) -> None:
+        """Close the client's connection with ``code`` and ``reason``."""
+        assert self._ws is not None
+        await self._ws.close(code, reason)
