@@ -1,0 +1,777 @@
+"""The client-message log that lets a session move to a new connection without losing input.
+
+A resumption handle is a snapshot of the server session: whatever the server received after
+it was taken is gone when a new connection resumes from it. The ``Outbox`` is the transport's
+send queue and the log of what it sent, so after a move it can answer which messages the
+resumed session cannot have, and queue them again, in order, exactly once.
+
+It never touches a socket. The transport tells it:
+
+- what the framework asked to send (:meth:`Outbox.submit`);
+- what it wrote, to which connection, at which per-connection index
+  (:meth:`Outbox.mark_sent`; the setup message is index 0, client messages count from 1 and the
+  count restarts on each connection, as Vertex ``transparent`` mode counts them), and what a
+  failed write did not deliver (:meth:`Outbox.mark_unsent`);
+- which resumption handles arrived, on which connection, when, and with which
+  ``lastConsumedClientMessageIndex`` (:meth:`Outbox.record_handle`);
+- when a turn completed (:meth:`Outbox.turn_completed`), for the rebuild path;
+- when a connection went away (:meth:`Outbox.detach`) and when a new one took over, resumed
+  from a handle (:meth:`Outbox.attach_resumed`) or as a fresh session
+  (:meth:`Outbox.attach_fresh`).
+
+Replay rules
+------------
+*Exact* (the handle carries ``lastConsumedClientMessageIndex``, Vertex ``transparent`` mode):
+the resumed session holds exactly the messages consumed up to that index on the connection that
+issued the handle (and whatever that connection's own session started from). Everything else
+is queued again: the messages after the index, those sent on later connections, and those
+buffered while no connection was live.
+
+*Arrival* (no index, the Gemini API): the session is assumed to hold every message written to
+the issuing connection before the handle arrived. Limit: a message still in flight while the
+server took the snapshot (written less than a round trip before the handle arrived) is not in
+the snapshot, yet the rule counts it as held. Lost audio is expensive (the user's words are
+gone) and duplicated audio is cheap (a repeated 20 ms frame), so messages of the kinds in
+``OutboxLimits.margin_kinds`` (audio, video frames, audioStreamEnd by default) written within
+``OutboxLimits.handle_margin`` seconds before the handle arrived are queued again as well.
+Text, content, files, activity markers and tool responses are never duplicated: one of them
+written within a round trip of a handle's arrival is the rule's blind spot. In practice the
+server issues a handle after a turn completed and none while a tool call is open, so a tool
+response or a turn-taking text rarely lands there.
+
+Bounds
+------
+Audio and video are the only messages the outbox gives up. It holds at most
+``max_audio_seconds`` of audio and ``max_video_frames`` video frames, none older than
+``max_media_age`` seconds, counting both what waits to be written (during a gap) and what was
+written but a resumption point still lacks (what a resume would replay); past a bound the
+oldest media entry is released. One never written (or queued for the live connection) is
+dropped and counted at once in :attr:`Outbox.stats`, and reported by the next move when it
+was dropped during a gap; one written but lacking from a resumption point (or possibly lacking,
+within the arrival margin) is counted against that point and reported when a move resumes from
+it. Text, content, files, activity markers and tool responses are never dropped. Entries every
+retained resumption point already holds are pruned: the outbox keeps the newest
+``max_handles`` handles and the last turn boundary (the rebuild point), plus margin-kind
+entries written within ``handle_margin`` of now (the next handle may need them), so memory
+follows the conversation's recent past, not its length.
+
+Writes
+------
+Call :meth:`Outbox.mark_sent` before awaiting the socket write, so a switch or a handle that
+lands during the await sees the entry as written; when the write raises, call
+:meth:`Outbox.mark_unsent` and the entry is queued again (even if it was pruned meanwhile).
+
+Rebuild
+-------
+After a fresh session seeded with the conversation history (a refused or expired handle), the
+history carries every turn up to the last completed one. :meth:`Outbox.attach_fresh` queues
+what came after the last :meth:`Outbox.turn_completed` (the messages written since, and those
+never written), except tool responses: they answer calls of the old session, which the new one
+never issued, so they are discarded and counted. The boundary is the last message written on
+the connection that reported the turn complete; an utterance begun before that moment (a
+barge-in) is carried only as far as the history has it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict, deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+from loguru import logger
+
+from realtime_resumption.redaction import redact
+
+T = TypeVar("T")
+
+
+class MessageKind(StrEnum):
+    """What a client message is, as far as replay and dropping are concerned."""
+
+    AUDIO = "audio"
+    VIDEO = "video"
+    AUDIO_STREAM_END = "audio_stream_end"
+    ACTIVITY_START = "activity_start"
+    ACTIVITY_END = "activity_end"
+    TEXT = "text"
+    CONTENT = "content"
+    TOOL_RESPONSE = "tool_response"
+    FILE = "file"
+    OTHER = "other"
+
+
+_MEDIA = frozenset({MessageKind.AUDIO, MessageKind.VIDEO})
+DEFAULT_MARGIN_KINDS = frozenset(
+    {MessageKind.AUDIO, MessageKind.VIDEO, MessageKind.AUDIO_STREAM_END}
+)
+
+
+class UnknownHandleError(LookupError):
+    """A resume from a handle the outbox does not hold (never recorded, or pruned)."""
+
+
+@dataclass(frozen=True)
+class OutboxLimits:
+    """Bounds and margins of an :class:`Outbox` (seconds are floats)."""
+
+    max_audio_seconds: float = 30.0
+    """Audio held for sending or replay; past it the oldest audio is released."""
+    max_video_frames: int = 30
+    """Video frames held for sending or replay; past it the oldest frame is released."""
+    max_media_age: float = 60.0
+    """Audio or video older than this (since submitted) is never sent or replayed."""
+    handle_margin: float = 0.3
+    """Arrival rule: margin-kind messages written this long before a handle arrived are
+    replayed on a resume from it (a round trip's worth of possibly in-flight media)."""
+    margin_kinds: frozenset[MessageKind] = DEFAULT_MARGIN_KINDS
+    """Kinds a duplicate of which is harmless, replayed within ``handle_margin``."""
+    max_handles: int = 2
+    """Handles kept as resumption points: the newest, and the one before it (a move may have
+    started from it just before the newer one arrived). :meth:`Outbox.hold` keeps one longer.
+    A resume from a handle no longer kept raises."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_audio_seconds", "max_media_age", "handle_margin"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if self.max_video_frames < 0:
+            raise ValueError(f"max_video_frames must be >= 0, got {self.max_video_frames}")
+        if self.max_handles < 1:
+            raise ValueError(f"max_handles must be >= 1, got {self.max_handles}")
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What :meth:`Outbox.attach_resumed` or :meth:`Outbox.attach_fresh` queued for the new
+    connection, and what the move could not deliver."""
+
+    replayed: int = 0
+    """Messages written before (to a connection whose session the new one lacks) and queued
+    again."""
+    buffered: int = 0
+    """Messages never written yet (held during the gap or the switch) now queued."""
+    possibly_duplicated: int = 0
+    """Of ``replayed``: margin-kind messages the session may already hold (arrival rule)."""
+    audio_chunks_dropped: int = 0
+    audio_seconds_dropped: float = 0.0
+    video_frames_dropped: int = 0
+    tool_responses_discarded: int = 0
+    """Tool responses not sent to a fresh session (they answer the old session's calls)."""
+
+    @property
+    def queued(self) -> int:
+        """Messages now waiting for the new connection."""
+        return self.replayed + self.buffered
+
+
+@dataclass(frozen=True)
+class OutboxStats:
+    """Counters for diagnostics."""
+
+    submitted: int
+    sent: int
+    """Writes reported by :meth:`Outbox.mark_sent`, replays included."""
+    resent: int
+    """Of ``sent``: writes of a message written before."""
+    pending: int
+    retained: int
+    retained_audio_seconds: float
+    handles: int
+    audio_chunks_dropped: int
+    """Audio never written: released by a bound while no connection was live."""
+    audio_seconds_dropped: float
+    video_frames_dropped: int
+    tool_responses_discarded: int
+
+
+class Entry(Generic[T]):
+    """One client message the framework submitted: the transport's own value and its kind."""
+
+    __slots__ = (
+        "_deliveries",
+        "_in_log",
+        "_queued",
+        "_withdrawn",
+        "audio_seconds",
+        "kind",
+        "message",
+        "seq",
+        "submitted_at",
+    )
+
+    def __init__(
+        self, seq: int, message: T, kind: MessageKind, audio_seconds: float, submitted_at: float
+    ) -> None:
+        self.seq = seq
+        self.message = message
+        self.kind = kind
+        self.audio_seconds = audio_seconds
+        self.submitted_at = submitted_at
+        self._deliveries: list[_Delivery] = []
+        self._in_log = True
+        self._queued = True
+        self._withdrawn = False
+
+    def _delivery_on(self, conn: _Connection) -> _Delivery | None:
+        for delivery in self._deliveries:
+            if delivery.conn is conn:
+                return delivery
+        return None
+
+    def __repr__(self) -> str:
+        return f"Entry(seq={self.seq}, kind={self.kind.value})"
+
+
+@dataclass(eq=False)
+class _Connection:
+    id: int
+    first_seq: int
+    """Entries with this seq or above were submitted after the connection took over."""
+    base: _Point | None
+    """The handle the connection resumed from; None for a fresh session."""
+    base_through: int
+    """Fresh session: entries up to this seq are carried by the seeded history."""
+    last_index: int = 0
+    last_sent_seq: int = 0
+
+
+@dataclass(frozen=True)
+class _Delivery:
+    conn: _Connection
+    index: int
+    sent_at: float
+
+
+@dataclass
+class _Losses:
+    audio_chunks: int = 0
+    audio_seconds: float = 0.0
+    video_frames: int = 0
+
+    def add(self, entry: Entry[Any]) -> None:
+        if entry.kind is MessageKind.AUDIO:
+            self.audio_chunks += 1
+            self.audio_seconds += entry.audio_seconds
+        elif entry.kind is MessageKind.VIDEO:
+            self.video_frames += 1
+
+
+@dataclass(eq=False)
+class _Point:
+    """A handle as a resumption point: the session state it captured."""
+
+    handle: str = field(repr=False)
+    conn: _Connection = field(repr=False)
+    limit: int
+    """Entries written on ``conn`` at an index up to this are in the snapshot."""
+    exact: bool
+    arrived_at: float
+    prunable_through: int = 0
+    lost: _Losses = field(default_factory=_Losses)
+
+    def __repr__(self) -> str:
+        return f"_Point(handle={redact(self.handle)}, limit={self.limit}, exact={self.exact})"
+
+
+class Outbox(Generic[T]):
+    """Send queue and sent-message log of one session; see the module documentation."""
+
+    def __init__(self, limits: OutboxLimits | None = None) -> None:
+        self._limits = limits or OutboxLimits()
+        self._next_seq = 1
+        self._log: OrderedDict[int, Entry[T]] = OrderedDict()
+        self._pending: deque[Entry[T]] = deque()
+        self._dead_pending = 0
+        self._audio: deque[Entry[T]] = deque()
+        self._video: deque[Entry[T]] = deque()
+        self._audio_seconds = 0.0
+        self._video_frames = 0
+        self._live: _Connection | None = None
+        self._last_conn: _Connection | None = None
+        self._handles: OrderedDict[str, _Point] = OrderedDict()
+        self._turn_mark = 0
+        self._frontier = 0
+        self._held: set[str] = set()
+        self._clock = -math.inf
+        self._rebuild_lost = _Losses()
+        self._gap_dropped = _Losses()
+        self._submitted = 0
+        self._sent = 0
+        self._resent = 0
+        self._dropped = _Losses()
+        self._discarded = 0
+
+    # -- the framework's side -------------------------------------------------------------
+
+    def submit(
+        self, message: T, kind: MessageKind, now: float, *, audio_seconds: float = 0.0
+    ) -> Entry[T]:
+        """Queue a client message; returns its entry (send it when :meth:`next_unsent`
+        returns it). ``audio_seconds`` is the duration of an audio chunk."""
+        if not math.isfinite(audio_seconds) or audio_seconds < 0:
+            raise ValueError(f"audio_seconds must be a finite number >= 0, got {audio_seconds!r}")
+        if kind is not MessageKind.AUDIO and audio_seconds:
+            raise ValueError(f"audio_seconds is only for audio, not {kind.value}")
+        self._clock = max(self._clock, now)
+        entry: Entry[T] = Entry(self._next_seq, message, kind, audio_seconds, now)
+        self._next_seq += 1
+        self._submitted += 1
+        self._log[entry.seq] = entry
+        self._pending.append(entry)
+        if kind is MessageKind.AUDIO:
+            self._audio.append(entry)
+            self._audio_seconds += audio_seconds
+        elif kind is MessageKind.VIDEO:
+            self._video.append(entry)
+            self._video_frames += 1
+        self._enforce_bounds(now)
+        self._prune()
+        return entry
+
+    def withdraw(self, entry: Entry[T]) -> bool:
+        """Never send or replay ``entry`` (e.g. the result of an orphaned or cancelled tool
+        call). Returns False when the outbox no longer held it."""
+        if not entry._in_log:
+            return False
+        entry._withdrawn = True
+        self._remove(entry)
+        return True
+
+    # -- the writer's side ----------------------------------------------------------------
+
+    @property
+    def live_connection(self) -> int | None:
+        """The id of the connection new writes go to, or None during a gap."""
+        return self._live.id if self._live is not None else None
+
+    def next_unsent(self) -> Entry[T] | None:
+        """The next entry to write to the live connection, in order; None when there is
+        nothing to write or no live connection."""
+        if self._live is None:
+            return None
+        return self._head()
+
+    def mark_sent(self, entry: Entry[T], connection: int, index: int, now: float) -> None:
+        """Record that ``entry`` (the one :meth:`next_unsent` returned) was written to the
+        live ``connection`` at per-connection ``index``. Call it before awaiting the write,
+        so a switch in between cannot lose the entry."""
+        live = self._live
+        if live is None or live.id != connection:
+            raise ValueError(f"connection {connection} is not the live connection")
+        if self._head() is not entry:
+            raise ValueError(f"{entry!r} is not the next entry to send")
+        if index <= live.last_index:
+            raise ValueError(
+                f"index {index} on connection {connection} does not follow {live.last_index}"
+            )
+        self._clock = max(self._clock, now)
+        self._pending.popleft()
+        entry._queued = False
+        if entry._deliveries:
+            self._resent += 1
+        entry._deliveries.append(_Delivery(live, index, now))
+        live.last_index = index
+        live.last_sent_seq = max(live.last_sent_seq, entry.seq)
+        self._sent += 1
+
+    def mark_unsent(self, entry: Entry[T], connection: int) -> None:
+        """The write of ``entry`` to ``connection`` failed: it never got there. The entry is
+        queued again for the live connection (or the next one), unless it was withdrawn, is
+        already queued, or was written to the live connection since. Works after a switch
+        too, when the failure is reported late."""
+        delivery = next((d for d in reversed(entry._deliveries) if d.conn.id == connection), None)
+        if delivery is None:
+            raise ValueError(f"{entry!r} was not written to connection {connection}")
+        entry._deliveries.remove(delivery)
+        if entry._withdrawn:
+            return
+        # Whatever counted it as held (a handle, the turn boundary) counted wrong.
+        for point in self._points():
+            point.prunable_through = min(point.prunable_through, entry.seq - 1)
+        delivery.conn.last_sent_seq = min(delivery.conn.last_sent_seq, entry.seq - 1)
+        self._turn_mark = min(self._turn_mark, entry.seq - 1)
+        self._refresh()
+        if not entry._in_log:
+            self._reinsert(entry)
+        live = self._live
+        if not entry._queued and (live is None or entry._delivery_on(live) is None):
+            self._queue_in_order(entry)
+
+    # -- the receiver's side --------------------------------------------------------------
+
+    def record_handle(
+        self,
+        handle: str,
+        connection: int,
+        now: float,
+        *,
+        resumable: bool = True,
+        last_consumed_index: int | None = None,
+    ) -> bool:
+        """Record a resumption handle that arrived on ``connection``. Returns False (and
+        records nothing) for a handle not marked resumable or from a connection that is not
+        live: no move resumes from those."""
+        live = self._live
+        if not resumable or not handle or live is None or live.id != connection:
+            return False
+        if last_consumed_index is None:
+            limit, exact = live.last_index, False
+        else:
+            if last_consumed_index < 0:
+                raise ValueError(f"last_consumed_index must be >= 0, got {last_consumed_index}")
+            if last_consumed_index > live.last_index:
+                logger.warning(
+                    "handle {} claims index {} consumed on connection {}, but only {} were "
+                    "written; using {}",
+                    redact(handle),
+                    last_consumed_index,
+                    connection,
+                    live.last_index,
+                    live.last_index,
+                )
+            limit, exact = min(last_consumed_index, live.last_index), True
+        self._clock = max(self._clock, now)
+        point = _Point(handle, live, limit, exact, now)
+        point.prunable_through = self._prunable_through(point)
+        self._handles.pop(handle, None)
+        self._handles[handle] = point
+        for old in list(self._handles)[: -self._limits.max_handles]:
+            if old not in self._held:
+                del self._handles[old]
+        self._refresh()
+        return True
+
+    def hold(self, handle: str) -> bool:
+        """Keep ``handle``'s resumption point, however many newer handles arrive, until the
+        next attach. Call it when a dial with ``handle`` starts (make-before-break: the live
+        connection may issue newer handles meanwhile). Returns False for an unknown handle."""
+        if handle not in self._handles:
+            return False
+        self._held.add(handle)
+        return True
+
+    def turn_completed(self) -> None:
+        """A turn completed (turnComplete) and the history committed it: a rebuild need not
+        replay what was written up to now. Also call it when the history commits an answer
+        a lost connection cut."""
+        conn = self._live or self._last_conn
+        if conn is not None and conn.last_sent_seq > self._turn_mark:
+            self._turn_mark = conn.last_sent_seq
+            self._rebuild_lost = _Losses()
+            self._refresh()
+
+    # -- connection switches --------------------------------------------------------------
+
+    def detach(self, connection: int) -> bool:
+        """``connection`` is gone (lost or closed): a gap starts when it was the live one.
+        Submitted messages are held (within the bounds) until a new connection attaches."""
+        if self._live is None or self._live.id != connection:
+            return False
+        self._last_conn = self._live
+        self._live = None
+        return True
+
+    def attach_resumed(self, connection: int, handle: str, now: float) -> Replay:
+        """``connection`` resumed the session from ``handle`` and takes every write from now
+        (the previous live connection, if any, gets nothing more). Queues, in order, what
+        the resumed session lacks. Raises :class:`UnknownHandleError` for a handle the
+        outbox does not hold."""
+        point = self._handles.get(handle)
+        if point is None:
+            raise UnknownHandleError(f"no resumption point for handle {redact(handle)}")
+        self._enforce_bounds(now)
+        needed: list[Entry[T]] = []
+        replayed = buffered = possibly_duplicated = 0
+        for entry in self._log.values():
+            in_state = self._in_state(entry, point)
+            if in_state is True:
+                continue
+            needed.append(entry)
+            if not entry._deliveries:
+                buffered += 1
+            else:
+                replayed += 1
+                possibly_duplicated += in_state is None
+        replay = self._replay(
+            replayed, buffered, possibly_duplicated, _sum_losses(point.lost, self._gap_dropped)
+        )
+        self._switch(_Connection(connection, self._next_seq, point, 0), needed)
+        logger.debug("connection {} resumed from {}: {}", connection, redact(handle), replay)
+        return replay
+
+    def attach_fresh(self, connection: int, now: float) -> Replay:
+        """``connection`` opened a fresh session (first connection, or a rebuild seeded with
+        the history) and takes every write from now. Queues what came after the last
+        completed turn; discards tool responses; forgets every handle (they belong to the
+        old session)."""
+        self._enforce_bounds(now)
+        needed: list[Entry[T]] = []
+        discarded: list[Entry[T]] = []
+        replayed = buffered = 0
+        for entry in self._log.values():
+            if entry.seq <= self._turn_mark:
+                continue
+            if entry.kind is MessageKind.TOOL_RESPONSE:
+                discarded.append(entry)
+                continue
+            needed.append(entry)
+            if entry._deliveries:
+                replayed += 1
+            else:
+                buffered += 1
+        for entry in discarded:
+            self.withdraw(entry)
+        self._discarded += len(discarded)
+        replay = replace(
+            self._replay(replayed, buffered, 0, _sum_losses(self._rebuild_lost, self._gap_dropped)),
+            tool_responses_discarded=len(discarded),
+        )
+        self._handles.clear()
+        self._switch(_Connection(connection, self._next_seq, None, self._turn_mark), needed)
+        logger.debug("connection {} opened a fresh session: {}", connection, replay)
+        return replay
+
+    def clear(self) -> None:
+        """Forget every message, handle and connection (the session is closed)."""
+        for entry in self._log.values():
+            entry._in_log = False
+            entry._queued = False
+            entry._withdrawn = True
+        self._log.clear()
+        self._pending.clear()
+        self._dead_pending = 0
+        self._audio.clear()
+        self._video.clear()
+        self._audio_seconds = 0.0
+        self._video_frames = 0
+        self._handles.clear()
+        self._held.clear()
+        self._live = self._last_conn = None
+
+    # -- diagnostics ----------------------------------------------------------------------
+
+    @property
+    def stats(self) -> OutboxStats:
+        """A snapshot of the counters."""
+        return OutboxStats(
+            submitted=self._submitted,
+            sent=self._sent,
+            resent=self._resent,
+            pending=sum(1 for e in self._pending if e._in_log and e._queued),
+            retained=len(self._log),
+            retained_audio_seconds=self._audio_seconds,
+            handles=len(self._handles),
+            audio_chunks_dropped=self._dropped.audio_chunks,
+            audio_seconds_dropped=self._dropped.audio_seconds,
+            video_frames_dropped=self._dropped.video_frames,
+            tool_responses_discarded=self._discarded,
+        )
+
+    def __repr__(self) -> str:
+        live = self._live.id if self._live is not None else None
+        return (
+            f"Outbox(live={live}, retained={len(self._log)}, pending={len(self._pending)}, "
+            f"handles={len(self._handles)})"
+        )
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _points(self) -> Iterator[_Point]:
+        return iter(self._handles.values())
+
+    def _head(self) -> Entry[T] | None:
+        pending = self._pending
+        while pending and not pending[0]._queued:
+            pending.popleft()
+            self._dead_pending = max(0, self._dead_pending - 1)
+        return pending[0] if pending else None
+
+    def _reinsert(self, entry: Entry[T]) -> None:
+        """Put back an entry pruned while its write was still in flight."""
+        entry._in_log = True
+        self._log[entry.seq] = entry
+        self._log = OrderedDict(sorted(self._log.items()))
+        if entry.kind is MessageKind.AUDIO:
+            _insert_in_order(self._audio, entry)
+            self._audio_seconds += entry.audio_seconds
+        elif entry.kind is MessageKind.VIDEO:
+            _insert_in_order(self._video, entry)
+            self._video_frames += 1
+
+    def _queue_in_order(self, entry: Entry[T]) -> None:
+        entry._queued = True
+        _insert_in_order(self._pending, entry)
+
+    def _in_state(self, entry: Entry[T], point: _Point) -> bool | None:
+        """Whether the session captured by ``point`` holds ``entry``: True, False, or None
+        when it probably does but the arrival margin says replay it anyway."""
+        current = point
+        while True:
+            conn = current.conn
+            delivery = entry._delivery_on(conn)
+            if delivery is not None:
+                if delivery.index > current.limit:
+                    return False
+                if (
+                    not current.exact
+                    and entry.kind in self._limits.margin_kinds
+                    and delivery.sent_at >= current.arrived_at - self._limits.handle_margin
+                ):
+                    return None
+                return True
+            if entry.seq >= conn.first_seq:
+                # Submitted after this connection took over, and never written to it.
+                return False
+            if conn.base is None:
+                return entry.seq <= conn.base_through
+            current = conn.base
+
+    def _prunable_through(self, point: _Point) -> int:
+        for entry in self._log.values():
+            if self._in_state(entry, point) is not True:
+                return entry.seq - 1
+        return self._next_seq - 1
+
+    def _refresh(self) -> None:
+        """Resumption points changed: recompute what every one of them holds, and prune."""
+        frontier = self._turn_mark
+        for point in self._points():
+            frontier = min(frontier, point.prunable_through)
+        self._frontier = frontier
+        self._prune()
+        self._cut_chains()
+
+    def _prune(self) -> None:
+        frontier = self._frontier
+        pruned = False
+        # A handle still to come replays margin-kind entries written within the margin
+        # before it arrives: keep those.
+        horizon = self._clock - self._limits.handle_margin
+        margin_kinds = self._limits.margin_kinds
+        log = self._log
+        while log:
+            seq, entry = next(iter(log.items()))
+            if seq > frontier or entry._queued:
+                break
+            if (
+                entry.kind in margin_kinds
+                and entry._deliveries
+                and entry._deliveries[-1].sent_at >= horizon
+            ):
+                break
+            log.popitem(last=False)
+            self._forget(entry)
+            pruned = True
+        if pruned:
+            self._cut_chains()
+
+    def _cut_chains(self) -> None:
+        """Drop links to base sessions no retained entry can be looked up in any more."""
+        oldest = next(iter(self._log), self._next_seq)
+        starts = [p.conn for p in self._points()]
+        if self._live is not None:
+            starts.append(self._live)
+        for conn in starts:
+            current: _Connection | None = conn
+            while current is not None and current.base is not None:
+                if oldest >= current.first_seq:
+                    current.base = None
+                    break
+                current = current.base.conn
+
+    def _enforce_bounds(self, now: float) -> None:
+        self._clock = max(self._clock, now)
+        limits = self._limits
+        # the tolerance keeps float sums of chunk durations from dropping one chunk too many
+        while self._audio and self._audio_seconds > limits.max_audio_seconds + 1e-9:
+            self._release(self._audio[0])
+        while self._video and self._video_frames > limits.max_video_frames:
+            self._release(self._video[0])
+        horizon = now - limits.max_media_age
+        for media in (self._audio, self._video):
+            while media and media[0].submitted_at < horizon:
+                self._release(media[0])
+
+    def _release(self, entry: Entry[T]) -> None:
+        """Give up a media entry to honour a bound, counting what it costs."""
+        if not entry._deliveries or (entry._queued and self._live is not None):
+            # The live session, or the next one, will never get it.
+            self._dropped.add(entry)
+            if self._live is None:
+                self._gap_dropped.add(entry)
+        else:
+            for point in self._points():
+                # within the arrival margin the session may lack it: count it as lost
+                if self._in_state(entry, point) is not True:
+                    point.lost.add(entry)
+            if entry.seq > self._turn_mark:
+                self._rebuild_lost.add(entry)
+        self._remove(entry)
+
+    def _remove(self, entry: Entry[T]) -> None:
+        del self._log[entry.seq]
+        self._forget(entry)
+
+    def _forget(self, entry: Entry[T]) -> None:
+        entry._in_log = False
+        if entry._queued:
+            entry._queued = False
+            self._dead_pending += 1
+            if self._dead_pending > 32 and self._dead_pending * 2 > len(self._pending):
+                self._pending = deque(e for e in self._pending if e._queued)
+                self._dead_pending = 0
+        if entry.kind is MessageKind.AUDIO:
+            self._audio_seconds -= entry.audio_seconds
+            self._drop_dead(self._audio)
+            if not self._audio:
+                self._audio_seconds = 0.0
+        elif entry.kind is MessageKind.VIDEO:
+            self._video_frames -= 1
+            self._drop_dead(self._video)
+
+    @staticmethod
+    def _drop_dead(media: deque[Entry[T]]) -> None:
+        while media and not media[0]._in_log:
+            media.popleft()
+
+    def _switch(self, conn: _Connection, needed: list[Entry[T]]) -> None:
+        for entry in self._pending:
+            entry._queued = False
+        for entry in needed:
+            entry._queued = True
+        self._pending = deque(needed)
+        self._dead_pending = 0
+        if self._live is not None:
+            self._last_conn = self._live
+        self._live = conn
+        self._gap_dropped = _Losses()
+        self._held.clear()
+        self._refresh()
+
+    @staticmethod
+    def _replay(replayed: int, buffered: int, possibly_duplicated: int, lost: _Losses) -> Replay:
+        return Replay(
+            replayed=replayed,
+            buffered=buffered,
+            possibly_duplicated=possibly_duplicated,
+            audio_chunks_dropped=lost.audio_chunks,
+            audio_seconds_dropped=lost.audio_seconds,
+            video_frames_dropped=lost.video_frames,
+        )
+
+
+def _insert_in_order(entries: deque[Entry[T]], entry: Entry[T]) -> None:
+    position = next((i for i, e in enumerate(entries) if e.seq > entry.seq), len(entries))
+    entries.insert(position, entry)
+
+
+def _sum_losses(a: _Losses, b: _Losses) -> _Losses:
+    return _Losses(
+        a.audio_chunks + b.audio_chunks,
+        a.audio_seconds + b.audio_seconds,
+        a.video_frames + b.video_frames,
+    )

@@ -1,0 +1,326 @@
+"""What one connection move did: the report every move produces, and a log of them.
+
+A *move* takes a session from one provider connection to the next: planned (the provider
+announced the end of the connection), after a loss (it closed without notice), or to apply a
+configuration the live connection cannot take. Each move ends with exactly one outcome:
+``resumed`` (the server kept the session), ``rebuilt`` (a fresh session seeded with the
+conversation history, after a refused or expired handle) or ``lost``.
+
+Reports never hold a resumption handle whole: :class:`MoveReport` takes the redacted form only
+(it refuses anything else), and error text is scrubbed of the move's handles and of any long
+token before it is stored.
+
+Times are floats in seconds from the caller's clock (the event loop's); durations in reports
+are milliseconds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from enum import Enum, StrEnum
+
+from realtime_resumption.redaction import redact
+
+
+class MoveReason(StrEnum):
+    """Why a move happened.
+
+    Also accepts the resumption helper's spelling: its ``"deadline"`` (a planned move the
+    ``goAway`` deadline forced) is ``PLANNED``.
+    """
+
+    PLANNED = "planned"
+    """The provider announced the connection's end (goAway)."""
+    LOST = "lost"
+    """The connection closed without notice."""
+    CONFIG = "config"
+    """A setup change the live connection cannot apply (instructions, tools, voice)."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> MoveReason | None:
+        return cls.PLANNED if value == "deadline" else None
+
+
+class HandleKind(StrEnum):
+    """Which resumption point the move resumed from.
+
+    Also accepts the resumption helper's hyphenated spelling (``"after-turn"``).
+    """
+
+    AFTER_TURN = "after_turn"
+    """A handle issued while no turn was in progress: nothing is cut."""
+    MID_TURN = "mid_turn"
+    """A handle issued during a turn (the fallback, when the deadline forced the move)."""
+    NONE = "none"
+    """No handle: a fresh session."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> HandleKind | None:
+        if isinstance(value, str):
+            spelled = value.replace("-", "_")
+            return next((kind for kind in cls if kind.value == spelled), None)
+        return None
+
+
+class MoveOutcome(StrEnum):
+    """How a move ended."""
+
+    RESUMED = "resumed"
+    """The new connection resumed the server session: its context is kept."""
+    REBUILT = "rebuilt"
+    """A fresh session, seeded with the conversation history (handle refused or expired)."""
+    LOST = "lost"
+    """Every attempt failed: the session is gone."""
+
+
+_REDACTED = re.compile(r"<none>|<empty>|<\d+ chars>|.{4}…<\d+ chars>", re.DOTALL)
+_TOKEN = re.compile(r"[A-Za-z0-9_\-+/=]{24,}")
+_MAX_ERROR_CHARS = 500
+
+
+def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """``text`` with every occurrence of ``secrets`` and any long token-like run redacted,
+    cut to a bounded length: safe for a log or a report."""
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, redact(secret))
+    text = _TOKEN.sub(lambda match: redact(match.group()), text)
+    if len(text) > _MAX_ERROR_CHARS:
+        text = text[: _MAX_ERROR_CHARS - 1] + "…"
+    return text
+
+
+@dataclass(frozen=True)
+class MoveReport:
+    """One move, from its start to its outcome.
+
+    ``handle`` is the *redacted* handle (see :func:`realtime_resumption.redaction.redact`);
+    a value that is not in redacted form is refused, so a report cannot carry a handle whole.
+    """
+
+    number: int
+    """1 for the session's first move, counting up."""
+    reason: MoveReason
+    handle_kind: HandleKind
+    handle: str
+    outcome: MoveOutcome
+    gap_ms: float
+    """Time during which no connection could take input (0 for a make-before-break switch)."""
+    messages_buffered: int
+    """Client messages held while no connection could take them, delivered after."""
+    messages_replayed: int
+    """Client messages written before and sent again because the new session lacked them."""
+    audio_chunks_dropped: int
+    audio_seconds_dropped: float
+    attempts: int
+    """Connection attempts the move used."""
+    started_at: float
+    finished_at: float
+    error: str | None = None
+    """Why the last attempt failed (scrubbed), when one did."""
+
+    def __post_init__(self) -> None:
+        if self.number < 1:
+            raise ValueError(f"number must be >= 1, got {self.number}")
+        if not _REDACTED.fullmatch(self.handle):
+            raise ValueError("handle must be given redacted (realtime_resumption.redaction)")
+        for name in (
+            "messages_buffered",
+            "messages_replayed",
+            "audio_chunks_dropped",
+            "attempts",
+        ):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("gap_ms", "audio_seconds_dropped", "started_at", "finished_at"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} must be finite, got {getattr(self, name)}")
+        if self.gap_ms < 0 or self.audio_seconds_dropped < 0:
+            raise ValueError("gap_ms and audio_seconds_dropped must be >= 0")
+        if self.finished_at < self.started_at:
+            raise ValueError("finished_at is before started_at")
+        if self.error is not None:
+            object.__setattr__(self, "error", scrub(self.error))
+
+    @property
+    def duration_ms(self) -> float:
+        """From the move's start to its outcome."""
+        return (self.finished_at - self.started_at) * 1000.0
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain values (enums as strings), for diagnostics and JSON."""
+        values = asdict(self)
+        for key, value in values.items():
+            if isinstance(value, Enum):
+                values[key] = value.value
+        values["duration_ms"] = self.duration_ms
+        return values
+
+
+class MoveInProgress:
+    """A move that started: collects attempts and the input gap until :meth:`finish`."""
+
+    def __init__(
+        self,
+        log: MoveLog,
+        number: int,
+        reason: MoveReason,
+        handle: str | None,
+        handle_kind: HandleKind,
+        now: float,
+    ) -> None:
+        self._log = log
+        self.number = number
+        self.reason = reason
+        self.started_at = now
+        self._handle = handle
+        self._handles: list[str] = [handle] if handle else []
+        self._handle_kind = handle_kind if handle else HandleKind.NONE
+        self._attempts = 0
+        self._gap = 0.0
+        self._gap_since: float | None = None
+        self._finished = False
+
+    @property
+    def attempts(self) -> int:
+        """Attempts counted so far."""
+        return self._attempts
+
+    @property
+    def input_blocked(self) -> bool:
+        """Whether no connection can take input right now (a gap is running)."""
+        return self._gap_since is not None
+
+    def attempt(self, handle: str | None, handle_kind: HandleKind) -> int:
+        """Count an attempt, made with ``handle`` (None: a fresh session); returns its
+        number. The report shows the last attempt's handle."""
+        self._check_open()
+        self._attempts += 1
+        self._handle = handle
+        self._handle_kind = handle_kind if handle else HandleKind.NONE
+        if handle:
+            self._handles.append(handle)
+        return self._attempts
+
+    def input_stopped(self, now: float) -> None:
+        """No connection can take input from ``now`` (the old one closed or was lost)."""
+        self._check_open()
+        if self._gap_since is None:
+            self._gap_since = now
+
+    def input_resumed(self, now: float) -> None:
+        """A connection takes input again from ``now``."""
+        self._check_open()
+        if self._gap_since is not None:
+            self._gap += max(0.0, now - self._gap_since)
+            self._gap_since = None
+
+    def finish(
+        self,
+        outcome: MoveOutcome,
+        now: float,
+        *,
+        messages_buffered: int = 0,
+        messages_replayed: int = 0,
+        audio_chunks_dropped: int = 0,
+        audio_seconds_dropped: float = 0.0,
+        error: str | None = None,
+    ) -> MoveReport:
+        """Close the move with its outcome; records the report in the log and returns it.
+        A gap still open counts until ``now``."""
+        self._check_open()
+        self.input_resumed(now)
+        self._finished = True
+        report = MoveReport(
+            number=self.number,
+            reason=self.reason,
+            handle_kind=self._handle_kind,
+            handle=redact(self._handle),
+            outcome=outcome,
+            gap_ms=self._gap * 1000.0,
+            messages_buffered=messages_buffered,
+            messages_replayed=messages_replayed,
+            audio_chunks_dropped=audio_chunks_dropped,
+            audio_seconds_dropped=audio_seconds_dropped,
+            attempts=self._attempts,
+            started_at=self.started_at,
+            finished_at=max(now, self.started_at),
+            error=None if error is None else scrub(error, self._handles),
+        )
+        self._log._finished(self, report)
+        return report
+
+    def _check_open(self) -> None:
+        if self._finished:
+            raise RuntimeError(f"move {self.number} already finished")
+
+    def __repr__(self) -> str:
+        return (
+            f"MoveInProgress(number={self.number}, reason={self.reason.value}, "
+            f"handle={redact(self._handle)}, attempts={self._attempts})"
+        )
+
+
+class MoveLog:
+    """The session's moves: numbers them, keeps the latest reports and counts outcomes."""
+
+    def __init__(self, keep: int = 32) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be >= 1, got {keep}")
+        self._recent: deque[MoveReport] = deque(maxlen=keep)
+        self._counts = dict.fromkeys(MoveOutcome, 0)
+        self._started = 0
+        self._current: MoveInProgress | None = None
+
+    def begin(
+        self, reason: MoveReason, handle: str | None, handle_kind: HandleKind, now: float
+    ) -> MoveInProgress:
+        """Start a move. Only one runs at a time: starting another raises RuntimeError."""
+        if self._current is not None:
+            raise RuntimeError(f"move {self._current.number} is still running")
+        self._started += 1
+        self._current = MoveInProgress(self, self._started, reason, handle, handle_kind, now)
+        return self._current
+
+    @property
+    def current(self) -> MoveInProgress | None:
+        """The move running now, if any."""
+        return self._current
+
+    @property
+    def total(self) -> int:
+        """Moves finished so far."""
+        return sum(self._counts.values())
+
+    @property
+    def counts(self) -> dict[MoveOutcome, int]:
+        """Finished moves per outcome."""
+        return dict(self._counts)
+
+    @property
+    def last(self) -> MoveReport | None:
+        """The latest report."""
+        return self._recent[-1] if self._recent else None
+
+    @property
+    def recent(self) -> tuple[MoveReport, ...]:
+        """The latest reports, oldest first (at most ``keep``)."""
+        return tuple(self._recent)
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain values for diagnostics."""
+        return {
+            "moves": self.total,
+            "in_progress": self._current is not None,
+            "outcomes": {outcome.value: n for outcome, n in self._counts.items()},
+            "recent": [report.as_dict() for report in self._recent],
+        }
+
+    def _finished(self, move: MoveInProgress, report: MoveReport) -> None:
+        if self._current is move:
+            self._current = None
+        self._counts[report.outcome] += 1
+        self._recent.append(report)
