@@ -18,12 +18,16 @@ effects into callbacks, in order. Time only matters for two bounds, both reporte
 The state belongs to the session, not to a connection: the transport only reports
 ``connection_lost`` when a close ends the session's answer, so a generation can outlive a
 switch between connections.
+
+Which tool calls are pending is not tracked here: the transport has one ledger of tool calls
+(``gemini.tool_calls``) and says, where it matters, whether any call still waits for its
+result (``tools_pending``).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -140,7 +144,7 @@ class _Generation:
 
 
 class GenerationTracker:
-    """Pairs generation starts and ends, numbers server turns, and keeps the tool-call ledger.
+    """Pairs generation starts and ends and numbers server turns.
 
     Every input method takes ``now`` (seconds, any monotonic clock) and returns the effects
     to deliver, in order.
@@ -164,8 +168,6 @@ class GenerationTracker:
         self._turn_text = False
         self._turn_text_done = False
         self._suppress = False
-        self._pending: dict[str, None] = {}
-        self._issued: set[str] = set()
 
     # --- queries ------------------------------------------------------------------------------
 
@@ -185,14 +187,13 @@ class GenerationTracker:
         return self._suppress
 
     @property
-    def pending_tool_calls(self) -> tuple[str, ...]:
-        """Ids of tool calls issued and neither answered nor cancelled, oldest first."""
-        return tuple(self._pending)
-
-    @property
-    def turn_in_progress(self) -> bool:
-        """An answer is open, the server turn is active, or a tool call awaits its result."""
-        return self._gen is not None or self._turn is not None or bool(self._pending)
+    def answer_in_progress(self) -> bool:
+        """The server turn is active, or an answer is open that is neither finished (in its
+        grace window) nor waiting for tool results: a switch of connection now cuts it."""
+        gen = self._gen
+        return self._turn is not None or (
+            gen is not None and gen.drain_deadline is None and not gen.awaiting_tools
+        )
 
     @property
     def winding_down(self) -> bool:
@@ -209,10 +210,6 @@ class GenerationTracker:
         if drain is None or cancel is None:
             return cancel if drain is None else drain
         return min(drain, cancel)
-
-    def was_issued(self, call_id: str) -> bool:
-        """This session issued a tool call with that id."""
-        return call_id in self._issued
 
     # --- provider facts -----------------------------------------------------------------------
 
@@ -247,8 +244,8 @@ class GenerationTracker:
 
     def tool_calls(self, now: float, call_ids: Sequence[str]) -> list[Effect]:
         """The model asked for tool calls. A call after turnComplete, within the grace window,
-        continues the same generation. While ``suppressing`` the calls are not recorded: they
-        belong to a cancelled answer and must not be answered."""
+        continues the same generation. While ``suppressing`` nothing happens: the calls belong
+        to a cancelled answer and must not be answered."""
         effects = self._expire(now)
         if self._suppress or not call_ids:
             return effects
@@ -257,28 +254,17 @@ class GenerationTracker:
         self._finish_reasoning(now, gen, effects)
         gen.drain_deadline = None
         gen.awaiting_tools = False
-        for call_id in call_ids:
-            self._pending[call_id] = None
-            self._issued.add(call_id)
         return effects
 
-    def tool_calls_cancelled(self, now: float, call_ids: Iterable[str]) -> list[Effect]:
-        """The provider cancelled tool calls (they stay issued: a late result is harmless)."""
+    def tool_calls_cancelled(self, now: float, *, tools_pending: bool) -> list[Effect]:
+        """The provider cancelled tool calls. When no call is left pending
+        (``tools_pending``), an answer that waited for them finishes after the grace window."""
         effects = self._expire(now)
-        for call_id in call_ids:
-            self._pending.pop(call_id, None)
         gen = self._gen
-        if gen is not None and gen.awaiting_tools and not self._pending:
+        if gen is not None and gen.awaiting_tools and not tools_pending:
             gen.awaiting_tools = False
             gen.drain_deadline = now + self._grace
         return effects
-
-    def tool_result_sent(self, call_id: str) -> bool:
-        """A result for ``call_id`` went out; False when the session never issued that call."""
-        if call_id not in self._issued:
-            return False
-        self._pending.pop(call_id, None)
-        return True
 
     def generation_complete(self, now: float) -> list[Effect]:
         """The model finished generating (the provider's turnComplete follows)."""
@@ -305,8 +291,9 @@ class GenerationTracker:
             effects.append(TurnInterrupted(turn))
         return effects
 
-    def turn_complete(self, now: float) -> list[Effect]:
-        """The provider's turn completed."""
+    def turn_complete(self, now: float, *, tools_pending: bool = False) -> list[Effect]:
+        """The provider's turn completed. With ``tools_pending`` (a tool call still waits for
+        its result, or its result for the socket) the answer continues after the results."""
         effects = self._expire(now)
         self._text_done(effects)
         gen = self._gen
@@ -314,7 +301,7 @@ class GenerationTracker:
             self._finish_reasoning(now, gen, effects)
             if gen.cancelled:
                 self._end(GenerationEndReason.CANCELLED, effects)
-            elif self._pending:
+            elif tools_pending:
                 gen.awaiting_tools = True
             elif gen.drain_deadline is None:
                 gen.drain_deadline = now + self._grace
@@ -356,25 +343,26 @@ class GenerationTracker:
         too, so a late timer never changes the outcome."""
         return self._expire(now)
 
-    def connection_lost(self, now: float) -> list[Effect]:
-        """The session's connection closed without a replacement: the open answer ends as
-        disconnected and the server turn is gone. The tool-call ledger stays (a resumed
-        session still knows its calls); see ``forget_tool_calls``."""
+    def connection_lost(
+        self, now: float, reason: GenerationEndReason = GenerationEndReason.DISCONNECTED
+    ) -> list[Effect]:
+        """The connection that served the answer is gone (closed, or left by a move): the
+        server turn is gone, and the open answer ends with ``reason`` (a resumed session does
+        not continue it). An answer already finished (in its grace window) ends as
+        complete."""
         effects = self._expire(now)
-        if self._gen is not None:
-            self._end(GenerationEndReason.DISCONNECTED, effects)
+        gen = self._gen
+        if gen is not None:
+            if gen.drain_deadline is not None:
+                self._end(GenerationEndReason.GENERATION_COMPLETE, effects)
+            else:
+                self._end(reason, effects)
         self._turn = None
         self._interrupted_turn = None
         self._turn_text = False
         self._turn_text_done = False
         self._suppress = False
         return effects
-
-    def forget_tool_calls(self) -> None:
-        """The session was replaced by one that never issued these calls: results for them
-        must be refused from now on."""
-        self._pending.clear()
-        self._issued.clear()
 
     # --- internals ----------------------------------------------------------------------------
 

@@ -36,9 +36,11 @@ class MoveReason(StrEnum):
     PLANNED = "planned"
     """The provider announced the connection's end (goAway)."""
     LOST = "lost"
-    """The connection closed without notice."""
+    """The connection closed without notice, or a resumed session stopped answering."""
     CONFIG = "config"
     """A setup change the live connection cannot apply (instructions, tools, voice)."""
+    REQUESTED = "requested"
+    """The framework asked for a new connection (``reconnect``, credential expiry)."""
 
     @classmethod
     def _missing_(cls, value: object) -> MoveReason | None:

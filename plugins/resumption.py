@@ -363,8 +363,13 @@ class SessionResumption:
     async def _attempt(self, handle: str) -> Exception | None:
         timeout = self._options.attempt_timeout
         try:
-            # A synchronous raise and a non-awaitable result land in the handlers below too.
-            await asyncio.wait_for(self._reconnect(handle), timeout)
+            # Awaited in the move's own task (not wrapped in another, as wait_for does on
+            # Python 3.11): when reconnect returns, the move ends in the same step, so a loss
+            # the driver reports right after its switch starts a new move instead of being
+            # taken for the move in flight. A synchronous raise and a non-awaitable result land
+            # in the handlers below too.
+            async with asyncio.timeout(timeout):
+                await self._reconnect(handle)
         except TimeoutError:
             return TimeoutError(f"reconnect did not return within attempt_timeout ({timeout} s)")
         except asyncio.CancelledError:

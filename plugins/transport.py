@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from realtime_resumption.moves import MoveOutcome, MoveReport
 from realtime_resumption.redaction import redact
 
 # --- Tool calls -------------------------------------------------------------------------------
@@ -234,6 +235,15 @@ class GenerationEndReason(StrEnum):
     """``cancel_response`` stopped it."""
     DISCONNECTED = "disconnected"
     """The connection closed or the transport was disconnected or aborted."""
+    MOVED = "moved"
+    """The session moved to a new connection mid-answer (the provider's closing deadline
+    forced it, or the framework asked for it): a resumed session does not continue a cut
+    answer. When the handle it resumed from predates the question, the question is replayed
+    and answered again; otherwise the framework may ask again."""
+    TOOL_CALL_ORPHANED = "tool_call_orphaned"
+    """The answer waited for a tool call the session lost in a move (a rebuilt session, or one
+    resumed from before the call): its result is refused (``ToolCallOrphanedError``) and
+    never sent; ``on_tool_call_cancel`` named the call. The framework may ask again."""
 
 
 @dataclass(frozen=True)
@@ -427,6 +437,39 @@ class SendCounter:
 
 
 @dataclass(frozen=True)
+class MoveStats:
+    """The session's moves between connections, for diagnostics."""
+
+    counts: Mapping[MoveOutcome, int]
+    """Finished moves per outcome."""
+    in_progress: bool
+    """A move is running now."""
+    recent: tuple[MoveReport, ...]
+    """The latest reports, oldest first."""
+
+
+@dataclass(frozen=True)
+class InputStats:
+    """The input buffer that carries client messages across moves, for diagnostics."""
+
+    buffered: int
+    """Messages waiting for a connection now."""
+    submitted: int
+    """Messages the framework sent since the session started."""
+    written: int
+    """Writes to a connection, replays included."""
+    replayed: int
+    """Of ``written``: messages written again after a move (the resumed session lacked them)."""
+    audio_chunks_dropped: int
+    """Audio chunks given up past the buffer's bounds before any connection got them; audio a
+    resumed session lacked and no longer held is counted in that move's report."""
+    audio_seconds_dropped: float
+    video_frames_dropped: int
+    tool_responses_discarded: int
+    """Tool responses not sent because their session was gone."""
+
+
+@dataclass(frozen=True)
 class TransportDiagnostics:
     """Point-in-time transport diagnostics; safe to sample on any tick."""
 
@@ -439,6 +482,10 @@ class TransportDiagnostics:
     """Advances on each connection that completes its setup."""
     dial_gen: int
     """Advances per dial, when a dial fails and when the incumbent is aborted."""
+    moves: MoveStats | None = None
+    """Moves between connections, on transports that move sessions."""
+    input: InputStats | None = None
+    """The input buffer, on transports that hold input across moves."""
 
 
 # --- Errors -----------------------------------------------------------------------------------
@@ -461,6 +508,25 @@ class UnknownToolCallError(TransportError, ValueError):
     model."""
 
 
+class ToolCallOrphanedError(UnknownToolCallError):
+    """The tool call was issued by a server session a move left behind (a rebuilt session, or
+    one resumed from before the call): the live session never issued it, so its result is not
+    sent. The call's answer ended as ``GenerationEndReason.TOOL_CALL_ORPHANED``."""
+
+    def __init__(self, call_id: str) -> None:
+        super().__init__(
+            f"tool call {call_id!r} belongs to a session the transport moved away from: "
+            "its result is not sent (the model may ask again)"
+        )
+        self.call_id = call_id
+
+
+class SessionLostError(TransportError):
+    """The session could not be carried to a new connection (no handle and no history to
+    rebuild from, or every attempt failed): it is over. Reported through ``on_error`` with
+    ``recoverable=False``, before ``on_close``."""
+
+
 class ConnectError(TransportError):
     """A connection attempt failed; ``failure`` tells why (its ``message`` is the text)."""
 
@@ -480,10 +546,11 @@ class DialAbandonedError(TransportError):
 class LLMTransport(Protocol):
     """A realtime provider connection, as the framework above it drives it.
 
-    Sends that return nothing are synchronous and never block: they queue in order, or raise
-    a clear error when there is no connection to take them. Callbacks are attributes, ``None``
-    by default; a transport never calls one it cannot produce. A callback that raises is
-    logged and does not stop the transport.
+    Sends that return nothing are synchronous and never block: they queue in order (a
+    transport that moves its session between connections holds them during a move and
+    delivers them after), or raise a clear error when no session is up to take them.
+    Callbacks are attributes, ``None`` by default; a transport never calls one it cannot
+    produce. A callback that raises is logged and does not stop the transport.
 
     Members only some transports offer are the ``Supports*`` protocols in this module.
     """
@@ -550,7 +617,9 @@ class LLMTransport(Protocol):
         ...
 
     def send_tool_result(self, result: ToolResult) -> None:
-        """Answer a tool call of this session."""
+        """Answer a tool call of this session. Raises ``UnknownToolCallError`` for a call the
+        session never issued, and its subclass ``ToolCallOrphanedError`` for a call of a
+        session a move left behind: neither result is sent."""
         ...
 
     def trigger_generation(
@@ -577,7 +646,10 @@ class LLMTransport(Protocol):
     """The connection is ready; the argument is the provider's session id (may be empty)."""
     on_error: Callable[[TransportErrorEvent], None] | None
     on_close: Callable[[int | None, str | None], None] | None
-    """A connection closed: close code and a redacted reason. Once per connection."""
+    """The session's connection ended for good: close code and a redacted reason. Once per
+    session (``disconnect``, a lost session, or any close when the transport does not move
+    sessions). A connection a move replaces reports through ``on_connection_lifecycle``
+    only."""
     on_model_turn_start: Callable[[str | None], None] | None
     """The model began a response (audio, text, tool call). Transports that model generations
     pass the generation id: once per generation, the same id as ``on_generation_start``."""
@@ -606,10 +678,11 @@ class LLMTransport(Protocol):
     session is resumable from it, and the index of the last client message the state includes
     (``None`` unless the provider sends it)."""
     on_credential_expiry: Callable[[], None] | None
-    """The credential of the current connection expired. A consumer that can reconnect should
-    start that synchronously; right after this returns the transport closes the connection
-    (unless ``disconnect`` already detached it) and reports the close through ``on_close`` and
-    a ``GenerationClose`` event."""
+    """The credential of the current connection expired. A transport that moves sessions moves
+    to a new connection (with a new credential); otherwise, right after this returns, it
+    closes the connection (unless ``disconnect`` already detached it) and reports the close
+    through ``on_close`` and a ``GenerationClose`` event: a consumer that can reconnect should
+    start that synchronously."""
     on_grounding_metadata: Callable[[Mapping[str, Any]], None] | None
     on_realtime_llm_usage: Callable[[RealtimeLLMUsage], None] | None
     """Normalised usage, for billing and observability."""

@@ -91,13 +91,11 @@ def test_tool_call_answer_is_one_generation_across_two_provider_turns() -> None:
     t = GenerationTracker(tool_call_grace=0.5)
     effects = t.tool_calls(0, ["c1"])
     assert effects == [GenerationStarted("gen_1")]
-    assert t.turn_complete(0.1) == [TurnCompleted(1)]
+    assert t.turn_complete(0.1, tools_pending=True) == [TurnCompleted(1)]
     # Waiting for the tool result: no grace window runs out.
+    assert not t.answer_in_progress
     assert t.next_deadline is None
     assert t.tick(100) == []
-    assert t.pending_tool_calls == ("c1",)
-    assert t.tool_result_sent("c1") is True
-    assert t.pending_tool_calls == ()
     assert t.model_output(101, "audio") == [FirstAudio("gen_1")]
     assert t.active_server_turn_id == 2
     assert t.turn_complete(102) == [TurnCompleted(2)]
@@ -112,7 +110,6 @@ def test_tool_call_after_turn_complete_within_the_grace_window_joins_the_answer(
     assert t.generation_id == "gen_1"
     assert t.active_server_turn_id == 2
     assert t.tick(5) == []
-    t.tool_result_sent("c1")
     t.model_output(6, "audio")
     t.turn_complete(7)
     assert t.tick(7.5) == [GenerationEnded("gen_1", Reason.GENERATION_COMPLETE)]
@@ -155,7 +152,6 @@ def test_cancelled_answer_is_suppressed_and_ends_when_the_provider_turn_ends() -
     assert t.cancel(0.6) == []  # idempotent
     assert t.model_output(0.7, "audio") == []
     assert t.tool_calls(0.7, ["c9"]) == []
-    assert not t.was_issued("c9")
     assert t.turn_complete(1) == [GenerationEnded("gen_1", Reason.CANCELLED), TurnCompleted(1)]
     assert not t.suppressing
     assert t.model_output(2, "audio")[0] == GenerationStarted("gen_2")
@@ -188,34 +184,36 @@ def test_cancel_after_the_provider_turn_ended_ends_at_once() -> None:
     assert not t.suppressing
 
 
-def test_connection_lost_ends_the_answer_and_keeps_the_tool_ledger() -> None:
+def test_connection_lost_ends_the_answer_in_progress_with_the_reason_given() -> None:
     t = GenerationTracker()
     t.tool_calls(0, ["c1"])
+    assert t.answer_in_progress
     assert t.connection_lost(1) == [GenerationEnded("gen_1", Reason.DISCONNECTED)]
     assert t.active_server_turn_id is None
-    assert t.was_issued("c1")
-    assert t.pending_tool_calls == ("c1",)
-    t.forget_tool_calls()
-    assert not t.was_issued("c1")
-    assert t.tool_result_sent("c1") is False
+    assert not t.answer_in_progress
+    t.model_output(2, "audio")
+    assert t.connection_lost(3, Reason.MOVED) == [GenerationEnded("gen_2", Reason.MOVED)]
+
+
+def test_connection_lost_ends_a_finished_answer_as_complete() -> None:
+    t = GenerationTracker()
+    t.model_output(0, "audio")
+    t.turn_complete(1)
+    assert not t.answer_in_progress
+    assert t.connection_lost(1.1, Reason.MOVED) == [
+        GenerationEnded("gen_1", Reason.GENERATION_COMPLETE)
+    ]
 
 
 def test_tool_call_cancellation_lets_a_waiting_answer_finish() -> None:
     t = GenerationTracker(tool_call_grace=0.5)
     t.tool_calls(0, ["c1", "c2"])
-    t.turn_complete(1)
-    t.tool_calls_cancelled(2, ["c1"])
+    t.turn_complete(1, tools_pending=True)
+    t.tool_calls_cancelled(2, tools_pending=True)
     assert t.next_deadline is None
-    t.tool_calls_cancelled(2, ["c2"])
+    t.tool_calls_cancelled(2, tools_pending=False)
     assert t.next_deadline == pytest.approx(2.5)
     assert t.tick(2.5) == [GenerationEnded("gen_1", Reason.GENERATION_COMPLETE)]
-    # A cancelled call stays issued: a late result is not refused.
-    assert t.tool_result_sent("c1") is True
-
-
-def test_unknown_tool_result_is_refused() -> None:
-    t = GenerationTracker()
-    assert t.tool_result_sent("never") is False
 
 
 def test_server_turn_ids_are_monotonic_and_inactive_between_turns() -> None:
@@ -243,29 +241,46 @@ def test_negative_bounds_are_refused() -> None:
 
 # --- every start is paired with exactly one end, whatever the order of facts -----------------
 
-_Step = Callable[[GenerationTracker, float], list[Effect]]
+
+class _Session:
+    """The tracker with the pending tool calls a transport would keep beside it."""
+
+    def __init__(self) -> None:
+        self.t = GenerationTracker()
+        self.pending: list[str] = []
+
+    def calls(self, now: float) -> list[Effect]:
+        effects = self.t.tool_calls(now, [f"c{now}"])
+        if not self.t.suppressing:
+            self.pending.append(f"c{now}")
+        return effects
+
+    def answer_oldest(self, now: float) -> list[Effect]:
+        del self.pending[:1]
+        return []
+
+    def cancel_oldest(self, now: float) -> list[Effect]:
+        del self.pending[:1]
+        return self.t.tool_calls_cancelled(now, tools_pending=bool(self.pending))
 
 
-def _answer_oldest_call(t: GenerationTracker, now: float) -> list[Effect]:
-    for call_id in t.pending_tool_calls[:1]:
-        assert t.tool_result_sent(call_id)
-    return []
-
+_Step = Callable[[_Session, float], list[Effect]]
 
 _STEPS: dict[str, _Step] = {
-    "audio": lambda t, now: t.model_output(now, "audio"),
-    "text": lambda t, now: t.model_output(now, "text"),
-    "transcript": lambda t, now: t.model_output(now, "transcript"),
-    "thought": lambda t, now: t.model_output(now, "thought"),
-    "tool_call": lambda t, now: t.tool_calls(now, [f"c{now}"]),
-    "tool_result": _answer_oldest_call,
-    "tool_cancel": lambda t, now: t.tool_calls_cancelled(now, t.pending_tool_calls[:1]),
-    "generation_complete": lambda t, now: t.generation_complete(now),
-    "interrupted": lambda t, now: t.interrupted(now),
-    "turn_complete": lambda t, now: t.turn_complete(now),
-    "cancel": lambda t, now: t.cancel(now),
-    "tick": lambda t, now: t.tick(now),
-    "lost": lambda t, now: t.connection_lost(now),
+    "audio": lambda s, now: s.t.model_output(now, "audio"),
+    "text": lambda s, now: s.t.model_output(now, "text"),
+    "transcript": lambda s, now: s.t.model_output(now, "transcript"),
+    "thought": lambda s, now: s.t.model_output(now, "thought"),
+    "tool_call": _Session.calls,
+    "tool_result": _Session.answer_oldest,
+    "tool_cancel": _Session.cancel_oldest,
+    "generation_complete": lambda s, now: s.t.generation_complete(now),
+    "interrupted": lambda s, now: s.t.interrupted(now),
+    "turn_complete": lambda s, now: s.t.turn_complete(now, tools_pending=bool(s.pending)),
+    "cancel": lambda s, now: s.t.cancel(now),
+    "tick": lambda s, now: s.t.tick(now),
+    "lost": lambda s, now: s.t.connection_lost(now),
+    "moved": lambda s, now: s.t.connection_lost(now, Reason.MOVED),
 }
 
 
@@ -277,14 +292,15 @@ _STEPS: dict[str, _Step] = {
     )
 )
 def test_starts_and_ends_pair_exactly_once(steps: list[tuple[str, float]]) -> None:
-    t = GenerationTracker()
+    session = _Session()
+    t = session.t
     now = 0.0
     open_ids: list[str] = []
     ended: list[str] = []
     turn_ids: list[int] = []
     for name, dt in steps:
         now += dt
-        for effect in _STEPS[name](t, now):
+        for effect in _STEPS[name](session, now):
             if isinstance(effect, GenerationStarted):
                 assert not open_ids, "two generations open at once"
                 open_ids.append(effect.generation_id)

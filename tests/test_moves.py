@@ -41,7 +41,7 @@ def report(**overrides: Any) -> MoveReport:
 
 
 def test_enums_carry_the_documented_values() -> None:
-    assert [r.value for r in MoveReason] == ["planned", "lost", "config"]
+    assert [r.value for r in MoveReason] == ["planned", "lost", "config", "requested"]
     assert [k.value for k in HandleKind] == ["after_turn", "mid_turn", "none"]
     assert [o.value for o in MoveOutcome] == ["resumed", "rebuilt", "lost"]
     assert MoveOutcome("rebuilt") is MoveOutcome.REBUILT

@@ -84,6 +84,8 @@ class _Connection:
         self.attempt_id = f"att_{dial_gen}"
         self.handle_supplied = handle_supplied
         self.session_id: str | None = None
+        self.setup_seconds: float | None = None
+        """How long the dial took, up to setupComplete: a bound on the link's round trip."""
         self.transport_generation: int | None = None
         """Set by the transport when the setup completed."""
         self.message_index = 0
@@ -126,6 +128,11 @@ class _Connection:
         """The connection closed (or is closing)."""
         return self._state in ("closing", "closed")
 
+    @property
+    def busy(self) -> bool:
+        """A message is queued or being written."""
+        return bool(self._outbox)
+
     # --- opening ------------------------------------------------------------------------------
 
     async def open(self, timeout: float) -> None:
@@ -134,6 +141,7 @@ class _Connection:
         Raises ``ConnectError`` with the reason; nothing stays open after a failure.
         """
         cm = self._client.aio.live.connect(model=self._model, config=self._config)
+        started = asyncio.get_running_loop().time()
         try:
             async with asyncio.timeout(timeout):
                 session = await cm.__aenter__()
@@ -149,15 +157,26 @@ class _Connection:
         self._cm = cm
         self._session = session
         self.session_id = session.session_id
+        self.setup_seconds = asyncio.get_running_loop().time() - started
         self._state = "open"
 
     def start(self) -> None:
         """Start receiving and writing. Until then, server messages wait in the socket."""
+        self.start_receiving()
+        self.start_writing()
+
+    def start_receiving(self) -> None:
+        """Start handing server messages (and the close) to the hooks. Idempotent."""
         if self._state != "open" or self._receiver is not None:
             return
         self._receiver = asyncio.create_task(
             self._receive_loop(), name=f"gemini-live-receive-{self.attempt_id}"
         )
+
+    def start_writing(self) -> None:
+        """Start writing queued messages, under the stall watchdog. Idempotent."""
+        if self._state != "open" or self._writer is not None:
+            return
         self._writer = asyncio.create_task(
             self._write_loop(), name=f"gemini-live-write-{self.attempt_id}"
         )

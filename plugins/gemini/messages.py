@@ -7,12 +7,13 @@ that turns one into an SDK call.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from google.genai import live, types
 
-from realtime_resumption.transport import SendKind
+from realtime_resumption.transport import ReplayItem, SendKind
 
 INPUT_AUDIO_MIME: Final = "audio/pcm;rate=16000"
 
@@ -90,6 +91,33 @@ class ClientMessage:
     def audio_stream_end() -> ClientMessage:
         """The user's audio stream paused."""
         return ClientMessage("audio_stream_end", None, 0)
+
+    @staticmethod
+    def history(items: Sequence[ReplayItem]) -> ClientMessage | None:
+        """Prior turns as quiet context (content that does not complete the turn); None when
+        there are none. Raises ValueError for an item with nothing in it."""
+        contents = tuple(_replay_content(item) for item in items)
+        return ClientMessage.content(contents, False) if contents else None
+
+
+def _replay_content(item: ReplayItem) -> types.Content:
+    if item.tool_call is not None:
+        call = item.tool_call
+        part = types.Part(
+            function_call=types.FunctionCall(id=call.id, name=call.name, args=dict(call.args))
+        )
+        return types.Content(role="model", parts=[part])
+    if item.tool_result is not None:
+        result = item.tool_result
+        part = types.Part(
+            function_response=types.FunctionResponse(
+                id=result.id, name=result.name, response=dict(result.response)
+            )
+        )
+        return types.Content(role="user", parts=[part])
+    if item.text is None:
+        raise ValueError("a replay item needs text, a tool call or a tool result")
+    return types.Content(role=item.role, parts=[types.Part(text=item.text)])
 
 
 async def write(session: live.AsyncSession, message: ClientMessage) -> None:

@@ -79,7 +79,7 @@ from collections import OrderedDict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from loguru import logger
 
@@ -109,6 +109,10 @@ DEFAULT_MARGIN_KINDS = frozenset(
 )
 
 
+MIN_HANDLE_MARGIN: Final = 0.02
+"""The arrival margin's floor, in seconds: one 20 ms audio frame."""
+
+
 class UnknownHandleError(LookupError):
     """A resume from a handle the outbox does not hold (never recorded, or pruned)."""
 
@@ -125,7 +129,10 @@ class OutboxLimits:
     """Audio or video older than this (since submitted) is never sent or replayed."""
     handle_margin: float = 0.3
     """Arrival rule: margin-kind messages written this long before a handle arrived are
-    replayed on a resume from it (a round trip's worth of possibly in-flight media)."""
+    replayed on a resume from it (a round trip's worth of possibly in-flight media). This is
+    the most: a connection whose round trip was measured (``attach_*(round_trip=...)``) uses
+    twice that round trip, at least ``MIN_HANDLE_MARGIN``, so a fast link replays less
+    audio twice (a duplicated word is heard as one)."""
     margin_kinds: frozenset[MessageKind] = DEFAULT_MARGIN_KINDS
     """Kinds a duplicate of which is harmless, replayed within ``handle_margin``."""
     max_handles: int = 2
@@ -235,6 +242,8 @@ class _Connection:
     """The handle the connection resumed from; None for a fresh session."""
     base_through: int
     """Fresh session: entries up to this seq are carried by the seeded history."""
+    margin: float
+    """The arrival rule's margin for handles this connection issues."""
     last_index: int = 0
     last_sent_seq: int = 0
 
@@ -270,6 +279,7 @@ class _Point:
     """Entries written on ``conn`` at an index up to this are in the snapshot."""
     exact: bool
     arrived_at: float
+    margin: float
     prunable_through: int = 0
     lost: _Losses = field(default_factory=_Losses)
 
@@ -435,7 +445,7 @@ class Outbox(Generic[T]):
                 )
             limit, exact = min(last_consumed_index, live.last_index), True
         self._clock = max(self._clock, now)
-        point = _Point(handle, live, limit, exact, now)
+        point = _Point(handle, live, limit, exact, now, live.margin)
         point.prunable_through = self._prunable_through(point)
         self._handles.pop(handle, None)
         self._handles[handle] = point
@@ -475,11 +485,14 @@ class Outbox(Generic[T]):
         self._live = None
         return True
 
-    def attach_resumed(self, connection: int, handle: str, now: float) -> Replay:
+    def attach_resumed(
+        self, connection: int, handle: str, now: float, *, round_trip: float | None = None
+    ) -> Replay:
         """``connection`` resumed the session from ``handle`` and takes every write from now
         (the previous live connection, if any, gets nothing more). Queues, in order, what
-        the resumed session lacks. Raises :class:`UnknownHandleError` for a handle the
-        outbox does not hold."""
+        the resumed session lacks. ``round_trip``: seconds the connection's setup took, if
+        measured (it sets the arrival margin of the handles it issues). Raises
+        :class:`UnknownHandleError` for a handle the outbox does not hold."""
         point = self._handles.get(handle)
         if point is None:
             raise UnknownHandleError(f"no resumption point for handle {redact(handle)}")
@@ -499,11 +512,15 @@ class Outbox(Generic[T]):
         replay = self._replay(
             replayed, buffered, possibly_duplicated, _sum_losses(point.lost, self._gap_dropped)
         )
-        self._switch(_Connection(connection, self._next_seq, point, 0), needed)
+        self._switch(
+            _Connection(connection, self._next_seq, point, 0, self._margin(round_trip)), needed
+        )
         logger.debug("connection {} resumed from {}: {}", connection, redact(handle), replay)
         return replay
 
-    def attach_fresh(self, connection: int, now: float) -> Replay:
+    def attach_fresh(
+        self, connection: int, now: float, *, round_trip: float | None = None
+    ) -> Replay:
         """``connection`` opened a fresh session (first connection, or a rebuild seeded with
         the history) and takes every write from now. Queues what came after the last
         completed turn; discards tool responses; forgets every handle (they belong to the
@@ -531,7 +548,12 @@ class Outbox(Generic[T]):
             tool_responses_discarded=len(discarded),
         )
         self._handles.clear()
-        self._switch(_Connection(connection, self._next_seq, None, self._turn_mark), needed)
+        self._switch(
+            _Connection(
+                connection, self._next_seq, None, self._turn_mark, self._margin(round_trip)
+            ),
+            needed,
+        )
         logger.debug("connection {} opened a fresh session: {}", connection, replay)
         return replay
 
@@ -619,7 +641,7 @@ class Outbox(Generic[T]):
                 if (
                     not current.exact
                     and entry.kind in self._limits.margin_kinds
-                    and delivery.sent_at >= current.arrived_at - self._limits.handle_margin
+                    and delivery.sent_at >= current.arrived_at - current.margin
                 ):
                     return None
                 return True
@@ -650,7 +672,8 @@ class Outbox(Generic[T]):
         pruned = False
         # A handle still to come replays margin-kind entries written within the margin
         # before it arrives: keep those.
-        horizon = self._clock - self._limits.handle_margin
+        live = self._live
+        horizon = self._clock - (live.margin if live is not None else self._limits.handle_margin)
         margin_kinds = self._limits.margin_kinds
         log = self._log
         while log:
@@ -737,6 +760,12 @@ class Outbox(Generic[T]):
     def _drop_dead(media: deque[Entry[T]]) -> None:
         while media and not media[0]._in_log:
             media.popleft()
+
+    def _margin(self, round_trip: float | None) -> float:
+        ceiling = self._limits.handle_margin
+        if round_trip is None or not math.isfinite(round_trip) or round_trip < 0:
+            return ceiling
+        return min(ceiling, max(MIN_HANDLE_MARGIN, 2 * round_trip))
 
     def _switch(self, conn: _Connection, needed: list[Entry[T]]) -> None:
         for entry in self._pending:

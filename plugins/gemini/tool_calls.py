@@ -173,6 +173,15 @@ class ToolCallTracker:
             )
         return True
 
+    def orphan(self, ids: Iterable[str]) -> list[str]:
+        """The answer these calls belong to was cut (a move left its connection while they
+        were open): a resumed session does not continue it, so their results must not be
+        sent. Returns the ids that were open."""
+        orphaned = [call_id for call_id in ids if call_id in self._calls]
+        for call_id in orphaned:
+            self._close(call_id, ResultVerdict.ORPHANED)
+        return orphaned
+
     def calls_cancelled(self, ids: Iterable[str], connection: int) -> list[str]:
         """The server cancelled ``ids`` (toolCallCancellation) on ``connection``. Returns the
         ids that were open: any result of theirs not yet written must be withdrawn."""

@@ -13,18 +13,29 @@ from google import genai
 from google.genai import types
 from loguru import logger
 
-from realtime_resumption.gemini import wire
 from realtime_resumption.gemini.config import (
     DEFAULT_MODEL,
     DEFAULT_SETUP_TIMEOUT,
     Auth,
-    Credential,
     CredentialProvider,
     LiveOptions,
     normalise_tools,
 )
 from realtime_resumption.gemini.connection import ConnectionHooks, _Connection
+from realtime_resumption.gemini.dialling import Dialler
+from realtime_resumption.gemini.handover import Handover
+from realtime_resumption.gemini.history import ConversationHistory, HistoryLimits
+from realtime_resumption.gemini.input import InputPath
 from realtime_resumption.gemini.messages import ClientMessage
+from realtime_resumption.gemini.outbox import OutboxLimits
+from realtime_resumption.gemini.receive import Receiver
+from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET, Rotation
+from realtime_resumption.gemini.tool_calls import ResultVerdict, ToolCallTracker
+from realtime_resumption.gemini.watchdog import (
+    DEFAULT_RESUME_WATCHDOG,
+    UserTurnRetainer,
+    is_speech,
+)
 from realtime_resumption.generation import (
     CANCEL_BOUND,
     TOOL_CALL_GRACE,
@@ -39,17 +50,19 @@ from realtime_resumption.generation import (
     TurnCompleted,
     TurnInterrupted,
 )
+from realtime_resumption.moves import (
+    HandleKind,
+    MoveOutcome,
+    MoveReason,
+    MoveReport,
+)
 from realtime_resumption.redaction import redact
+from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.transport import (
-    AttemptClose,
     AudioFormatSpec,
     CancelResponseOptions,
-    ConnectAttempt,
-    ConnectError,
-    ConnectFailure,
     ConnectionLifecycleEvent,
     ContentTurn,
-    DialAbandonedError,
     GenerationClose,
     GenerationEndReason,
     GenerationOverrides,
@@ -61,12 +74,10 @@ from realtime_resumption.transport import (
     ReplayItem,
     ResponseModality,
     RetainedUserTurn,
-    SendCounter,
-    SendKind,
+    SessionLostError,
     SessionUpdate,
-    SetupFailed,
-    SetupOk,
     ToolCall,
+    ToolCallOrphanedError,
     ToolResult,
     TransportCapabilities,
     TransportDiagnostics,
@@ -86,37 +97,11 @@ DRAIN_TIMEOUT: Final = 1.0
 """Seconds queued messages get to reach the socket when the transport closes a connection."""
 _REASON_LIMIT: Final = 200
 _INSTANCES: Final = itertools.count(1)
-_SEND_KINDS: Final[tuple[SendKind, ...]] = (
-    "audio",
-    "video",
-    "text",
-    "content",
-    "tool_response",
-    "audio_stream_end",
-)
 _SCHEDULING: Final = {
     "interrupt": types.FunctionResponseScheduling.INTERRUPT,
     "when_idle": types.FunctionResponseScheduling.WHEN_IDLE,
     "silent": types.FunctionResponseScheduling.SILENT,
 }
-
-
-class _Counter:
-    __slots__ = ("attempted", "bytes", "failed", "refused", "sent")
-
-    def __init__(self) -> None:
-        self.attempted = 0
-        self.sent = 0
-        self.refused = 0
-        self.failed = 0
-        self.bytes = 0
-
-    def snapshot(self) -> SendCounter:
-        return SendCounter(self.attempted, self.sent, self.refused, self.failed, self.bytes)
-
-
-def _counters() -> dict[SendKind, _Counter]:
-    return {kind: _Counter() for kind in _SEND_KINDS}
 
 
 class GeminiLiveTransport:
@@ -128,16 +113,32 @@ class GeminiLiveTransport:
     instruction; ``tools`` as google-genai ``Tool``/``FunctionDeclaration`` objects or dicts;
     transcription flags; ``realtime_input_config`` and ``context_window_compression`` (SDK
     types); ``http_options``. ``credential_provider`` supplies an expiring credential before
-    every dial (its connection closes when it expires, after ``on_credential_expiry``).
-    ``setup_timeout`` bounds each dial: the SDK would wait forever for ``setupComplete``.
-    ``transparent`` asks Vertex AI for ``lastConsumedClientMessageIndex`` (the Gemini API
-    refuses it). ``initial_history_in_client_content`` lets Gemini 3.x models take history
-    through ``replay_history``.
+    every dial. ``setup_timeout`` bounds each dial: the SDK would wait forever for
+    ``setupComplete``. ``transparent`` asks Vertex AI for ``lastConsumedClientMessageIndex``
+    (the Gemini API refuses it). ``initial_history_in_client_content`` lets Gemini 3.x models
+    take history through ``replay_history``.
+
+    Rotation (on by default; ``rotation=False`` turns it off): the setup always asks for
+    session resumption, and the transport moves the session to a new connection by itself —
+    at the next resumable point after a ``goAway`` (``resumption`` times it; see
+    ``SessionResumption``), after a lost connection, when a setup change needs a new
+    connection, and when a credential expires — with the guarantees of
+    ``realtime_resumption.gemini.rotation``. ``input_buffer`` bounds the input held across a
+    move (``OutboxLimits``: 30 s of audio, 30 video frames, 60 s of age; past them the oldest
+    audio is dropped and counted, never text or tool results). ``retry_budget`` (20) is the
+    number of failed connection attempts the whole session may spend. ``resume_watchdog``
+    (8 s; None turns it off) bounds how long a resumed connection may leave the user's turn
+    unanswered before the transport re-sends the turn once, then rebuilds the session. With
+    ``rotation=False`` the transport only reports ``goAway`` and closes; ``reconnect`` still
+    moves the session on request.
 
     Callbacks are attributes (``None`` by default), plain functions called on the event loop
-    from the receive loop; one that raises is logged and changes nothing else. Sends are
-    synchronous and never block: they queue in order on the current connection, and raise
-    ``NotConnectedError`` when there is none. Call everything from the event loop's thread.
+    from the receive loop; one that raises is logged and changes nothing else. ``on_move``
+    reports each finished move (``MoveReport``), ``on_move_started`` each move that begins.
+    Sends are synchronous and never block: they are queued in order and written to the
+    current connection, held during a move and delivered to the next connection exactly once;
+    they raise ``NotConnectedError`` only when no session is up (before ``connect``, after
+    ``disconnect`` or a lost session). Call everything from the event loop's thread.
     """
 
     CAPABILITIES: ClassVar[TransportCapabilities] = TransportCapabilities(
@@ -180,6 +181,12 @@ class GeminiLiveTransport:
         transparent: bool = False,
         initial_history_in_client_content: bool = False,
         tool_call_grace: float = TOOL_CALL_GRACE,
+        resumption: ResumptionOptions | None = None,
+        input_buffer: OutboxLimits | None = None,
+        retry_budget: int = DEFAULT_RETRY_BUDGET,
+        resume_watchdog: float | None = DEFAULT_RESUME_WATCHDOG,
+        rotation: bool = True,
+        history_limits: HistoryLimits | None = None,
     ) -> None:
         if response_modality not in ("audio", "text"):
             raise ValueError(
@@ -229,16 +236,17 @@ class GeminiLiveTransport:
             context_window_compression=context_window_compression,
             initial_history_in_client_content=initial_history_in_client_content,
         )
-        self._credential_provider = credential_provider
-        self._injected_client = client
-        self._client: genai.Client | None = client
-        if client is None and credential_provider is None:
-            # Made now so missing keys or projects fail at construction, not at the first dial.
-            self._client = self._auth.client()
-        self._setup_timeout = setup_timeout
-        self._transparent = transparent
+        self._secrets: set[str] = {api_key} if api_key else set()
+        self._dialler = Dialler(
+            self,
+            auth=self._auth,
+            client=client,
+            credential_provider=credential_provider,
+            setup_timeout=setup_timeout,
+            transparent=transparent,
+        )
         self._tracker = GenerationTracker(tool_call_grace=tool_call_grace)
-        self._translator = wire.Translator()
+        self._receiver = Receiver(self)
         self._hooks = ConnectionHooks(
             message=self._on_message,
             receive_error=self._on_receive_error,
@@ -246,23 +254,33 @@ class GeminiLiveTransport:
             write_failed=self._on_write_failed,
             closed=self._on_closed,
         )
+        self._input = InputPath(input_buffer)
+        self._tools = ToolCallTracker()
+        self._history = ConversationHistory(history_limits)
+        self._seeded: tuple[ReplayItem, ...] = ()
+        self._user_turn = UserTurnRetainer(INPUT_SAMPLE_RATE)
+        self._rotation = Rotation(
+            self,
+            options=resumption if resumption is not None else ResumptionOptions(),
+            retry_budget=retry_budget,
+            resume_watchdog=resume_watchdog,
+            enabled=rotation,
+        )
         self._current: _Connection | None = None
-        self._dials: set[asyncio.Task[_Connection]] = set()
+        self._active = False
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._dial_gen = 0
-        self._transport_generation = 0
+        self._handover = Handover(self)
+        self._stranded: set[_Connection] = set()
+        self._close_reported: set[_Connection] = set()
         self._handle: str | None = None
-        self._secrets: set[str] = {api_key} if api_key else set()
         self._without_id: set[str] = set()
-        self._sends = _counters()
-        self._total_sends = _counters()
         self._tick: asyncio.TimerHandle | None = None
         self._expiry: asyncio.TimerHandle | None = None
-        self._expires_at: dict[_Connection, float] = {}
         self._end_waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._quiesced = False
         self._disconnected = False
         self._setup_stale = False
+        self._realtime_sent = False
 
         self.on_audio_output: Callable[[bytes], None] | None = None
         self.on_tool_call: Callable[[Sequence[ToolCall]], None] | None = None
@@ -296,6 +314,10 @@ class GeminiLiveTransport:
             Callable[[Literal["instructions_changed", "tools_changed"]], None] | None
         ) = None
         self.on_provider_evidence: Callable[[ProviderEvidenceEvent], None] | None = None
+        self.on_move: Callable[[MoveReport], None] | None = None
+        """A move between connections finished (outcome resumed, rebuilt or lost)."""
+        self.on_move_started: Callable[[MoveReason, HandleKind], None] | None = None
+        """A move began: why, and which kind of handle it resumes from (``none``: rebuild)."""
 
     def __repr__(self) -> str:
         return f"GeminiLiveTransport#{self._id}"
@@ -314,29 +336,39 @@ class GeminiLiveTransport:
 
     @property
     def is_connected(self) -> bool:
-        """A connection is current and takes input."""
-        return self._current is not None and self._current.accepting
+        """A session is up and takes input: written at once, or held during a move."""
+        return self._active
+
+    @property
+    def moving(self) -> bool:
+        """A move to a new connection is in progress (sends are held or replayed)."""
+        return self._active and self._rotation.moving
 
     @property
     def current_dial_gen(self) -> int:
         """Advances per dial, when the current dial fails, and on ``abort_incumbent``."""
-        return self._dial_gen
+        return self._dialler.gen
 
     @property
     def current_transport_generation(self) -> int:
         """Advances only when a connection completes its setup."""
-        return self._transport_generation
+        return self._dialler.transport_generation
 
     @property
     def resumption_handle(self) -> str | None:
-        """The latest handle the provider marked resumable; the next dial resumes from it."""
+        """The latest handle the provider marked resumable; a new session resumes from it."""
         return self._handle
 
     @property
     def pending_setup_change(self) -> bool:
-        """A session update changed the setup since the current connection opened; Gemini
-        applies it on the next connection."""
+        """A session update changed the setup since the current connection opened; the next
+        connection carries it (with rotation, a move at the next resumable point)."""
         return self._setup_stale
+
+    @property
+    def pending_tool_calls(self) -> tuple[str, ...]:
+        """Tool calls of the live session waiting for their result (or its write)."""
+        return tuple(self._tools.pending_ids() + self._tools.unsent_ids())
 
     # --- connecting ---------------------------------------------------------------------------
 
@@ -348,201 +380,195 @@ class GeminiLiveTransport:
         ``DialAbandonedError`` when ``abort_incumbent`` or ``disconnect`` overtook it, and
         ``TransportError`` when already connected.
         """
-        if self._current is not None:
+        if self._active:
             raise TransportError(f"{self} is already connected")
         if config is not None:
             self._options = self._options.updated(config)
-        self._disconnected = False
-        conn = await self._dial(self._handle)
-        self._install(conn)
+        await self._open_session(self._handle)
 
     async def disconnect(self) -> None:
-        """End the session's connection and everything the transport runs. Idempotent.
+        """End the session and everything the transport runs. Idempotent.
 
-        Queued messages get ``DRAIN_TIMEOUT`` to reach the socket; the open answer ends as
-        disconnected; ``on_close`` reports the close. A dial in flight is abandoned.
+        A move in progress is abandoned (reported as lost); queued messages get
+        ``DRAIN_TIMEOUT`` to reach the socket; the open answer ends as disconnected;
+        ``on_close`` reports the close. A dial in flight is abandoned.
         """
         self._disconnected = True
-        dials = set(self._dials)
-        if dials:
-            self._dial_gen += 1
-            for dial in dials:
-                dial.cancel()
-            # A cancelled dial closes its socket as it unwinds: let it finish.
-            await asyncio.wait(dials, timeout=ABORT_TIMEOUT)
+        await self._rotation.close("the client closed the session during the move")
+        await self._dialler.abandon(ABORT_TIMEOUT)
         conn = self._current
         if conn is not None:
             await self._retire(conn, "closed by the client")
+        elif self._active:
+            self._close_session(1000, "closed by the client")
+        for candidate in self._handover.settling:
+            self._handover.drop(candidate)
         self._cancel_timers()
         self._release_waiters()
-        for task in list(self._tasks):
-            with contextlib.suppress(Exception):
-                await task
-        if self._client is not None and self._injected_client is None:
-            client, self._client = self._client, None
-            with contextlib.suppress(Exception):
-                await client.aio.aclose()
-            with contextlib.suppress(Exception):
-                client.close()
+        while self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=ABORT_TIMEOUT)
+        await self._dialler.close_client()
 
     async def reconnect(self, state: ReconnectState | None = None) -> None:
-        """Close the connection and open a new one (break-before-make).
+        """Move the session to a new connection now.
 
-        Resumes from ``state.resumption_handle``, else from ``resumption_handle``. When there is
-        no handle, the new session is fresh and ``state.conversation_history`` is replayed into
-        it; a resumed session keeps its own context and gets no replay. Tool calls in flight
-        cannot move to a fresh session: their results will be refused.
+        Connected: a move (reason ``requested``) through the rotation machinery, resuming from
+        the latest handle the session issued — make-before-break, input held and replayed —
+        or, with no handle, a fresh session seeded with the conversation history (the
+        transport's own, else ``state.conversation_history``). ``state.resumption_handle`` is
+        not used then: the transport cannot know what a foreign handle's snapshot lacks.
+        Returns once the move finished; raises ``SessionLostError`` when it was lost.
+
+        Not connected: opens a session resuming from ``state.resumption_handle`` (else from
+        ``resumption_handle``); a fresh one gets ``state.conversation_history`` replayed.
         """
-        handle = state.resumption_handle if state and state.resumption_handle else self._handle
-        conn = self._current
-        if conn is not None:
-            await self._retire(conn, "reconnecting")
-        if handle is None:
-            self._tracker.forget_tool_calls()
-        self._disconnected = False
-        new = await self._dial(handle)
-        self._install(new)
-        if handle is None and state is not None and state.conversation_history:
-            self.replay_history(state.conversation_history)
+        history = tuple(state.conversation_history) if state is not None else ()
+        if not self._active:
+            handle = state.resumption_handle if state and state.resumption_handle else self._handle
+            await self._open_session(handle)
+            if handle is None and history:
+                self.replay_history(history)
+            return
+        if state is not None and state.resumption_handle not in (None, self._handle):
+            logger.warning("{}: reconnect ignores a handle the session did not issue", self)
+        if history and not self._can_rebuild():
+            self._seeded = history
+        report = await self._rotation.request(MoveReason.REQUESTED)
+        if report.outcome is MoveOutcome.LOST:
+            raise SessionLostError(report.error or "the move was lost")
 
     def abort_incumbent(self) -> asyncio.Task[Literal["closed", "forced"]]:
         """Strand the incumbent now and close it within ``ABORT_TIMEOUT``.
 
         Before returning: the dial generation advances (so nothing from the incumbent, from a
-        reconnect in flight or from a dial that completes later is delivered or installed),
-        the incumbent is detached, the open answer ends as disconnected, and the resumption
-        handle is dropped (a recovery dial must not resume a wedged turn). The returned task
-        never raises: ``closed`` when the close completed, ``forced`` on timeout or error.
+        move or reconnect in flight or from a dial that completes later is delivered or
+        installed), a move in progress is abandoned (reported as lost), the incumbent is
+        detached, the open answer ends as disconnected, and the resumption handle is dropped
+        (a recovery dial must not resume a wedged turn). No ``on_close`` follows. The returned
+        task never raises: ``closed`` when the close completed, ``forced`` on timeout or error.
         """
-        self._dial_gen += 1
+        self._dialler.advance()
         conn = self._current
         self._current = None
         self._handle = None
+        if conn is not None:
+            self._stranded.add(conn)
+        self._stranded.update(self._handover.settling)
+        moves = self._rotation.abandon("the incumbent was aborted during the move")
+        self._active = False
         self._cancel_timers()
         self._apply(self._tracker.connection_lost(self._now()))
         self._release_waiters()
-        task = asyncio.create_task(self._close_stranded(conn))
+        self._input.clear()
+        self._tools.clear()
+        task = asyncio.create_task(self._close_stranded(conn, moves))
         self._own(task)
         return task
 
-    # --- the rotation seam: dial, install, retire ---------------------------------------------
+    async def _open_session(self, handle: str | None) -> None:
+        """Start a session on one dial (no retries): ``connect``, or ``reconnect`` while not
+        connected."""
+        if handle is None:
+            self._history.clear()
+            self._seeded = ()
+        self._rotation.reset()
+        self._input.clear()
+        self._tools.clear()
+        self._user_turn.clear()
+        self._realtime_sent = False
+        self._disconnected = False
+        conn = await self._dialler.dial(handle)
+        self._tools.connected(conn.dial_gen, resumed_from=None)
+        self._input.outbox.attach_fresh(conn.dial_gen, self._now(), round_trip=conn.setup_seconds)
+        self._active = True
+        self._install(conn)
 
-    async def _dial(self, handle: str | None, *, transparent: bool | None = None) -> _Connection:
-        """Open a connection with ``handle`` and return it set up but not installed: it
-        delivers nothing until ``_install``. The incumbent, if any, is untouched.
-
-        The dial runs in a task of the transport, so ``disconnect`` can abandon it wherever it
-        is; a dial that completes after the dial generation moved on is closed unused.
-        """
-        self._dial_gen += 1
-        gen = self._dial_gen
-        caller = asyncio.current_task()
-        opening = asyncio.create_task(
-            self._open(gen, handle, transparent), name=f"gemini-live-dial-att_{gen}"
-        )
-        self._dials.add(opening)
-        try:
-            conn = await opening
-        except asyncio.CancelledError:
-            if caller is not None and caller.cancelling():
-                raise
-            raise DialAbandonedError(f"att_{gen} was abandoned while dialling") from None
-        finally:
-            self._dials.discard(opening)
-        if gen != self._dial_gen:
-            await conn.close()
-            raise DialAbandonedError(f"{conn.attempt_id} completed after the transport moved on")
-        self._transport_generation += 1
-        conn.transport_generation = self._transport_generation
-        self._lifecycle(SetupOk(conn.attempt_id, self._transport_generation, conn.session_id))
-        return conn
-
-    async def _open(self, gen: int, handle: str | None, transparent: bool | None) -> _Connection:
-        try:
-            client, owns_client, credential = await self._client_for_dial()
-        except Exception as error:
-            failure = ConnectFailure(
-                "error", f"the credential provider failed ({type(error).__name__})"
-            )
-            if gen == self._dial_gen:
-                self._dial_gen += 1
-            raise ConnectError(failure) from error
-        conn = _Connection(
-            client=client,
-            model=self._options.model,
-            config=self._options.live_connect_config(
-                handle=handle,
-                transparent=self._transparent if transparent is None else transparent,
-            ),
-            dial_gen=gen,
-            handle_supplied=handle is not None,
-            hooks=self._hooks,
-            owns_client=owns_client,
-        )
-        if gen == self._dial_gen:
-            self._lifecycle(ConnectAttempt(conn.attempt_id, handle is not None))
-        logger.debug("{}: dialling {} (handle {})", self, conn.attempt_id, redact(handle))
-        try:
-            await conn.open(self._setup_timeout)
-        except ConnectError as error:
-            if gen == self._dial_gen:
-                self._dial_gen += 1
-                failure = error.failure
-                if failure.kind == "closed":
-                    self._lifecycle(
-                        AttemptClose(
-                            conn.attempt_id, failure.code, self._clean(failure.provider_text)
-                        )
-                    )
-                self._lifecycle(SetupFailed(conn.attempt_id, failure))
-            logger.warning("{}: {} failed: {}", self, conn.attempt_id, error)
-            raise
-        if credential is not None and credential.expires_at is not None:
-            self._expires_at[conn] = credential.expires_at
-        return conn
+    # --- the connections: dial, settle, switch, retire ----------------------------------------
 
     def _install(self, conn: _Connection) -> None:
         """Make ``conn`` the session's connection: it delivers and takes sends from now on."""
         self._current = conn
-        self._sends = _counters()
-        self._setup_stale = False
+        self._input.new_connection()
+        self._setup_stale = self._dialler.dialled_with.pop(conn, self._options) != self._options
         conn.start()
-        expires_at = self._expires_at.pop(conn, None)
+        expires_at = self._dialler.expires_at.pop(conn, None)
         if expires_at is not None:
             self._expiry = asyncio.get_running_loop().call_later(
                 max(0.0, expires_at - time.time()), self._credential_expired, conn
             )
         self._call(self.on_session_ready, conn.session_id or "")
+        self._feed()
+        self._schedule_tick()
 
     async def _retire(self, conn: _Connection, reason: str) -> None:
-        """Let ``conn`` write what it queued (within ``DRAIN_TIMEOUT``), report the close of
-        the session's connection (answer ended as disconnected, ``GenerationClose``,
-        ``on_close``), detach it, then close it."""
+        """Let ``conn`` write what it queued (within ``DRAIN_TIMEOUT``), end the session on it
+        (answer ended as disconnected, ``GenerationClose``, ``on_close``), then close it."""
         await conn.flush(DRAIN_TIMEOUT)
         if conn is self._current:
-            self._report_close(conn, 1000, reason)
+            self._current = None
+            self._input.outbox.detach(conn.dial_gen)
+            self._report_generation_close(conn, 1000, reason)
+            self._close_session(1000, reason)
         await conn.close()
 
-    async def _client_for_dial(self) -> tuple[genai.Client, bool, Credential | None]:
-        if self._credential_provider is None:
-            if self._client is None:
-                self._client = self._auth.client()
-            return self._client, False, None
-        async with asyncio.timeout(self._setup_timeout):
-            credential = await self._credential_provider()
-        self._secrets.add(credential.token)
-        return self._auth.client(credential), True, credential
+    def _close_session(self, code: int | None, reason: str | None) -> None:
+        """The session is over: the answer ends, input and tool calls are forgotten, and
+        ``on_close`` reports it (once)."""
+        was_active = self._active
+        self._active = False
+        conn, self._current = self._current, None
+        if conn is not None:
+            self._spawn_close(conn)
+        self._cancel_timers()
+        self._apply(self._tracker.connection_lost(self._now()))
+        self._release_waiters()
+        self._input.clear()
+        self._tools.clear()
+        self._user_turn.clear()
+        if was_active:
+            self._call(self.on_close, code, self._clean(reason))
 
-    async def _close_stranded(self, conn: _Connection | None) -> Literal["closed", "forced"]:
-        if conn is None:
-            return "closed"
+    def _session_lost(self, error: SessionLostError, code: int | None, reason: str | None) -> None:
+        """The rotation gave up: ``on_error`` (not recoverable), then the session closes."""
+        self._call(self.on_error, TransportErrorEvent(error, recoverable=False))
+        if code is None:
+            code, reason = 1000, "the session could not be moved to a new connection"
+        self._close_session(code, reason)
+
+    def _can_rebuild(self) -> bool:
+        """There is a conversation to seed a fresh session with."""
+        return bool(self._seeded) or self._history.turns > 0
+
+    def _replay_retained_turn(self) -> bool:
+        """Re-send the user's unanswered turn (resume watchdog); False when there is none."""
+        text = self._user_turn.text_turn
+        if text is not None:
+            self._send(ClientMessage.content((_user_content(text),), True))
+            return True
+        turn = self._user_turn.audio_turn(self._now())
+        return turn is not None and self.replay_user_turn(turn)
+
+    async def _close_stranded(
+        self, conn: _Connection | None, moves: Sequence[asyncio.Task[Any]]
+    ) -> Literal["closed", "forced"]:
         try:
             async with asyncio.timeout(ABORT_TIMEOUT):
+                if moves:
+                    await asyncio.wait(moves)
+                if conn is None:
+                    return "closed"
                 outcome: Literal["closed", "forced"] = await conn.close()
                 return outcome
         except Exception:
             logger.opt(exception=True).debug("{}: closing the stranded {!r} failed", self, conn)
             return "forced"
+
+    def _spawn_close(self, conn: _Connection) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(
+            conn.close(), name=f"gemini-live-close-{conn.attempt_id}"
+        )
+        self._own(task)
+        return task
 
     def _credential_expired(self, conn: _Connection) -> None:
         self._expiry = None
@@ -551,32 +577,44 @@ class GeminiLiveTransport:
             return
         logger.info("{}: the credential of {} expired", self, attempt_id)
         self._call(self.on_credential_expiry)
-        if conn is self._current:
+        if conn is not self._current:
+            return
+        if self._rotation.enabled:
+            self._rotation.credential_expired()
+        else:
             self._own(asyncio.create_task(self._retire(conn, "credential expired")))
 
     # --- sending: every client message goes through _send -------------------------------------
 
-    def _send(self, message: ClientMessage) -> int:
-        """Queue ``message`` on the current connection; returns its client message index.
-
-        The one send path: it counts every message and refuses, with an error, what no
-        connection can take.
-        """
-        kind = message.kind
-        self._sends[kind].attempted += 1
-        self._total_sends[kind].attempted += 1
-        conn = self._current
-        try:
-            if conn is None:
-                raise NotConnectedError(
+    def _send(self, message: ClientMessage) -> None:
+        """Queue ``message`` for the session: written at once to the current connection, or
+        held during a move. The one send path: it counts every message and refuses, with an
+        error, what no session can take."""
+        if not self._active:
+            raise self._input.refuse(
+                message.kind,
+                NotConnectedError(
                     f"{self} is disconnected" if self._disconnected else f"{self} is not connected"
-                )
-            index: int = conn.enqueue(message)
-            return index
-        except TransportError:
-            self._sends[kind].refused += 1
-            self._total_sends[kind].refused += 1
-            raise
+                ),
+            )
+        if message.kind not in ("content", "tool_response"):
+            self._realtime_sent = True
+        now = self._now()
+        self._input.submit(message, now)
+        self._feed()
+
+    def _feed(self) -> None:
+        # While a move is under way the incumbent takes only audio and video: a turn it
+        # starts answering now would be cut by the switch.
+        self._input.feed(self._current, self._now(), media_only=self._rotation.switching)
+
+    def _client_turn(self, text: str | None) -> None:
+        """The client sent a complete user turn (``text`` when it was text)."""
+        if text:
+            self._history.user_text(text)
+            self._user_turn.text(text)
+        self._rotation.turn_started()
+        self._rotation.user_turn()
 
     def send_audio(
         self, audio: bytes, *, sample_rate: int = INPUT_SAMPLE_RATE, channels: int = 1
@@ -591,11 +629,16 @@ class GeminiLiveTransport:
         if len(audio) % 2:
             raise ValueError(f"PCM16 audio has an even number of bytes, not {len(audio)}")
         if audio:
-            self._send(ClientMessage.audio(bytes(audio)))
+            pcm = bytes(audio)
+            self._send(ClientMessage.audio(pcm))
+            self._user_turn.audio(pcm)
+            if self._rotation.watching and is_speech(pcm):
+                self._rotation.user_turn()
 
     def commit_audio(self) -> None:
         """The user's audio stream paused (``audioStreamEnd``): the provider may end the turn."""
         self._send(ClientMessage.audio_stream_end())
+        self._rotation.user_turn()
 
     def clear_audio(self) -> None:
         """Nothing to clear: Gemini keeps no uncommitted input buffer a client can drop."""
@@ -609,11 +652,16 @@ class GeminiLiveTransport:
         if not contents:
             raise ValueError("no turns to send: Gemini rejects a content-less request")
         self._send(ClientMessage.content(contents, turn_complete))
+        text = "\n".join(turn.text for turn in turns if turn.role == "user" and turn.text)
+        if turn_complete:
+            self._client_turn(text)
+        elif text:
+            self._history.user_text(text)
 
     def send_live_text(self, turns: Sequence[ContentTurn]) -> bool:
         """Send text through realtime input: it ends the user's turn and elicits an answer.
         Several turns are joined into one text, each line prefixed with its role. Never
-        raises: False when there is no text or no connection."""
+        raises: False when there is no text or no session."""
         texts = [turn for turn in turns if turn.text]
         if not texts:
             return False
@@ -626,6 +674,7 @@ class GeminiLiveTransport:
         except TransportError as error:
             logger.debug("{}: live text not sent: {}", self, error)
             return False
+        self._client_turn(text)
         return True
 
     def send_file(self, data: bytes, mime_type: str) -> None:
@@ -648,25 +697,39 @@ class GeminiLiveTransport:
         self._send(ClientMessage.content((types.Content(role="user", parts=[part]),), False))
 
     def send_tool_result(self, result: ToolResult) -> None:
-        """Answer a tool call. A result for a call this session never issued is refused with
-        ``UnknownToolCallError``: it would strand the model."""
-        if not self._tracker.was_issued(result.id):
-            self._sends["tool_response"].attempted += 1
-            self._total_sends["tool_response"].attempted += 1
-            self._sends["tool_response"].refused += 1
-            self._total_sends["tool_response"].refused += 1
-            raise UnknownToolCallError(
-                f"no tool call {result.id!r} was issued by this session: its result would "
-                "strand the model"
+        """Answer a tool call of the live session. Held during a move like any send.
+
+        Raises ``ToolCallOrphanedError`` when the call belongs to a session a move left
+        behind (its answer ended as ``tool_call_orphaned``; the model may ask again), and
+        ``UnknownToolCallError`` for a call this session never issued: sending either would
+        strand the model. A result for a call the provider cancelled, or a second result for
+        a call, is not sent (logged).
+        """
+        if not self._active:
+            raise self._input.refuse("tool_response", NotConnectedError(f"{self} is not connected"))
+        verdict = self._tools.result_submitted(result.id)
+        if verdict is ResultVerdict.ORPHANED:
+            raise self._input.refuse("tool_response", ToolCallOrphanedError(result.id))
+        if verdict is ResultVerdict.UNKNOWN:
+            raise self._input.refuse(
+                "tool_response",
+                UnknownToolCallError(
+                    f"no tool call {result.id!r} was issued by this session: its result "
+                    "would strand the model"
+                ),
             )
+        if verdict is not ResultVerdict.SEND:
+            logger.info("{}: result of tool call {} not sent ({})", self, result.id, verdict)
+            return
         response = types.FunctionResponse(
             id=None if result.id in self._without_id else result.id,
             name=result.name,
             response=dict(result.response),
             scheduling=_SCHEDULING[result.scheduling] if result.scheduling else None,
         )
-        self._send(ClientMessage.tool_response((response,)))
-        self._tracker.tool_result_sent(result.id)
+        now = self._now()
+        self._input.submit_result(ClientMessage.tool_response((response,)), result, now)
+        self._feed()
 
     def trigger_generation(
         self, instructions: str | None = None, overrides: GenerationOverrides | None = None
@@ -680,28 +743,29 @@ class GeminiLiveTransport:
             logger.debug("{}: trigger_generation without instructions sends nothing", self)
 
     def replay_history(self, items: Sequence[ReplayItem]) -> None:
-        """Replay prior turns as quiet context (``client_content``, turn not complete).
+        """Replay prior turns as quiet context (``client_content``, turn not complete). The
+        transport keeps them too, to seed a session it has to rebuild.
 
         With ``initial_history_in_client_content`` (Gemini 3.x) history is only taken before
-        the connection's first realtime input; replaying after it raises ``TransportError``.
+        the session's first realtime input; replaying after it raises ``TransportError``.
         """
-        contents = tuple(_replay_content(item) for item in items)
-        if not contents:
+        message = ClientMessage.history(items)
+        if message is None:
             return
-        conn = self._current
         if (
-            conn is not None
+            self._active
             and self._options.initial_history_in_client_content
-            and conn.realtime_input_sent
+            and (self._realtime_sent)
         ):
             raise TransportError(
                 "Gemini 3.x takes history only before the connection's first realtime input"
             )
-        self._send(ClientMessage.content(contents, False))
+        self._send(message)
+        self._seeded += tuple(items)
 
     def replay_user_turn(self, turn: RetainedUserTurn) -> bool:
         """Send a retained utterance as inline audio with an explicit turnComplete (no server
-        VAD involved). False when there is no audio or no connection."""
+        VAD involved). False when there is no audio or no session."""
         if not turn.pcm:
             return False
         part = types.Part(
@@ -712,31 +776,38 @@ class GeminiLiveTransport:
         except TransportError as error:
             logger.debug("{}: retained turn not replayed: {}", self, error)
             return False
+        self._client_turn(None)
         return True
 
     async def update_session(self, update: SessionUpdate) -> None:
-        """Apply a session update. Before connecting it shapes the setup; after, updates
-        apply in call order and take effect on the next connection, because Gemini cannot
-        change a live connection's setup (see ``pending_setup_change``; ``on_cache_bust``
-        fires when instructions or tools change)."""
+        """Apply a session update. Before connecting it shapes the setup. After, Gemini
+        cannot change a live connection's setup: with rotation the session moves (reason
+        ``config``) at the next resumable point to a connection that carries it; without,
+        the next connection carries it (see ``pending_setup_change``). ``on_cache_bust``
+        fires when instructions or tools change."""
         options = self._options.updated(update)
-        if self._current is not None:
+        if self._active:
             # The next connection's setup rebuilds the prompt cache when these change.
             if options.system_instruction != self._options.system_instruction:
                 self._call(self.on_cache_bust, "instructions_changed")
             if options.tools != self._options.tools:
                 self._call(self.on_cache_bust, "tools_changed")
-        if self._current is not None and options != self._options:
+        changed = self._active and options != self._options
+        self._options = options
+        if changed:
             self._setup_stale = True
             logger.info("{}: session update applies on the next connection", self)
-        self._options = options
+            self._rotation.config_changed()
 
     async def transfer_session(
         self, update: SessionUpdate, state: ReconnectState | None = None
     ) -> None:
-        """Apply ``update`` and move to a new connection that carries it (``reconnect``)."""
+        """Apply ``update`` (see ``update_session``): with rotation the session moves to a
+        connection that carries it at the next resumable point (``on_move`` reports it);
+        without, the transport reconnects now."""
         await self.update_session(update)
-        await self.reconnect(state)
+        if not self._rotation.enabled or not self._active:
+            await self.reconnect(state)
 
     async def cancel_response(self, options: CancelResponseOptions | None = None) -> None:
         """Stop the answer in flight. Gemini has no cancel on the wire: the rest of the
@@ -772,8 +843,10 @@ class GeminiLiveTransport:
         self._quiesced = False
 
     def clear_resumption(self) -> None:
-        """Forget the resumption handle: the next dial opens a fresh server session."""
+        """Forget the resumption handles: the next dial (or move) opens a fresh server session
+        (a move then rebuilds it from the conversation history)."""
         self._handle = None
+        self._rotation.forget_handles()
 
     def get_active_server_turn_id(self) -> int | None:
         """The active server turn's id, None between turns."""
@@ -781,28 +854,24 @@ class GeminiLiveTransport:
         return turn_id
 
     def get_diagnostics(self) -> TransportDiagnostics:
-        """Send counters (current connection and total), transport generation, dial gen."""
+        """Send counters (current connection and total), transport generation, dial gen, the
+        moves (counts per outcome, recent reports) and the input buffer."""
         return TransportDiagnostics(
-            sends={kind: counter.snapshot() for kind, counter in self._sends.items()},
-            total_sends={kind: counter.snapshot() for kind, counter in self._total_sends.items()},
-            transport_generation=self._transport_generation,
-            dial_gen=self._dial_gen,
+            sends=self._input.connection_counters(),
+            total_sends=self._input.total_counters(),
+            transport_generation=self._dialler.transport_generation,
+            dial_gen=self._dialler.gen,
+            moves=self._rotation.stats(),
+            input=self._input.stats(),
         )
 
     # --- what connections report --------------------------------------------------------------
 
     def _on_message(self, conn: _Connection, message: types.LiveServerMessage) -> None:
-        if conn is not self._current:
+        if self._handover.hold(conn, message):
             return
-        try:
-            now = self._now()
-            for event in self._translator.events(message):
-                self._dispatch(event, now)
-                if conn is not self._current:
-                    break
-            self._schedule_tick()
-        except Exception:
-            logger.exception("{}: failed to handle a server message", self)
+        if conn is self._current:
+            self._receiver.message(conn, message)
 
     def _on_receive_error(self, conn: _Connection, error: Exception) -> None:
         if conn is not self._current:
@@ -811,21 +880,18 @@ class GeminiLiveTransport:
         self._call(self.on_error, TransportErrorEvent(error, recoverable=True))
 
     def _on_written(self, conn: _Connection, message: ClientMessage) -> None:
-        total = self._total_sends[message.kind]
-        total.sent += 1
-        total.bytes += message.size
-        if conn is self._current:
-            current = self._sends[message.kind]
-            current.sent += 1
-            current.bytes += message.size
+        current = conn is self._current
+        for result in self._input.written(conn, message, current=current):
+            self._tools.result_sent(result.id)
+            self._history.tool_result(result)
+        if current:
+            self._feed()
 
     def _on_write_failed(
         self, conn: _Connection, messages: Sequence[ClientMessage], error: Exception
     ) -> None:
-        for message in messages:
-            self._total_sends[message.kind].failed += 1
-            if conn is self._current:
-                self._sends[message.kind].failed += 1
+        current = conn is self._current
+        refused = self._input.failed(conn, messages, error, current=current)
         logger.warning(
             "{}: {} message(s) not written on {} ({})",
             self,
@@ -833,116 +899,49 @@ class GeminiLiveTransport:
             conn.attempt_id,
             type(error).__name__,
         )
-        if conn is self._current:
+        if current and refused:
             self._call(self.on_error, TransportErrorEvent(error, recoverable=True))
+            self._feed()
 
     def _on_closed(self, conn: _Connection, code: int | None, reason: str | None) -> None:
-        self._expires_at.pop(conn, None)
-        attempt_id: str = conn.attempt_id
+        self._dialler.forget(conn)
+        if conn in self._stranded:
+            self._stranded.discard(conn)
+            self._handover.forget(conn)
+            return
+        self._report_generation_close(conn, code, reason)
+        self._close_reported.discard(conn)
+        if self._handover.closed(conn, code, reason):
+            return
         if conn is not self._current:
-            logger.debug("{}: {} closed after it stopped counting", self, attempt_id)
+            self._handover.forget(conn)
+            logger.debug("{}: {} closed after it stopped counting", self, conn.attempt_id)
             return
-        logger.info("{}: {} closed ({}, {})", self, attempt_id, code, self._clean(reason))
-        self._report_close(conn, code, reason)
+        # What it said before closing still counts.
+        self._handover.release(conn)
+        if conn is self._current:
+            self._lost(conn, code, reason)
 
-    def _report_close(self, conn: _Connection, code: int | None, reason: str | None) -> None:
-        """The session's connection ended: detach it, end the answer, tell the framework."""
+    def _lost(self, conn: _Connection, code: int | None, reason: str | None) -> None:
+        """The session's connection closed without the transport asking."""
+        logger.info("{}: {} closed ({}, {})", self, conn.attempt_id, code, self._clean(reason))
         self._current = None
-        self._cancel_timers()
-        self._apply(self._tracker.connection_lost(self._now()))
-        self._release_waiters()
-        clean = self._clean(reason)
-        self._lifecycle(
-            GenerationClose(conn.attempt_id, conn.transport_generation or 0, code, clean)
-        )
-        self._call(self.on_close, code, clean)
-
-    # --- receive-side dispatch ----------------------------------------------------------------
-
-    def _dispatch(self, event: wire.Event, now: float) -> None:
-        tracker = self._tracker
-        if isinstance(event, wire.ModelAudio):
-            self._apply(tracker.model_output(now, "audio"))
-            if not tracker.suppressing and not self._quiesced:
-                self._call(self.on_audio_output, event.data)
-        elif isinstance(event, wire.Usage):
-            self._usage(event)
-        elif isinstance(event, wire.OutputTranscript):
-            self._apply(tracker.model_output(now, "transcript"))
-            if not tracker.suppressing:
-                self._call(self.on_output_transcription, event.text)
-        elif isinstance(event, wire.InputTranscript):
-            self._call(self.on_input_transcription, event.text)
-        elif isinstance(event, wire.ModelText):
-            self._apply(tracker.model_output(now, "text"))
-            if not tracker.suppressing:
-                self._call(self.on_text_output, event.text)
-        elif isinstance(event, wire.ModelThought):
-            self._apply(tracker.model_output(now, "thought"))
-            if not tracker.suppressing:
-                self._call(self.on_reasoning_summary, event.text)
-        elif isinstance(event, wire.TurnComplete):
-            self._apply(tracker.turn_complete(now))
-        elif isinstance(event, wire.GenerationComplete):
-            self._apply(tracker.generation_complete(now))
-        elif isinstance(event, wire.Interrupted):
-            self._apply(tracker.interrupted(now))
-        elif isinstance(event, wire.ToolCalls):
-            self._tool_calls(event, now)
-        elif isinstance(event, wire.ToolCallsCancelled):
-            self._apply(tracker.tool_calls_cancelled(now, event.ids))
-            self._call(self.on_tool_call_cancel, event.ids)
-        elif isinstance(event, wire.ResumptionUpdate):
-            if event.handle is not None:
-                self._secrets.add(event.handle)
-                if event.resumable:
-                    self._handle = event.handle
-            self._call(
-                self.on_resumption_update,
-                event.handle,
-                event.resumable,
-                event.last_consumed_client_message_index,
-            )
-        elif isinstance(event, wire.GoAway):
-            logger.info("{}: goAway, time left {}", self, event.time_left)
-            self._call(self.on_go_away, event.time_left, event.seconds)
-        elif isinstance(event, wire.Grounding):
-            if not tracker.suppressing:
-                self._call(self.on_grounding_metadata, event.metadata)
-        elif isinstance(event, wire.SpeechStarted):
-            self._call(self.on_speech_started)
-        elif isinstance(event, wire.SpeechStopped):
-            self._call(self.on_user_speech_stopped)
-
-    def _tool_calls(self, event: wire.ToolCalls, now: float) -> None:
-        if self._tracker.suppressing:
-            logger.info("{}: {} tool call(s) of a cancelled answer dropped", self, len(event.calls))
+        self._input.outbox.detach(conn.dial_gen)
+        self._cancel_expiry()
+        if not self._rotation.enabled:
+            self._close_session(code, reason)
             return
-        self._apply(self._tracker.tool_calls(now, [call.id for call in event.calls]))
-        self._without_id.update(event.without_id)
-        self._call(self.on_tool_call, event.calls)
+        self._handover.cut_turn(self._now(), GenerationEndReason.DISCONNECTED)
+        self._rotation.connection_lost(code, reason)
 
-    def _usage(self, event: wire.Usage) -> None:
-        self._call(
-            self.on_usage_metadata,
-            TransportUsageMetadata(event.prompt_tokens, event.total_tokens, event.raw),
-        )
-        tracker = self._tracker
-        self._call(
-            self.on_realtime_llm_usage,
-            RealtimeLLMUsage(
-                provider="gemini_live",
-                kind="response",
-                phase="final" if event.final else "update",
-                unit="tokens",
-                input_tokens=event.prompt_tokens,
-                output_tokens=event.response_tokens,
-                total_tokens=event.total_tokens,
-                modality_breakdown=event.breakdown,
-                server_turn_id=tracker.active_server_turn_id,
-                server_turn_winding_down=event.final or tracker.winding_down,
-                provider_raw=event.raw,
-            ),
+    def _report_generation_close(
+        self, conn: _Connection, code: int | None, reason: str | None
+    ) -> None:
+        if conn.transport_generation is None or conn in self._close_reported:
+            return
+        self._close_reported.add(conn)
+        self._lifecycle(
+            GenerationClose(conn.attempt_id, conn.transport_generation, code, self._clean(reason))
         )
 
     def _apply(self, effects: list[Effect]) -> None:
@@ -974,8 +973,8 @@ class GeminiLiveTransport:
         self._schedule_tick()
 
     def _schedule_tick(self) -> None:
-        # Bounds only run while a connection is current: a close ends the answer anyway.
-        deadline = self._tracker.next_deadline if self._current is not None else None
+        # Bounds run while the session is up, across moves; a closed session ends the answer.
+        deadline = self._tracker.next_deadline if self._active else None
         if self._tick is not None:
             if deadline is not None and self._tick.when() == deadline:
                 return
@@ -1020,12 +1019,16 @@ class GeminiLiveTransport:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _cancel_expiry(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+
     def _cancel_timers(self) -> None:
-        for handle in (self._tick, self._expiry):
-            if handle is not None:
-                handle.cancel()
-        self._tick = None
-        self._expiry = None
+        self._cancel_expiry()
+        if self._tick is not None:
+            self._tick.cancel()
+            self._tick = None
 
     def _release_waiters(self) -> None:
         waiters, self._end_waiters = self._end_waiters, {}
@@ -1035,21 +1038,5 @@ class GeminiLiveTransport:
                     waiter.set_result(None)
 
 
-def _replay_content(item: ReplayItem) -> types.Content:
-    if item.tool_call is not None:
-        call = item.tool_call
-        part = types.Part(
-            function_call=types.FunctionCall(id=call.id, name=call.name, args=dict(call.args))
-        )
-        return types.Content(role="model", parts=[part])
-    if item.tool_result is not None:
-        result = item.tool_result
-        part = types.Part(
-            function_response=types.FunctionResponse(
-                id=result.id, name=result.name, response=dict(result.response)
-            )
-        )
-        return types.Content(role="user", parts=[part])
-    if item.text is None:
-        raise ValueError("a replay item needs text, a tool call or a tool result")
-    return types.Content(role=item.role, parts=[types.Part(text=item.text)])
+def _user_content(text: str) -> types.Content:
+    return types.Content(role="user", parts=[types.Part(text=text)])

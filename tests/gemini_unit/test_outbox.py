@@ -223,6 +223,45 @@ def test_arrival_rule_replays_margin_audio_but_never_text() -> None:
     assert (replay.replayed, replay.possibly_duplicated) == (3, 1)
 
 
+@pytest.mark.parametrize(
+    ("round_trip", "replayed_audio"),
+    [
+        (None, ["a-200ms", "a-50ms", "a-5ms"]),  # unmeasured: the whole 0.3 s ceiling
+        (0.05, ["a-50ms", "a-5ms"]),  # twice the round trip: 0.1 s
+        (0.001, ["a-5ms"]),  # the floor: one 20 ms frame
+        (5.0, ["a-200ms", "a-50ms", "a-5ms"]),  # never past the ceiling
+        (float("nan"), ["a-200ms", "a-50ms", "a-5ms"]),  # nonsense: the ceiling
+    ],
+)
+def test_a_measured_round_trip_narrows_the_arrival_margin(
+    round_trip: float | None, replayed_audio: list[str]
+) -> None:
+    outbox, wire = make(handle_margin=0.3)
+    outbox.attach_fresh(1, 0.0, round_trip=round_trip)
+    send(outbox, wire, 0.5, "a-500ms")
+    send(outbox, wire, 0.8, "a-200ms")
+    send(outbox, wire, 0.95, "a-50ms")
+    send(outbox, wire, 0.995, "a-5ms")
+    outbox.record_handle("h1", 1, 1.0)
+    replay = outbox.attach_resumed(2, "h1", 1.1)
+    assert wire.flush(1.1) == replayed_audio
+    assert replay.possibly_duplicated == len(replayed_audio)
+
+
+def test_the_margin_belongs_to_the_connection_that_issued_the_handle() -> None:
+    outbox, wire = make(handle_margin=0.3)
+    outbox.attach_fresh(1, 0.0, round_trip=0.001)
+    send(outbox, wire, 0.8, "a-slow-link-needs")
+    outbox.record_handle("h1", 1, 1.0)
+    # The replacement's link is slower; h1 keeps the margin of the link it came over.
+    outbox.attach_resumed(2, "h1", 1.1, round_trip=1.0)
+    assert wire.flush(1.1) == []
+    send(outbox, wire, 1.9, "a-on-slow-link")
+    outbox.record_handle("h2", 2, 2.0)
+    outbox.attach_resumed(3, "h2", 2.1)
+    assert wire.flush(2.1) == ["a-on-slow-link"]
+
+
 def test_margin_does_not_apply_to_exact_handles() -> None:
     outbox, wire = make(handle_margin=10.0)
     outbox.attach_fresh(1, 0.0)

@@ -174,7 +174,8 @@ async def test_go_away_reports_the_raw_notice_and_seconds(emu: Emulator) -> None
 
 
 async def test_the_deadline_close_after_go_away_is_reported(emu: Emulator) -> None:
-    transport = make_transport(emu)
+    # Without rotation the transport only reports the notice, and the close ends the session.
+    transport = make_transport(emu, rotation=False)
     rec = Recorder(transport)
     await transport.connect()
     emu.faults.go_away(1.0)
@@ -241,7 +242,10 @@ async def test_reconnect_resumes_on_a_new_connection(emu: Emulator) -> None:
     (session,) = emu.ledger.sessions.values()
     assert len(session.connections) == 2
     assert session.connections[1].resumed_from is not None
-    assert [c for (c, _) in rec.of("on_close")] == [1000, 1000]
+    # The move replaced the first connection: only the session's end is a close.
+    assert [c for (c, _) in rec.of("on_close")] == [1000]
+    closes = [e for (e,) in rec.of("on_connection_lifecycle") if e.kind == "generation-close"]
+    assert [c.connect_attempt_id for c in closes] == ["att_1", "att_2"]
 
 
 async def test_reconnect_without_a_handle_replays_history_into_a_fresh_session(
@@ -400,6 +404,7 @@ async def test_credential_expiry_is_reported_then_the_connection_closes(profile:
             location="us-central1" if vertex else None,
             http_options=emu.http_options(),
             credential_provider=provide,
+            rotation=False,  # with rotation the session moves instead of closing
         )
         rec = Recorder(transport)
         await transport.connect()

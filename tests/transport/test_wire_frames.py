@@ -215,7 +215,8 @@ async def test_thoughts_grounding_and_text(scripted: ScriptedServer) -> None:
 
 
 async def test_close_reasons_never_carry_secrets(scripted: ScriptedServer) -> None:
-    transport, rec = await _connect(scripted)
+    # Without rotation the close ends the session, so on_close carries its reason.
+    transport, rec = await _connect(scripted, rotation=False)
     await scripted.send(
         {"sessionResumptionUpdate": {"newHandle": "handle-secret-42", "resumable": True}}
     )

@@ -1,0 +1,220 @@
+"""Handing the session from one connection to the next.
+
+:class:`Handover` belongs to one transport. It lets a freshly set-up connection *settle* (its
+first message shows the provider accepted it; a close right after the setup means it refused
+it), holding whatever the connection says meanwhile; *switches* the session to it in one step
+(the cut answer ends, input the new session lacks is queued, the incumbent is retired, the move
+finishes); and *breaks* the incumbent first when the provider will not resume while it is open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from google.genai import types
+from loguru import logger
+
+from realtime_resumption.gemini.connection import CLOSE_TIMEOUT
+from realtime_resumption.gemini.messages import ClientMessage
+from realtime_resumption.gemini.rotation import RESUME_SETTLE
+from realtime_resumption.moves import MoveInProgress, MoveOutcome
+from realtime_resumption.transport import GenerationEndReason
+
+if TYPE_CHECKING:
+    from realtime_resumption.gemini.connection import _Connection
+    from realtime_resumption.gemini.transport import GeminiLiveTransport
+
+Close = tuple[int | None, str | None]
+
+
+class Handover:
+    """Settles, switches to and retires connections; see the module documentation."""
+
+    def __init__(self, transport: GeminiLiveTransport) -> None:
+        self._t = transport
+        self._held: dict[_Connection, list[types.LiveServerMessage]] = {}
+        self._settling: dict[_Connection, asyncio.Future[None]] = {}
+        self._closes: dict[_Connection, Close] = {}
+
+    @property
+    def settling(self) -> tuple[_Connection, ...]:
+        """Connections set up and waiting to settle."""
+        return tuple(self._settling)
+
+    # --- what connections report --------------------------------------------------------------
+
+    def hold(self, conn: _Connection, message: types.LiveServerMessage) -> bool:
+        """Keep ``message`` when ``conn``'s messages are held (settling, or switched to but
+        not released yet); False when they are not."""
+        held = self._held.get(conn)
+        if held is None:
+            return False
+        held.append(message)
+        signal = self._settling.get(conn)
+        if signal is not None and not signal.done():
+            signal.set_result(None)
+        return True
+
+    def closed(self, conn: _Connection, code: int | None, reason: str | None) -> bool:
+        """``conn`` closed: True when it was settling (its settle reports the close)."""
+        signal = self._settling.get(conn)
+        if signal is None:
+            return False
+        self._closes[conn] = (code, reason)
+        if not signal.done():
+            signal.set_result(None)
+        return True
+
+    def forget(self, conn: _Connection) -> None:
+        """Drop what ``conn`` said that is still held (it no longer counts)."""
+        self._held.pop(conn, None)
+
+    def release(self, conn: _Connection) -> None:
+        """Deliver what ``conn`` said while held, in order, if it is the current connection."""
+        t = self._t
+        for message in self._held.pop(conn, None) or ():
+            if conn is not t._current:
+                return
+            t._receiver.message(conn, message)
+
+    # --- settling -----------------------------------------------------------------------------
+
+    async def settle(self, conn: _Connection) -> Close | None:
+        """Let a new connection prove it was accepted: None once it sent its first message
+        (or stayed open ``RESUME_SETTLE`` seconds); its close code and reason when it closed
+        first. What it sends meanwhile is held for the switch."""
+        signal: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._held[conn] = []
+        self._settling[conn] = signal
+        try:
+            conn.start_receiving()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(RESUME_SETTLE):
+                    await signal
+        except BaseException:
+            self.drop(conn)
+            raise
+        finally:
+            self._settling.pop(conn, None)
+        close = self._closes.pop(conn, None)
+        if close is None and not conn.closed:
+            return None
+        self.drop(conn)
+        return close if close is not None else (None, None)
+
+    def drop(self, conn: _Connection) -> None:
+        """Give up a connection that was dialled for a move and not switched to."""
+        t = self._t
+        self._held.pop(conn, None)
+        self._closes.pop(conn, None)
+        t._dialler.forget(conn)
+        if not conn.closed:
+            t._spawn_close(conn)
+
+    # --- switching ----------------------------------------------------------------------------
+
+    def switch(self, conn: _Connection, move: MoveInProgress, handle: str | None) -> None:
+        """Make ``conn`` (set up, settled; resumed from ``handle``, or a fresh session when
+        None) the session's connection, in one step: the answer a switch cuts ends, calls the
+        new session never issued are orphaned, the input it lacks is queued (after the
+        history, for a fresh session), the incumbent is retired, and ``move`` finishes."""
+        t = self._t
+        now = t._now()
+        old = t._current
+        if old is not None:
+            self.cut_turn(now, GenerationEndReason.MOVED)
+        orphaned = t._tools.connected(conn.dial_gen, resumed_from=handle)
+        for call_id in orphaned:
+            t._input.withdraw_result(call_id)
+        outbox = t._input.outbox
+        if handle is not None:
+            replay = outbox.attach_resumed(
+                conn.dial_gen, handle, now, round_trip=conn.setup_seconds
+            )
+        else:
+            replay = outbox.attach_fresh(conn.dial_gen, now, round_trip=conn.setup_seconds)
+            t._handle = None  # the old session's handles resume nothing any more
+            history = ClientMessage.history(list(t._seeded) + t._history.replay_items())
+            if history is not None:
+                # Before anything else reaches the fresh session (Gemini 3.x takes history
+                # only before the first realtime input).
+                conn.enqueue(history)
+        if old is not None:
+            self.retire(old)
+        t._install(conn)
+        if orphaned:
+            # Results already written, to a session the new one does not continue.
+            logger.info("{}: {} answered tool call(s) left behind by the move", t, len(orphaned))
+        move.input_resumed(now)
+        report = move.finish(
+            MoveOutcome.RESUMED if handle is not None else MoveOutcome.REBUILT,
+            now,
+            messages_buffered=replay.buffered,
+            messages_replayed=replay.replayed,
+            audio_chunks_dropped=replay.audio_chunks_dropped,
+            audio_seconds_dropped=replay.audio_seconds_dropped,
+        )
+        logger.info(
+            "{}: move {} {} on {} (gap {:.1f} ms, {} buffered, {} replayed)",
+            t,
+            report.number,
+            report.outcome.value,
+            conn.attempt_id,
+            report.gap_ms,
+            report.messages_buffered,
+            report.messages_replayed,
+        )
+        t._call(t.on_move, report)
+        t._rotation.switched(conn, move, report)
+        t._feed()
+        # What the new connection said while it settled is delivered once the helper has
+        # recorded the move, so its first handle counts as a resumable point.
+        asyncio.get_running_loop().call_soon(self.release, conn)
+
+    async def break_incumbent(self, conn: _Connection, move: MoveInProgress) -> None:
+        """Break-before-make: close the incumbent before dialling (input is held meanwhile)."""
+        now = self._t._now()
+        move.input_stopped(now)
+        self.cut_turn(now, GenerationEndReason.MOVED)
+        task = self.retire(conn)
+        # The provider refuses a resume while the old connection is open: let it close.
+        await asyncio.wait({task}, timeout=2 * CLOSE_TIMEOUT)
+
+    def retire(self, conn: _Connection) -> asyncio.Task[Any]:
+        """Detach ``conn`` (a move replaced it) and close it; its close is reported as a
+        lifecycle event only."""
+        t = self._t
+        if conn is t._current:
+            t._current = None
+            t._input.outbox.detach(conn.dial_gen)
+            t._cancel_expiry()
+        return t._spawn_close(conn)
+
+    def cut_turn(self, now: float, reason: GenerationEndReason) -> None:
+        """The connection serving the session's turn is gone: an answer in progress ends
+        with ``reason``, and the history and the helper learn that the turn was cut. Tool
+        calls still open are orphaned (a resumed session does not continue the answer they
+        belong to): their results are never sent, the framework hears them cancelled, and
+        their answer ends as ``tool_call_orphaned``."""
+        t = self._t
+        tracker, tools = t._tracker, t._tools
+        cut = tracker.answer_in_progress
+        open_calls = tools.orphan(tools.pending_ids() + tools.unsent_ids())
+        if open_calls:
+            for call_id in open_calls:
+                t._input.withdraw_result(call_id)
+            reason = GenerationEndReason.TOOL_CALL_ORPHANED
+        t._apply(tracker.connection_lost(now, reason))
+        if open_calls:
+            logger.warning("{}: {} open tool call(s) orphaned by the move", t, len(open_calls))
+            t._call(t.on_tool_call_cancel, open_calls)
+        if not cut:
+            return
+        history = t._history
+        if history.answer_started:
+            history.interrupted()
+            history.turn_complete()
+            t._input.outbox.turn_completed()
+        t._rotation.turn_ended()

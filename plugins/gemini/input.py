@@ -1,0 +1,208 @@
+"""The input path: every client message from the framework's send to a connection's socket.
+
+A send is *submitted* to the session's :class:`~realtime_resumption.gemini.outbox.Outbox`,
+whatever the state of the connections, and *fed* to the current connection one message at a
+time: the next message is handed over only once the previous one was written. So the outbox
+knows exactly what each connection got, a message is never stranded in a dead connection's
+queue, and whatever waits when a move switches connections goes to the new one, in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from loguru import logger
+from websockets.exceptions import ConnectionClosed
+
+from realtime_resumption.gemini.connection import _Connection
+from realtime_resumption.gemini.messages import ClientMessage, Media, ToolResponse
+from realtime_resumption.gemini.outbox import Entry, MessageKind, Outbox, OutboxLimits
+from realtime_resumption.transport import (
+    InputStats,
+    NotConnectedError,
+    SendCounter,
+    SendKind,
+    ToolResult,
+)
+
+_MEDIA: Final = frozenset({MessageKind.AUDIO, MessageKind.VIDEO})
+
+SEND_KINDS: Final[tuple[SendKind, ...]] = (
+    "audio",
+    "video",
+    "text",
+    "content",
+    "tool_response",
+    "audio_stream_end",
+)
+
+
+class _Counter:
+    __slots__ = ("attempted", "bytes", "failed", "refused", "sent")
+
+    def __init__(self) -> None:
+        self.attempted = 0
+        self.sent = 0
+        self.refused = 0
+        self.failed = 0
+        self.bytes = 0
+
+    def snapshot(self) -> SendCounter:
+        return SendCounter(self.attempted, self.sent, self.refused, self.failed, self.bytes)
+
+
+def _counters() -> dict[SendKind, _Counter]:
+    return {kind: _Counter() for kind in SEND_KINDS}
+
+
+def audio_seconds(message: ClientMessage) -> float:
+    """Seconds of PCM16 mono audio a message carries (0 when the rate is not known)."""
+    payload = message.payload
+    if message.kind != "audio" or not isinstance(payload, Media):
+        return 0.0
+    for param in payload.mime_type.split(";")[1:]:
+        key, _, value = param.strip().partition("=")
+        if key == "rate" and value.isdigit() and int(value) > 0:
+            return len(payload.data) / 2 / int(value)
+    return 0.0
+
+
+class InputPath:
+    """The session's outbox, the feed to the current connection, and the send counters."""
+
+    def __init__(self, limits: OutboxLimits | None = None) -> None:
+        self._limits = limits
+        self.outbox: Outbox[ClientMessage] = Outbox(limits)
+        self._in_flight: dict[_Connection, Entry[ClientMessage]] = {}
+        self._results: dict[str, tuple[Entry[ClientMessage], ToolResult]] = {}
+        self._sends = _counters()
+        self._total = _counters()
+
+    # --- counters -----------------------------------------------------------------------------
+
+    def connection_counters(self) -> dict[SendKind, SendCounter]:
+        """Counters of the current connection."""
+        return {kind: counter.snapshot() for kind, counter in self._sends.items()}
+
+    def total_counters(self) -> dict[SendKind, SendCounter]:
+        """Counters since the transport was made."""
+        return {kind: counter.snapshot() for kind, counter in self._total.items()}
+
+    def new_connection(self) -> None:
+        """A new connection became current: its counters start at zero."""
+        self._sends = _counters()
+
+    def refuse(self, kind: SendKind, error: Exception) -> Exception:
+        """Count a send refused with ``error``; returns it to raise."""
+        for counters in (self._sends, self._total):
+            counters[kind].attempted += 1
+            counters[kind].refused += 1
+        return error
+
+    def stats(self) -> InputStats:
+        """The outbox's figures, for diagnostics."""
+        stats = self.outbox.stats
+        return InputStats(
+            buffered=stats.pending,
+            submitted=stats.submitted,
+            written=stats.sent,
+            replayed=stats.resent,
+            audio_chunks_dropped=stats.audio_chunks_dropped,
+            audio_seconds_dropped=stats.audio_seconds_dropped,
+            video_frames_dropped=stats.video_frames_dropped,
+            tool_responses_discarded=stats.tool_responses_discarded,
+        )
+
+    # --- the framework's side -----------------------------------------------------------------
+
+    def submit(self, message: ClientMessage, now: float) -> Entry[ClientMessage]:
+        """Queue ``message`` for the current connection (or the next one)."""
+        self._sends[message.kind].attempted += 1
+        self._total[message.kind].attempted += 1
+        return self.outbox.submit(
+            message, MessageKind(message.kind), now, audio_seconds=audio_seconds(message)
+        )
+
+    def submit_result(self, message: ClientMessage, result: ToolResult, now: float) -> None:
+        """Queue a tool result; :meth:`withdraw_result` can take it back until it is written."""
+        self._results[result.id] = (self.submit(message, now), result)
+
+    def withdraw_result(self, call_id: str) -> bool:
+        """Never send (or replay) the result of ``call_id``; False when none was held."""
+        held = self._results.pop(call_id, None)
+        return held is not None and self.outbox.withdraw(held[0])
+
+    # --- the writer's side --------------------------------------------------------------------
+
+    def feed(self, conn: _Connection | None, now: float, *, media_only: bool = False) -> None:
+        """Hand the next message to ``conn`` (the current connection) if it is idle. With
+        ``media_only`` (a move is about to replace ``conn``) a message that could end the
+        user's turn waits, with everything after it, for the next connection: an answer
+        the old connection started would be cut by the switch."""
+        if conn is None or not conn.accepting or conn.busy:
+            return
+        entry = self.outbox.next_unsent()
+        if entry is None or (media_only and entry.kind not in _MEDIA):
+            return
+        index = conn.enqueue(entry.message)
+        self.outbox.mark_sent(entry, conn.dial_gen, index, now)
+        self._in_flight[conn] = entry
+
+    def written(
+        self, conn: _Connection, message: ClientMessage, *, current: bool
+    ) -> list[ToolResult]:
+        """``message`` reached ``conn``'s socket. Returns the tool results it carried when
+        ``conn`` is the current connection (their calls' results are now sent)."""
+        entry = self._in_flight.pop(conn, None)
+        if entry is not None and entry.message is not message:
+            self._in_flight[conn] = entry  # a message written outside the outbox (history)
+        for counters in (self._sends, self._total) if current else (self._total,):
+            counters[message.kind].sent += 1
+            counters[message.kind].bytes += message.size
+        if not current or not isinstance(message.payload, ToolResponse):
+            return []
+        results = []
+        for response in message.payload.responses:
+            for call_id, (held, result) in list(self._results.items()):
+                if held is entry or (response.id is not None and call_id == response.id):
+                    del self._results[call_id]
+                    results.append(result)
+        return results
+
+    def failed(
+        self,
+        conn: _Connection,
+        messages: Sequence[ClientMessage],
+        error: Exception,
+        *,
+        current: bool,
+    ) -> bool:
+        """These messages were not written to ``conn``. Returns True when the message itself
+        was refused (it is dropped); False when the connection died (it goes to the next
+        one)."""
+        for message in messages:
+            for counters in (self._sends, self._total) if current else (self._total,):
+                counters[message.kind].failed += 1
+        entry = self._in_flight.pop(conn, None)
+        if entry is None or not any(message is entry.message for message in messages):
+            if entry is not None:
+                self._in_flight[conn] = entry
+            return False
+        if isinstance(error, ConnectionClosed | OSError | NotConnectedError):
+            self.outbox.mark_unsent(entry, conn.dial_gen)
+            return False
+        logger.warning(
+            "a {} message was refused by the SDK ({}); it is dropped",
+            entry.kind.value,
+            type(error).__name__,
+        )
+        self.outbox.withdraw(entry)
+        return True
+
+    def clear(self) -> None:
+        """The session is over: forget every message."""
+        self.outbox.clear()
+        self.outbox = Outbox(self._limits)
+        self._in_flight.clear()
+        self._results.clear()

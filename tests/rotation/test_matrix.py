@@ -1,0 +1,282 @@
+"""The rotation matrix: every way a connection can end, at every phase of a conversation.
+
+goAway at {idle, mid-user-speech, mid-answer, mid-tool-call, between turnComplete and the
+handle} x profile {gemini, vertex} x replacement {ok, refused once, refused always, hangs,
+handle expired, resume-while-open refused}; an abrupt drop at each phase; silence after a
+goAway; input typed or spoken while a move is under way; two rotations back to back; a rotation
+storm of 100 sessions, each with its own transport. Each scenario ends with
+``check_invariants`` (see conftest) and, unless the session is rightly lost, a further answered
+turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Literal
+
+import pytest
+from conftest import (
+    ASK_TOOL,
+    CHECK,
+    NOTICE,
+    PROFILES,
+    QUESTION,
+    RESUMPTION,
+    WAIT,
+    Arena,
+    Expect,
+    Profile,
+    Rig,
+    check_invariants,
+)
+
+from realtime_resumption.emulator.caller import CallerEvent
+from realtime_resumption.gemini.outbox import OutboxLimits
+from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.resumption import ResumptionOptions
+
+Phase = Literal["idle", "user_speech", "answer", "tool_call", "turn_end"]
+PHASES: tuple[Phase, ...] = ("idle", "user_speech", "answer", "tool_call", "turn_end")
+Replacement = Literal[
+    "ok", "refused_once", "refused_always", "hangs", "handle_expired", "resume_while_open"
+]
+REPLACEMENTS: tuple[Replacement, ...] = (
+    "ok",
+    "refused_once",
+    "refused_always",
+    "hangs",
+    "handle_expired",
+    "resume_while_open",
+)
+LONG_UTTERANCE = ("tell", "me", "a", "long", "story", "about", "the", "sea")
+
+PLANNED = MoveReason.PLANNED
+RESUMED = MoveOutcome.RESUMED
+
+
+async def reach(rig: Rig, phase: Phase, fire: Callable[[], object]) -> None:
+    """Bring the conversation to ``phase`` and call ``fire`` right there."""
+    caller = rig.caller
+    if phase == "idle":
+        await rig.wait_idle_handle()
+        fire()
+        return
+    if phase == "user_speech":
+        utterance = caller.say(LONG_UTTERANCE, speech_chunks=12)
+        await caller.wait_spoken(utterance, chunks=4, timeout=WAIT)
+        fire()
+        return
+    kind = {"answer": "answer_chunk", "tool_call": "tool_call", "turn_end": "turn_complete"}[phase]
+    fired: list[CallerEvent] = []
+
+    def at_moment(event: CallerEvent) -> None:
+        if fired or event.kind != kind or (phase == "answer" and event.chunk != 3):
+            return
+        fired.append(event)
+        fire()
+
+    remove = caller.add_listener(at_moment)
+    try:
+        caller.say(ASK_TOOL if phase == "tool_call" else QUESTION)
+        await caller.wait_until(lambda _: bool(fired), timeout=WAIT, what=f"the {phase} moment")
+    finally:
+        remove()
+
+
+def _replacement_config(replacement: Replacement) -> dict[str, Any]:
+    # Every handle is already expired when a move tries it.
+    return {"handle_lifetime": 0.0} if replacement == "handle_expired" else {}
+
+
+def _arm(rig: Rig, replacement: Replacement) -> None:
+    faults = rig.emu.faults
+    if replacement == "refused_once":
+        faults.refuse_next(1, "http503")
+    elif replacement == "refused_always":
+        faults.refuse_next(1000, "http503")
+    elif replacement == "hangs":
+        faults.hang_next(1)
+    elif replacement == "resume_while_open":
+        faults.refuse_resume_while_open = True
+
+
+def _expected(replacement: Replacement) -> Expect:
+    if replacement == "refused_always":
+        return Expect(outcomes=(MoveOutcome.LOST,), reasons=(PLANNED,))
+    if replacement == "handle_expired":
+        return Expect(outcomes=(MoveOutcome.REBUILT,), reasons=(PLANNED,))
+    return Expect(outcomes=(RESUMED,), reasons=(PLANNED,), handle_kinds=(HandleKind.AFTER_TURN,))
+
+
+async def _finish(arena: Arena, rig: Rig, expect: Expect) -> None:
+    ledger = await arena.finish()
+    assert ledger is not None
+    check_invariants(rig, ledger, expect)
+
+
+# --- goAway x profile x replacement -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("replacement", REPLACEMENTS)
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("phase", PHASES)
+async def test_go_away(
+    arena: Arena, phase: Phase, profile: Profile, replacement: Replacement
+) -> None:
+    emu = await arena.emulator(profile, **_replacement_config(replacement))
+    rig = arena.rig(emu)
+    await rig.start()
+    await rig.warm_up()
+    _arm(rig, replacement)
+    await reach(rig, phase, lambda: emu.faults.go_away(NOTICE, session_id=rig.session_id))
+    expect = _expected(replacement)
+    if expect.lost:
+        await rig.caller.wait_moves(1, timeout=WAIT)
+        finished = rig.record.moves[0].finished_at
+        await rig.caller.wait_until(
+            lambda r: any(at >= finished for at, _, _ in r.closes), timeout=WAIT, what="a close"
+        )
+        assert not rig.transport.is_connected
+    else:
+        await rig.wait_quiet(1)
+        await rig.alive()
+    await _finish(arena, rig, expect)
+
+
+# --- abrupt drop at each phase ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("phase", PHASES)
+async def test_drop(arena: Arena, phase: Phase, profile: Profile) -> None:
+    emu = await arena.emulator(profile)
+    rig = arena.rig(emu)
+    await rig.start()
+    await rig.warm_up()
+    await reach(rig, phase, lambda: emu.faults.drop(rig.session_id))
+    await rig.wait_quiet(1)
+    await rig.alive()
+    # A drop gives no notice: an answer in flight may be cut, never the audio.
+    expect = Expect(reasons=(MoveReason.LOST,), cut_allowed=phase in ("answer", "tool_call"))
+    await _finish(arena, rig, expect)
+
+
+# --- silence after goAway ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("phase", ["idle", "answer"])
+async def test_silence_after_go_away(arena: Arena, phase: Phase, profile: Profile) -> None:
+    emu = await arena.emulator(profile)
+    rig = arena.rig(emu)
+    await rig.start()
+    await rig.warm_up()
+    await reach(
+        rig, phase, lambda: emu.faults.go_away(NOTICE, session_id=rig.session_id, silence=True)
+    )
+    await rig.wait_quiet(1)
+    await rig.alive()
+    if phase == "idle":
+        # The handle after the last turn is a resumable point: nothing to wait for.
+        expect = Expect(reasons=(PLANNED,), handle_kinds=(HandleKind.AFTER_TURN,))
+    else:
+        # The answer never finishes on a silent connection: the deadline forces the move.
+        expect = Expect(reasons=(PLANNED,), handle_kinds=(HandleKind.MID_TURN,), cut_allowed=True)
+    await _finish(arena, rig, expect)
+
+
+# --- input while a move is under way ----------------------------------------------------------
+
+TYPED = "and what about tomorrow"
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("how", ["typed", "spoken"])
+async def test_input_during_a_move(arena: Arena, how: str, profile: Profile) -> None:
+    emu = await arena.emulator(profile)
+    rig = arena.rig(emu)
+    await rig.start()
+    await rig.warm_up()
+
+    def speak_up(event: CallerEvent) -> None:
+        if event.kind == "move_started":
+            if how == "typed":
+                rig.caller.type_text(TYPED)
+            else:
+                rig.caller.say(QUESTION)
+
+    rig.caller.add_listener(speak_up)
+    await reach(rig, "idle", lambda: emu.faults.go_away(NOTICE, session_id=rig.session_id))
+    await rig.wait_quiet(1)
+    await rig.caller.wait_until(lambda r: r.completed_generations >= 2, what="the answer")
+    await rig.alive()
+    expect = Expect(reasons=(PLANNED,), handle_kinds=(HandleKind.AFTER_TURN,))
+    await _finish(arena, rig, expect)
+
+
+# --- two rotations back to back ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("typing", [False, True], ids=["quiet", "typed-during-first"])
+async def test_two_rotations_back_to_back(arena: Arena, typing: bool, profile: Profile) -> None:
+    emu = await arena.emulator(profile)
+    rig = arena.rig(emu)
+    await rig.start()
+    await rig.warm_up()
+
+    def again(event: CallerEvent) -> None:
+        if event.kind == "move_started" and len(rig.record.moves_started) == 1 and typing:
+            rig.caller.type_text(TYPED)
+        if event.kind == "move" and len(rig.record.moves) == 1:
+            emu.faults.go_away(NOTICE, session_id=rig.session_id)
+
+    rig.caller.add_listener(again)
+    await reach(rig, "answer", lambda: emu.faults.go_away(NOTICE, session_id=rig.session_id))
+    await rig.wait_quiet(2)
+    await rig.alive()
+    await _finish(arena, rig, Expect(outcomes=(RESUMED, RESUMED), reasons=(PLANNED, PLANNED)))
+
+
+# --- rotation storm ---------------------------------------------------------------------------
+
+STORM = 100
+# A hundred handshakes at once on a small machine: give each attempt time.
+STORM_RESUMPTION = ResumptionOptions(
+    deadline_margin=RESUMPTION.deadline_margin,
+    retry_delays=RESUMPTION.retry_delays,
+    attempt_timeout=WAIT / 2,
+)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_rotation_storm(arena: Arena, profile: Profile) -> None:
+    emu = await arena.emulator(profile, setup_timeout=200.0)
+    client = emu.client(vertex=profile == "vertex")
+    rigs = [
+        arena.rig(
+            emu,
+            client=client,
+            resumption=STORM_RESUMPTION,
+            first_seq=i * 1_000_000,
+            # Every session streams, slowly: 100 microphones at a chunk per 100 ms.
+            pace=5.0,
+            input_buffer=OutboxLimits(),
+            transport_options={"setup_timeout": WAIT},
+        )
+        for i in range(STORM)
+    ]
+    await asyncio.gather(*(rig.start() for rig in rigs))
+    await asyncio.gather(*(rig.caller.ask_typed("hello", timeout=WAIT) for rig in rigs))
+    await asyncio.gather(*(rig.wait_idle_handle() for rig in rigs))
+    assert emu.faults.go_away(NOTICE).count == STORM
+    await asyncio.gather(*(rig.wait_quiet(1) for rig in rigs))
+    await asyncio.gather(*(rig.caller.ask_typed(" ".join(CHECK), timeout=WAIT) for rig in rigs))
+    ledger = await arena.finish()
+    assert ledger is not None
+    assert len(ledger.sessions) == STORM
+    for rig in rigs:
+        check_invariants(
+            rig, ledger, Expect(reasons=(PLANNED,), handle_kinds=(HandleKind.AFTER_TURN,))
+        )

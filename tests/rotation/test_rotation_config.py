@@ -1,0 +1,127 @@
+"""Setup changes Gemini cannot apply live ride on a planned move (reason ``config``) at the
+next resumable point; ``reconnect`` moves on request."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from rotation_helpers import FAST, MODEL, Recorder, emulator_config, make_transport, only_session
+
+from realtime_resumption.emulator import Emulator, answer_chunk_id
+from realtime_resumption.gemini import Credential, GeminiLiveTransport
+from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.transport import (
+    ContentTurn,
+    GenerationEndReason,
+    ReconnectState,
+    SessionUpdate,
+)
+
+TOOLS = [{"name": "lookup", "description": "Looks things up."}]
+ASK = [ContentTurn("user", "lookup the weather")]
+
+
+async def test_new_tools_move_the_session_at_once_when_idle() -> None:
+    async with Emulator(emulator_config("gemini")) as emu:
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        await transport.update_session(SessionUpdate(tools=TOOLS))
+        assert transport.pending_setup_change
+        await rec.wait_for("on_move")
+        assert not transport.pending_setup_change
+        transport.send_content(ASK)
+        await rec.wait_for("on_tool_call")  # only the new setup declares the tool
+        await transport.disconnect()
+
+    (move,) = rec.moves
+    assert (move.reason, move.handle_kind, move.outcome, move.gap_ms) == (
+        MoveReason.CONFIG,
+        HandleKind.AFTER_TURN,
+        MoveOutcome.RESUMED,
+        0.0,
+    )
+    assert rec.of("on_move_started") == [(MoveReason.CONFIG, HandleKind.AFTER_TURN)]
+    assert len(only_session(emu).connections) == 2
+
+
+@pytest.mark.parametrize("profile", ["gemini", "vertex"])
+async def test_a_change_mid_answer_waits_for_the_answer(profile: str) -> None:
+    async with Emulator(emulator_config(profile, answer_chunks=40)) as emu:
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        transport.send_content([ContentTurn("user", "hello there")])
+        await rec.wait_for("on_audio_output", 3)
+        await transport.transfer_session(SessionUpdate(instructions="be terse", voice="Puck"))
+        await rec.wait_for("on_move")
+        await transport.disconnect()
+
+    (move,) = rec.moves
+    assert (move.reason, move.handle_kind) == (MoveReason.CONFIG, HandleKind.AFTER_TURN)
+    assert rec.names("on_turn_complete", "on_move_started") == [
+        "on_turn_complete",
+        "on_move_started",
+    ]
+    chunks = [answer_chunk_id(data) for (data,) in rec.of("on_audio_output")]
+    assert chunks == [(0, k) for k in range(40)]
+    assert rec.ends() == [GenerationEndReason.GENERATION_COMPLETE]
+
+
+async def test_reconnect_moves_now_and_returns_the_outcome() -> None:
+    async with Emulator(emulator_config("gemini")) as emu:
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        await transport.reconnect(ReconnectState(resumption_handle="not-issued-by-this-session"))
+        assert [(m.reason, m.outcome) for m in rec.moves] == [
+            (MoveReason.REQUESTED, MoveOutcome.RESUMED)
+        ]
+        transport.clear_resumption()
+        await transport.reconnect()
+        await transport.disconnect()
+
+    # Without a handle the request opens a fresh session.
+    assert [(m.reason, m.outcome) for m in rec.moves][1] == (
+        MoveReason.REQUESTED,
+        MoveOutcome.REBUILT,
+    )
+    assert len(emu.ledger.sessions) == 2
+    assert rec.count("on_close") == 1
+
+
+async def test_an_expiring_credential_moves_the_session_to_a_new_one() -> None:
+    async with Emulator(emulator_config("gemini")) as emu:
+        issued: list[Credential] = []
+
+        async def provide() -> Credential:
+            credential = Credential(f"short-lived-{len(issued)}", time.time() + 0.3)
+            issued.append(credential)
+            return credential
+
+        transport = GeminiLiveTransport(
+            model=MODEL,
+            http_options=emu.http_options(),
+            credential_provider=provide,
+            resumption=FAST,
+        )
+        rec = Recorder(transport)
+        expired: list[int] = []
+        transport.on_credential_expiry = lambda: expired.append(len(issued))
+        await transport.connect()
+        await rec.wait_for("on_move")
+        await transport.disconnect()
+
+    assert expired[0] == 1
+    (move,) = rec.moves[:1]
+    assert (move.reason, move.outcome, move.gap_ms) == (
+        MoveReason.REQUESTED,
+        MoveOutcome.RESUMED,
+        0.0,
+    )
+    assert len(issued) >= 2  # the new connection dialled with a new credential
+    assert rec.of("on_close") == [(1000, "closed by the client")]

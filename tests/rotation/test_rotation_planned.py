@@ -1,0 +1,261 @@
+"""Planned moves (goAway): make-before-break at the next resumable point, the deadline
+fallback, the break-before-make fallback, and back-to-back rotations, against the emulator."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from rotation_helpers import Recorder, emulator_config, make_transport, only_session, seconds
+
+from realtime_resumption.emulator import Emulator, answer_chunk_id, user_audio
+from realtime_resumption.gemini.outbox import OutboxLimits
+from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.transport import ContentTurn, GenerationEndReason
+
+HELLO = [ContentTurn("user", "hello there")]
+
+
+async def _stream(transport: object, first: int, count: int) -> None:
+    """Silent user audio, one 20 ms chunk every 2 ms."""
+    for seq in range(first, first + count):
+        transport.send_audio(user_audio(seq, speech=False))  # type: ignore[attr-defined]
+        await asyncio.sleep(0.002)
+
+
+@pytest.mark.parametrize("profile", ["gemini", "vertex"])
+async def test_go_away_at_idle_moves_before_breaking_and_loses_no_input(profile: str) -> None:
+    async with Emulator(emulator_config(profile)) as emu:
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        streaming = asyncio.create_task(_stream(transport, 1, 150))
+        await asyncio.sleep(0.05)
+        emu.faults.go_away(20.0)
+        await rec.wait_for("on_move")
+        await streaming
+        await transport.disconnect()
+        await emu.wait_disconnected()
+
+    (move,) = rec.moves
+    assert (move.reason, move.handle_kind, move.outcome) == (
+        MoveReason.PLANNED,
+        HandleKind.AFTER_TURN,
+        MoveOutcome.RESUMED,
+    )
+    assert move.gap_ms == 0.0
+    assert move.attempts == 1
+    assert move.messages_replayed > 0  # the audio written after the handle it resumed from
+    assert rec.of("on_move_started") == [(MoveReason.PLANNED, HandleKind.AFTER_TURN)]
+    session = only_session(emu)
+    old, new = session.connections
+    assert new.resumed_handle_index == len(session.handles) - 2  # the old connection's last
+    assert new.setup_at is not None and old.closed_at is not None
+    assert new.setup_at < old.closed_at  # make-before-break: both were open at once
+    assert old.closed_by == "client"
+    summary = emu.ledger.summary().sessions[session.session_id]
+    assert summary.audio_consumed == tuple(range(1, 151))  # each chunk once, in order
+    assert summary.audio_lost == ()
+    assert rec.of("on_close") == [(1000, "closed by the client")]
+    assert [e.connect_attempt_id for e in rec.lifecycle("generation-close")] == ["att_1", "att_2"]
+
+
+@pytest.mark.parametrize("profile", ["gemini", "vertex"])
+async def test_go_away_mid_answer_waits_for_the_answer_to_finish(profile: str) -> None:
+    async with Emulator(emulator_config(profile, answer_chunks=40)) as emu:
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        transport.send_content(HELLO)
+        await rec.wait_for("on_audio_output", 3)
+        emu.faults.go_away(60.0)  # 3 s left, the fallback 2 s away: the answer needs 80 ms
+        await rec.wait_for("on_move")
+        await transport.disconnect()
+
+    (move,) = rec.moves
+    assert (move.handle_kind, move.outcome, move.gap_ms) == (
+        HandleKind.AFTER_TURN,
+        MoveOutcome.RESUMED,
+        0.0,
+    )
+    names = rec.names("on_turn_complete", "on_move_started")
+    assert names == ["on_turn_complete", "on_move_started"]
+    chunks = [answer_chunk_id(data) for (data,) in rec.of("on_audio_output")]
+    assert chunks == [(0, k) for k in range(40)]
+    assert rec.ends() == [GenerationEndReason.GENERATION_COMPLETE]
+    rec.assert_paired()
+    summary = emu.ledger.summary().sessions[only_session(emu).session_id]
+    assert summary.answers_cut == ()
+
+
+async def test_go_away_between_turn_complete_and_the_handle_moves_at_the_handle() -> None:
+    # Vertex AI issues the post-turn handle 20-70 ms after turnComplete; here 100 ms.
+    config = emulator_config("vertex", handle_delay=(2.0, 2.0))
+    async with Emulator(config) as emu:
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        transport.send_content(HELLO)
+        await rec.wait_for("on_turn_complete")
+        updates_before = rec.count("on_resumption_update")
+        await emu.faults.go_away(60.0)
+        await rec.wait_for("on_move")
+        await transport.disconnect()
+
+    (move,) = rec.moves
+    assert (move.handle_kind, move.reason, move.outcome) == (
+        HandleKind.AFTER_TURN,
+        MoveReason.PLANNED,
+        MoveOutcome.RESUMED,
+    )
+    # The move waited for the handle that followed the turn, and resumed from it.
+    names = rec.names("on_go_away", "on_resumption_update", "on_move_started")
+    assert names[-3:] == ["on_go_away", "on_resumption_update", "on_move_started"]
+    assert rec.count("on_resumption_update") > updates_before
+    session = only_session(emu)
+    resumed_from = session.handles[session.connections[1].resumed_handle_index or 0]
+    assert resumed_from.snapshot.answer is None  # no answer in progress in that snapshot
+    assert len(resumed_from.snapshot.history) == 1
+
+
+@pytest.mark.parametrize("profile", ["gemini", "vertex"])
+async def test_a_silent_connection_moves_at_the_deadline_and_ends_the_cut_answer(
+    profile: str,
+) -> None:
+    async with Emulator(emulator_config(profile, answer_chunks=200)) as emu:
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        transport.send_content(HELLO)
+        await rec.wait_for("on_audio_output", 3)
+        started = asyncio.get_running_loop().time()
+        # 1.5 s left and nothing more from this connection: no resumable point will come.
+        emu.faults.go_away(30.0, silence=True)
+        await rec.wait_for("on_move")
+        moved_after = asyncio.get_running_loop().time() - started
+        await rec.wait(lambda r: r.count("on_generation_end") >= 1)
+        if profile == "gemini":
+            # The question came after the handle the move resumed from: it is replayed,
+            # and the model answers it again on the new connection.
+            await rec.wait_for("on_generation_end", 2)
+        await transport.disconnect()
+
+    (move,) = rec.moves
+    assert (move.handle_kind, move.reason, move.outcome) == (
+        HandleKind.MID_TURN,
+        MoveReason.PLANNED,
+        MoveOutcome.RESUMED,
+    )
+    # The fallback moment: a third of the notice before the deadline, at least 1 s.
+    assert seconds(30.0) - 1.0 - 0.2 < moved_after < seconds(30.0) - 0.5
+    assert rec.ends()[0] == GenerationEndReason.MOVED
+    rec.assert_paired()
+    session = only_session(emu)
+    if profile == "gemini":
+        assert rec.ends()[1] == GenerationEndReason.GENERATION_COMPLETE
+        replayed = session.connections[1].client_messages[1]
+        assert (replayed.kind, replayed.text) == ("client_content", "hello there")
+
+
+async def test_two_rotations_back_to_back_both_resume_after_the_turn() -> None:
+    async with Emulator(emulator_config("gemini")) as emu:
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        await emu.faults.go_away(20.0)
+        await rec.wait_for("on_move")
+        await rec.wait(lambda r: r.names()[-1] == "on_resumption_update")
+        emu.faults.go_away(20.0, session_id=only_session(emu).session_id)
+        await rec.wait_for("on_move", 2)
+        transport.send_content(HELLO)
+        await rec.wait_for("on_generation_end")
+        await transport.disconnect()
+
+    assert [(m.number, m.handle_kind, m.outcome, m.gap_ms) for m in rec.moves] == [
+        (1, HandleKind.AFTER_TURN, MoveOutcome.RESUMED, 0.0),
+        (2, HandleKind.AFTER_TURN, MoveOutcome.RESUMED, 0.0),
+    ]
+    session = only_session(emu)
+    assert len(session.connections) == 3
+    # Each connection resumed from a handle its predecessor issued.
+    for previous, connection in zip(session.connections, session.connections[1:], strict=False):
+        index = connection.resumed_handle_index
+        assert index is not None and session.handles[index].connection == previous.index
+    assert rec.ends() == [GenerationEndReason.GENERATION_COMPLETE]
+
+
+async def test_a_resume_refused_while_the_old_connection_is_open_falls_back_for_good() -> None:
+    async with Emulator(emulator_config("gemini")) as emu:
+        emu.faults.refuse_resume_while_open = True
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        streaming = asyncio.create_task(_stream(transport, 1, 200))
+        await asyncio.sleep(0.05)
+        emu.faults.go_away(20.0)
+        await rec.wait_for("on_move")
+        await rec.wait(lambda r: r.names()[-1] == "on_resumption_update")
+        emu.faults.go_away(20.0, session_id=only_session(emu).session_id)
+        await rec.wait_for("on_move", 2)
+        await streaming
+        await transport.disconnect()
+
+    first, second = rec.moves
+    assert (first.outcome, first.attempts) == (MoveOutcome.RESUMED, 2)
+    assert first.gap_ms > 0  # the old connection closed before the second dial
+    assert first.messages_buffered > 0 or first.messages_replayed > 0
+    # Remembered: the next move closes the old connection first and is not refused.
+    assert (second.outcome, second.attempts) == (MoveOutcome.RESUMED, 1)
+    assert second.gap_ms > 0
+    session = only_session(emu)
+    assert [c.refused for c in session.connections] == [None, "open-session", None, None]
+    summary = emu.ledger.summary().sessions[session.session_id]
+    assert summary.audio_consumed == tuple(range(1, 201))
+
+
+@pytest.mark.parametrize("voice_activity", [False, True])
+async def test_go_away_while_the_user_speaks_waits_for_the_turn_to_end(
+    voice_activity: bool,
+) -> None:
+    config = emulator_config("gemini", answer_chunks=10, voice_activity=voice_activity)
+    async with Emulator(config) as emu:
+        # The whole utterance is sent within milliseconds here: a margin for in-flight audio
+        # as long as a real round trip would replay all of it (a real one takes seconds).
+        transport = make_transport(emu, input_buffer=OutboxLimits(handle_margin=0.005))
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        words = ("what", "is", "the", "time")
+        for seq, word in enumerate(words, start=1):
+            transport.send_audio(user_audio(seq, word=word))
+        await rec.wait_for("on_input_transcription")
+        emu.faults.go_away(60.0)
+        await rec.wait_for("on_go_away")
+        assert rec.count("on_move_started") == 0  # the user's turn is in progress
+        await _stream(transport, len(words) + 1, 20)  # silence: the turn ends
+        await rec.wait_for("on_move")
+        await transport.disconnect()
+
+    (move,) = rec.moves
+    assert (move.handle_kind, move.outcome, move.gap_ms) == (
+        HandleKind.AFTER_TURN,
+        MoveOutcome.RESUMED,
+        0.0,
+    )
+    assert rec.names("on_turn_complete", "on_move_started") == [
+        "on_turn_complete",
+        "on_move_started",
+    ]
+    assert rec.ends() == [GenerationEndReason.GENERATION_COMPLETE]
+    summary = emu.ledger.summary().sessions[only_session(emu).session_id]
+    assert summary.answers_cut == ()
+    assert summary.audio_lost == ()
+    assert sorted(set(summary.audio_consumed)) == list(range(1, 25))
+    # Only silence written within the arrival margin of the handle may come twice.
+    assert all(seq > len(words) for seq in summary.audio_duplicates)
+    assert "".join(text for (text,) in rec.of("on_input_transcription")) == "what is the time"

@@ -1,0 +1,158 @@
+"""Tool calls across moves: no planned move while a call is open; a result never goes to a
+session that did not issue its call; an orphaned call's answer ends saying so."""
+
+from __future__ import annotations
+
+import pytest
+from rotation_helpers import Recorder, emulator_config, make_transport, only_session
+
+from realtime_resumption.emulator import Emulator, answer_chunk_id
+from realtime_resumption.moves import HandleKind, MoveOutcome
+from realtime_resumption.transport import (
+    ContentTurn,
+    GenerationEndReason,
+    ToolCallOrphanedError,
+    ToolResult,
+)
+
+TOOLS = [{"name": "lookup", "description": "Looks things up."}]
+ASK = [ContentTurn("user", "lookup the weather")]
+
+
+@pytest.mark.parametrize("profile", ["gemini", "vertex"])
+async def test_no_move_while_a_tool_call_is_open(profile: str) -> None:
+    async with Emulator(emulator_config(profile, answer_chunks=20)) as emu:
+        transport = make_transport(emu, tools=TOOLS)
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        emu.faults.go_away_at(on_tool_call=True, time_left=60.0)
+        transport.send_content(ASK)
+        await rec.wait_for("on_go_away")
+        ((calls,),) = rec.of("on_tool_call")
+        assert transport.pending_tool_calls == (calls[0].id,)
+        assert rec.count("on_move_started") == 0
+        transport.send_tool_result(ToolResult(calls[0].id, "lookup", {"sky": "blue"}))
+        await rec.wait_for("on_move")
+        await transport.disconnect()
+
+    (move,) = rec.moves
+    assert (move.handle_kind, move.outcome) == (HandleKind.AFTER_TURN, MoveOutcome.RESUMED)
+    # The move came after the answer the result finished.
+    assert rec.names("on_turn_complete", "on_move_started")[-2:] == [
+        "on_turn_complete",
+        "on_move_started",
+    ]
+    session = only_session(emu)
+    (response,) = [
+        (c.index, m.tool_response_ids)
+        for c in session.connections
+        for m in c.client_messages
+        if m.kind == "tool_response"
+    ]
+    assert response == (0, (calls[0].id,))  # to the connection whose session issued it
+    chunks = [answer_chunk_id(data) for (data,) in rec.of("on_audio_output")]
+    assert chunks == [(0, k) for k in range(20)]
+    assert rec.ends() == [GenerationEndReason.GENERATION_COMPLETE]
+    summary = emu.ledger.summary().sessions[session.session_id]
+    assert summary.stranded_tool_responses == ()
+    assert summary.answers_cut == ()
+
+
+async def test_a_call_lost_with_its_session_is_orphaned_and_asked_again() -> None:
+    async with Emulator(emulator_config("gemini", answer_chunks=20)) as emu:
+        transport = make_transport(emu, tools=TOOLS)
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        transport.send_content(ASK)
+        await rec.wait_for("on_tool_call")
+        ((first,),) = rec.of("on_tool_call")[0]
+        # The only handle predates the call: the resumed session never issued it.
+        emu.faults.drop()
+        await rec.wait_for("on_move")
+        with pytest.raises(ToolCallOrphanedError) as caught:
+            transport.send_tool_result(ToolResult(first.id, "lookup", {"sky": "blue"}))
+        assert caught.value.call_id == first.id
+        # The question was replayed: the model asks for the tool again, in its new session.
+        await rec.wait_for("on_tool_call", 2)
+        ((second,),) = rec.of("on_tool_call")[1]
+        transport.send_tool_result(ToolResult(second.id, "lookup", {"sky": "blue"}))
+        await rec.wait_for("on_generation_end", 2)
+        await transport.disconnect()
+
+    assert second.id != first.id
+    assert rec.of("on_tool_call_cancel") == [([first.id],)]
+    assert rec.ends() == [
+        GenerationEndReason.TOOL_CALL_ORPHANED,
+        GenerationEndReason.GENERATION_COMPLETE,
+    ]
+    rec.assert_paired()
+    summary = emu.ledger.summary().sessions[only_session(emu).session_id]
+    assert summary.stranded_tool_responses == ()
+    sends = transport.get_diagnostics().total_sends["tool_response"]
+    assert (sends.attempted, sends.refused, sends.sent) == (2, 1, 1)
+
+
+async def test_a_rebuild_orphans_an_open_call_and_its_late_result_is_refused() -> None:
+    async with Emulator(emulator_config("gemini", answer_chunks=5)) as emu:
+        transport = make_transport(emu, tools=TOOLS)
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        transport.send_content([ContentTurn("user", "hello there")])
+        await rec.wait_for("on_generation_end")
+        await rec.wait(lambda r: r.of("on_resumption_update")[-1][1])
+        transport.send_content(ASK)
+        await rec.wait_for("on_tool_call")
+        ((call,),) = rec.of("on_tool_call")[0]
+        emu.faults.expire_handles()
+        emu.faults.drop()
+        await rec.wait_for("on_move")
+        with pytest.raises(ToolCallOrphanedError):
+            transport.send_tool_result(ToolResult(call.id, "lookup", {"sky": "blue"}))
+        await transport.disconnect()
+
+    (move,) = rec.moves
+    assert move.outcome is MoveOutcome.REBUILT
+    assert rec.ends()[-1] is GenerationEndReason.TOOL_CALL_ORPHANED
+    rec.assert_paired()
+    assert all(s.stranded_tool_responses == () for s in emu.ledger.summary().sessions.values())
+    # The seeded history has the completed turn and the cut question, but not the call
+    # without its result (a session cannot be seeded with half an exchange).
+    _, rebuilt = emu.ledger.sessions.values()
+    seeded = rebuilt.connections[0].client_messages[1]
+    assert seeded.text == "hello there [0.0] [0.1] [0.2] [0.3] [0.4] lookup the weather"
+    assert rebuilt.tool_calls_issued == []
+
+
+async def test_a_call_open_when_its_answer_is_cut_is_orphaned_even_if_the_session_knows_it() -> (
+    None
+):
+    # Vertex AI issues a resumable handle right after the call, so the resumed session knows
+    # the call; but it does not continue the cut answer, so nothing awaits the result.
+    async with Emulator(emulator_config("vertex", answer_chunks=20)) as emu:
+        transport = make_transport(emu, tools=TOOLS)
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        transport.send_content(ASK)
+        await rec.wait_for("on_tool_call")
+        ((call,),) = rec.of("on_tool_call")[0]
+        await rec.wait(lambda r: r.names()[-1] == "on_resumption_update")
+        emu.faults.drop()
+        await rec.wait_for("on_tool_call_cancel")
+        # Refused at once, during the gap as after it.
+        with pytest.raises(ToolCallOrphanedError):
+            transport.send_tool_result(ToolResult(call.id, "lookup", {"sky": "blue"}))
+        await rec.wait_for("on_move")
+        await transport.disconnect()
+
+    (move,) = rec.moves
+    assert (move.handle_kind, move.outcome) == (HandleKind.MID_TURN, MoveOutcome.RESUMED)
+    assert rec.of("on_tool_call_cancel") == [([call.id],)]
+    assert rec.ends() == [GenerationEndReason.TOOL_CALL_ORPHANED]
+    assert transport.pending_tool_calls == ()
+    summary = emu.ledger.summary().sessions[only_session(emu).session_id]
+    assert summary.stranded_tool_responses == ()
+    assert only_session(emu).unawaited_tool_responses == []
