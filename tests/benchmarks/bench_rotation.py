@@ -1,0 +1,354 @@
+"""What a connection move costs, on the emulator, with a caller streaming audio in real time.
+
+Per profile: N planned moves (goAway, alternately at idle and mid-answer) and N lost-connection
+moves (an abrupt drop at idle), each between two answered turns. Printed:
+
+- input gap per move: the transport's ``MoveReport.gap_ms``, and as the caller lives it: the
+  most any of its audio chunks was delayed on its way to the connection that kept it, beyond
+  the usual latency (send time against the emulator's receive time);
+- time from goAway to the move's start and end (the move waits for a resumable point);
+- client audio chunks lost per 100 moves (accepted by the transport, absent from the
+  session's final state, from the emulator's ledger), and duplicated ones;
+- CPU per move on the client's thread (transport, SDK, TLS): rounds of a typed turn and a
+  move, without audio, against rounds of the turn alone (difference of medians).
+
+The emulator runs on its own thread, so CPU figures are the client's alone.
+
+    .venv/bin/python tests/benchmarks/bench_rotation.py [--moves 20] [--profiles gemini vertex]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from google.oauth2.credentials import Credentials
+from loguru import logger
+
+from realtime_resumption.emulator import Emulator, EmulatorConfig
+from realtime_resumption.emulator.caller import CallerEvent, CallerRecord, ScriptedCaller
+from realtime_resumption.emulator.ledger import SessionRecord
+from realtime_resumption.emulator.server import VERTEX_LOCATION, VERTEX_PROJECT
+from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.moves import MoveReport
+from realtime_resumption.resumption import ResumptionOptions
+
+T = TypeVar("T")
+
+MODEL = "gemini-live-2.5-flash-preview"
+SCALE = 0.5
+"""Emulator durations at 1/2: a 10-chunk answer takes 200 ms, a turn ends on 250 ms of
+silence, so the transport's 0.3 s replay margin before a post-turn handle covers silence, as
+in a real conversation. Audio streams in real time: 20 ms chunks every 20 ms."""
+NOTICE = 4.0
+"""goAway timeLeft before scaling: 2 s."""
+CHUNK_MS = 20
+TURN_SILENCE = 0.5 * SCALE + 0.04
+WAIT = 10.0
+RESUMPTION = ResumptionOptions(deadline_margin=1.0, retry_delays=(0.0, 0.05, 0.1, 0.2))
+QUESTION = ("what", "is", "new", "today")
+
+
+class _EmulatorThread:
+    """The emulator on a thread and event loop of its own."""
+
+    def __init__(self, config: EmulatorConfig) -> None:
+        self._config = config
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self.emu: Emulator | None = None
+        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        async with Emulator(self._config) as emu:
+            self.emu = emu
+            self._ready.set()
+            await self._stop.wait()
+
+    def __enter__(self) -> _EmulatorThread:
+        self._thread.start()
+        if not self._ready.wait(30):
+            raise RuntimeError("the emulator did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._loop is not None and self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)
+
+    def soon(self, action: Callable[[Emulator], object]) -> None:
+        """Run ``action`` on the emulator's loop, without waiting."""
+        assert self._loop is not None and self.emu is not None
+        emu = self.emu
+        self._loop.call_soon_threadsafe(action, emu)
+
+    def call(self, action: Callable[[Emulator], T]) -> T:
+        """Run ``action`` on the emulator's loop and return its result."""
+        assert self._loop is not None and self.emu is not None
+        emu = self.emu
+        done: Future[T] = Future()
+
+        def run() -> None:
+            try:
+                done.set_result(action(emu))
+            except Exception as error:
+                done.set_exception(error)
+
+        self._loop.call_soon_threadsafe(run)
+        return done.result(30)
+
+
+@dataclass
+class _Run:
+    """One phase's moves and what the caller saw."""
+
+    moves: list[MoveReport]
+    go_away_timing: list[tuple[bool, float, float]]
+    """Planned moves: (at idle, ms from goAway to the move's start, to its end)."""
+    caller_gap: list[float]
+    audio_accepted: int
+    audio_lost: int
+    audio_duplicated: int
+
+
+def _transport(server: _EmulatorThread, profile: str) -> GeminiLiveTransport:
+    http_options = server.call(lambda emu: emu.http_options())
+    common: dict[str, Any] = {
+        "model": MODEL,
+        "tool_call_grace": 0.02,
+        "resumption": RESUMPTION,
+        "http_options": http_options,
+    }
+    if profile == "vertex":
+        return GeminiLiveTransport(
+            vertexai=True,
+            project=VERTEX_PROJECT,
+            location=VERTEX_LOCATION,
+            credentials=Credentials(token="bench"),  # type: ignore[no-untyped-call]
+            transparent=True,
+            **common,
+        )
+    return GeminiLiveTransport(api_key="bench", **common)
+
+
+async def _phase(server: _EmulatorThread, profile: str, kind: str, count: int) -> _Run:
+    """``count`` rounds of an answered turn, then (``kind``) a goAway or a drop."""
+    transport = _transport(server, profile)
+    caller = ScriptedCaller(transport, chunk_ms=CHUNK_MS, pace=1.0, turn_silence=TURN_SILENCE)
+    await transport.connect()
+    session = caller.record.session_ids[0]
+    caller.start_microphone()
+    idle_flags: list[bool] = []
+    for round_ in range(count):
+        moves = len(caller.record.moves)
+        if kind == "planned" and round_ % 2:
+            # Mid-answer: the goAway comes with the answer's third chunk.
+            fired: list[CallerEvent] = []
+
+            def at_chunk(event: CallerEvent, fired: list[CallerEvent] = fired) -> None:
+                if not fired and event.kind == "answer_chunk" and event.chunk == 2:
+                    fired.append(event)
+                    server.soon(lambda emu: emu.faults.go_away(NOTICE, session_id=session))
+
+            remove = caller.add_listener(at_chunk)
+            await caller.ask(QUESTION, timeout=WAIT)
+            remove()
+            idle_flags.append(False)
+        else:
+            await caller.ask(QUESTION, timeout=WAIT)
+            await _handle_after_turn(caller)
+            if kind == "planned":
+                server.soon(lambda emu: emu.faults.go_away(NOTICE, session_id=session))
+                idle_flags.append(True)
+            else:
+                server.soon(lambda emu: emu.faults.drop(session))
+        await caller.wait_until(
+            lambda r, n=moves: len(r.moves) > n and not r.move_in_progress,
+            timeout=WAIT,
+            what="the move",
+        )
+    await caller.stop_microphone()
+    await asyncio.sleep(0.2)  # the last chunks reach the emulator
+    await transport.disconnect()
+    await caller.aclose()
+    return _measure(server, caller, kind, idle_flags)
+
+
+async def _handle_after_turn(caller: ScriptedCaller) -> None:
+    """Wait for a resumable handle newer than the last turn."""
+
+    def seen(r: CallerRecord) -> bool:
+        ends = [e.at for e in r.events if e.kind == "turn_complete"]
+        since = ends[-1] if ends else 0.0
+        return any(u.has_handle and u.resumable and u.at > since for u in r.resumption_updates)
+
+    await caller.wait_until(seen, timeout=WAIT, what="a handle")
+
+
+def _measure(
+    server: _EmulatorThread,
+    caller: ScriptedCaller,
+    kind: str,
+    idle_flags: list[bool],
+) -> _Run:
+    sessions = tuple(dict.fromkeys(caller.record.session_ids))
+
+    def collect(emu: Emulator) -> tuple[dict[int, float], set[int], int]:
+        summary = emu.ledger.summary()
+        arrival: dict[int, float] = {}
+        kept: set[int] = set()
+        duplicated = 0
+        for sid in sessions:
+            arrival.update(_kept_arrivals(emu.ledger.sessions[sid]))
+            kept.update(summary.sessions[sid].audio_consumed)
+            duplicated += len(summary.sessions[sid].audio_duplicates)
+        return arrival, kept, duplicated
+
+    arrival, kept, duplicated = server.call(collect)
+    record = caller.record
+    sent = {a.seq: a.at for a in record.audio}
+    delays = {seq: arrival[seq] - at for seq, at in sent.items() if seq in arrival}
+    usual = min(delays.values()) if delays else 0.0
+    moves = list(record.moves)
+    caller_gap = []
+    for move in moves:
+        window = [
+            delay - usual
+            for seq, delay in delays.items()
+            if move.started_at - 0.2 <= sent[seq] <= move.finished_at + 0.2
+        ]
+        caller_gap.append(max(window, default=0.0) * 1000)
+    timing = []
+    if kind == "planned":
+        for move, idle in zip(moves, idle_flags, strict=True):
+            notice = max(at for at, _ in record.go_aways if at <= move.started_at)
+            timing.append(
+                (idle, (move.started_at - notice) * 1000, (move.finished_at - notice) * 1000)
+            )
+    return _Run(
+        moves=moves,
+        go_away_timing=timing,
+        caller_gap=caller_gap,
+        audio_accepted=len(sent),
+        audio_lost=sum(1 for seq in sent if seq not in kept),
+        audio_duplicated=duplicated,
+    )
+
+
+def _kept_arrivals(record: SessionRecord) -> dict[int, float]:
+    """When each audio chunk reached the session state that kept it: the final connection's
+    receipts, then those of the connection its handle came from, up to the handle's issue,
+    and so on back to a fresh connection (the earliest kept copy counts)."""
+    established = [c for c in record.connections if c.established]
+    arrival: dict[int, float] = {}
+    conn = established[-1] if established else None
+    cutoff = float("inf")
+    while conn is not None:
+        for message in conn.client_messages:
+            if message.time <= cutoff:
+                for seq in message.audio_seqs:
+                    arrival[seq] = min(arrival.get(seq, message.time), message.time)
+        if conn.resumed_handle_index is None:
+            break
+        handle = record.handles[conn.resumed_handle_index]
+        conn, cutoff = record.connections[handle.connection], handle.issued_at
+    return arrival
+
+
+def _stats(values: list[float]) -> str:
+    if not values:
+        return "        n/a"
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return f"median {statistics.median(ordered):7.1f}  p95 {p95:7.1f}"
+
+
+async def _cpu_per_move(server: _EmulatorThread, profile: str, kind: str, count: int) -> float:
+    """Client-thread CPU milliseconds a move adds to a round of conversation.
+
+    Rounds of a typed turn alone alternate with rounds of a typed turn and a move (``kind``:
+    a goAway at idle or a drop), without audio; the figure is the difference of their medians,
+    which a stray collection or scheduling hiccup does not sway."""
+    transport = _transport(server, profile)
+    caller = ScriptedCaller(transport)
+    await transport.connect()
+    session = caller.record.session_ids[0]
+    alone: list[float] = []
+    moved: list[float] = []
+    for round_ in range(2 * count):
+        start = time.thread_time()
+        await caller.ask_typed("hello", timeout=WAIT)
+        await _handle_after_turn(caller)
+        if round_ % 2:
+            moves = len(caller.record.moves)
+            if kind == "planned":
+                server.soon(lambda emu: emu.faults.go_away(NOTICE, session_id=session))
+            else:
+                server.soon(lambda emu: emu.faults.drop(session))
+            await caller.wait_until(
+                lambda r, n=moves: len(r.moves) > n and not r.move_in_progress,
+                timeout=WAIT,
+                what="the move",
+            )
+        (moved if round_ % 2 else alone).append(time.thread_time() - start)
+    await transport.disconnect()
+    await caller.aclose()
+    return 1000 * (statistics.median(moved) - statistics.median(alone))
+
+
+def _report(kind: str, run: _Run, cpu_ms: float) -> None:
+    moves = run.moves
+    reasons = {str(m.reason) for m in moves}
+    outcomes = {str(m.outcome) for m in moves}
+    print(f"  {kind} moves: {len(moves)} ({', '.join(sorted(reasons))}; {', '.join(outcomes)})")
+    print(f"    input gap, MoveReport.gap_ms (ms)    {_stats([m.gap_ms for m in moves])}")
+    print(f"    input gap, caller's audio delay (ms) {_stats(run.caller_gap)}")
+    if kind == "planned":
+        for label, idle in (("at idle", True), ("mid-answer", False)):
+            starts = [start for i, start, _ in run.go_away_timing if i == idle]
+            ends = [end for i, _, end in run.go_away_timing if i == idle]
+            print(f"    goAway {label:10} -> move start (ms) {_stats(starts)}")
+            print(f"    goAway {label:10} -> move done (ms)  {_stats(ends)}")
+    lost = 100 * run.audio_lost / max(1, len(moves))
+    print(
+        f"    audio chunks lost per 100 moves      {lost:7.1f}  "
+        f"({run.audio_lost} of {run.audio_accepted} sent; {run.audio_duplicated} duplicated)"
+    )
+    print(f"    CPU per move, client thread (ms)     {cpu_ms:7.2f}")
+    replayed = [float(m.messages_replayed) for m in moves]
+    buffered = [float(m.messages_buffered) for m in moves]
+    print(f"    messages replayed per move           {_stats(replayed)}")
+    print(f"    messages buffered per move           {_stats(buffered)}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--moves", type=int, default=20, help="moves of each kind per profile")
+    parser.add_argument("--profiles", nargs="+", default=["gemini", "vertex"])
+    args = parser.parse_args()
+    logger.remove()  # the figures, not the logs
+    print(
+        f"Moves on the emulator (time scale {SCALE}), a caller streaming {CHUNK_MS} ms chunks "
+        "in real time"
+    )
+    for profile in args.profiles:
+        config = EmulatorConfig(profile=profile, time_scale=SCALE, seed=1)
+        with _EmulatorThread(config) as server:
+            print(f"{profile}:")
+            for kind in ("planned", "lost"):
+                run = await _phase(server, profile, kind, args.moves)
+                _report(kind, run, await _cpu_per_move(server, profile, kind, args.moves))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
