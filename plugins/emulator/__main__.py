@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from loguru import logger
 
-from .config import PROFILES, EmulatorConfig
+from .config import INSTRUCTION_CHANGES, PROFILES, EmulatorConfig
 from .server import Emulator
 
 _EPILOG = """\
@@ -35,6 +35,18 @@ faults (all can also be scripted from Python through Emulator.faults):
                     setupComplete.
   resume while open --refuse-resume-while-open: refuse (close 1011 after setupComplete) a
                     resume while another connection of the same session is still open.
+  dead resumes      --dead-after-resume K: the next K resumed connections are set up and
+                    send their first resumption update, then never answer anything (no
+                    transcription, no model output, no turnComplete); what the client sends
+                    is still recorded. From Python, first_update=False: not even the update.
+  late tool call    --tool-call-after-turn-complete: an answer that calls tools sends its
+                    first chunk and turnComplete, then the toolCall, and finishes after the
+                    tool response (the call arrives after the turn boundary).
+  new instruction   --instruction-change accept|ignore|refuse: what a session does with a
+                    new system instruction mid-session (a resume with a different one, or a
+                    contextUpdate): apply it (default), keep the old one, or close 1007
+                    (reported of Gemini 3.x models). Tools and voice always follow the new
+                    connection's setup.
   rejected handles  --handle-lifetime S: handles older than S are refused with
                     --refuse-close-code (default 1007) right after setup
                     (--refuse-after-setup-complete: after setupComplete). From Python,
@@ -123,6 +135,24 @@ def _parser() -> argparse.ArgumentParser:
         help="refuse a resume while the session is open",
     )
     p.add_argument(
+        "--dead-after-resume",
+        type=int,
+        default=0,
+        metavar="K",
+        help="the next K resumed connections never answer",
+    )
+    p.add_argument(
+        "--tool-call-after-turn-complete",
+        action="store_true",
+        help="send a tool call after the answer's first turnComplete",
+    )
+    p.add_argument(
+        "--instruction-change",
+        choices=INSTRUCTION_CHANGES,
+        default=d.instruction_change,
+        help="a new system instruction mid-session (default %(default)s)",
+    )
+    p.add_argument(
         "--seed", type=int, default=d.seed, help="seed for handle delays and identifiers"
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log every connection (debug)")
@@ -146,6 +176,8 @@ def _config(args: argparse.Namespace) -> EmulatorConfig:
         rotate_every=args.rotate_every,
         notice=args.notice,
         silence_after_go_away=args.silence_after_go_away,
+        tool_call_after_turn_complete=args.tool_call_after_turn_complete,
+        instruction_change=args.instruction_change,
         seed=args.seed,
     )
 
@@ -156,6 +188,8 @@ def _script_faults(emu: Emulator, args: argparse.Namespace) -> None:
         faults.refuse_next(args.refuse_next, args.refuse_how)
     if args.hang_next:
         faults.hang_next(args.hang_next)
+    if args.dead_after_resume:
+        faults.dead_after_resume(args.dead_after_resume)
     faults.refuse_resume_while_open = args.refuse_resume_while_open
     if args.go_away_at_turn is not None or args.go_away_at_chunk is not None:
         faults.go_away_at(turn=args.go_away_at_turn, chunk=args.go_away_at_chunk)
@@ -205,6 +239,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         _config(args)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
+    for flag in ("refuse_next", "hang_next", "dead_after_resume"):
+        if getattr(args, flag) < 0:
+            raise SystemExit(f"error: --{flag.replace('_', '-')} must be >= 0")
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(args))
 

@@ -6,8 +6,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 Profile = Literal["gemini", "vertex"]
+InstructionChange = Literal["accept", "ignore", "refuse"]
 
 PROFILES: tuple[Profile, ...] = ("gemini", "vertex")
+INSTRUCTION_CHANGES: tuple[InstructionChange, ...] = ("accept", "ignore", "refuse")
 
 
 @dataclass
@@ -48,6 +50,16 @@ class EmulatorConfig:
     """Rotations: after goAway the connection sends nothing more."""
     voice_activity: bool = False
     """Send ``voiceActivity`` start/end messages for user speech, as newer servers do."""
+    tool_call_after_turn_complete: bool = False
+    """An answer that calls tools sends its first chunk and turnComplete, and only then the
+    toolCall; after the tool response it finishes (the rest of the chunks, generationComplete,
+    turnComplete). The service does this: the call that completes an answer arrives after the
+    turn boundary. No handle is issued at that first turnComplete (the answer goes on)."""
+    instruction_change: InstructionChange = "accept"
+    """What a session does with a new system instruction mid-session (a resume whose setup
+    carries a different one, or a ``contextUpdate``): ``accept`` it (the new connection's setup
+    applies, as for tools and voice), ``ignore`` it (the session keeps its instruction), or
+    ``refuse`` it (close 1007: Gemini 3.x models are reported not to allow it)."""
     setup_timeout: float = 120.0
     """How long a new connection may take to send its setup message."""
     hang_limit: float = 600.0
@@ -60,6 +72,11 @@ class EmulatorConfig:
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
             raise ValueError(f"profile must be one of {PROFILES}, not {self.profile!r}")
+        if self.instruction_change not in INSTRUCTION_CHANGES:
+            raise ValueError(
+                f"instruction_change must be one of {INSTRUCTION_CHANGES}, "
+                f"not {self.instruction_change!r}"
+            )
         if not self.time_scale > 0:
             raise ValueError("time_scale must be > 0")
         if self.answer_chunks < 1:

@@ -17,7 +17,14 @@ from . import wire
 from .config import EmulatorConfig
 from .conversation import Conversation
 from .faults import Faults
-from .ledger import ClientMessageRecord, ClosedBy, ConnectionRecord, Ledger, ServerMessageRecord
+from .ledger import (
+    ClientMessageRecord,
+    ClosedBy,
+    ConnectionRecord,
+    Ledger,
+    ServerMessageRecord,
+    SetupRecord,
+)
 from .session import HandleEntry, Session, SessionRegistry
 from .snapshot import SessionState
 
@@ -227,7 +234,9 @@ class Connection:
             if not await self._receive(raw):
                 return
 
-    def _open_record(self, session: Session, entry: HandleEntry | None, handle: str | None) -> None:
+    def _open_record(self, session: Session, entry: HandleEntry | None, setup: wire.Setup) -> None:
+        resumption = setup.resumption
+        handle = resumption.handle if resumption else None
         record = ConnectionRecord(
             index=len(session.record.connections),
             session_id=session.id,
@@ -236,6 +245,16 @@ class Connection:
             opened_at=self._opened_at,
             resumed_from=redact(handle) if handle else None,
             resumed_handle_index=entry.record.index if entry else None,
+            setup=SetupRecord(
+                model=setup.model,
+                system_instruction=setup.system_instruction,
+                tools=setup.functions,
+                voice=setup.voice,
+                response_modalities=setup.response_modalities,
+                resumption=resumption is not None,
+                with_handle=handle is not None,
+                transparent=bool(resumption and resumption.transparent),
+            ),
         )
         record.client_messages.append(ClientMessageRecord(0, "setup", self.hub.now()))
         session.record.connections.append(record)
@@ -263,7 +282,7 @@ class Connection:
             )
         known = entry or (hub.sessions.known(handle) if handle else None)
         session = known.session if known else hub.sessions.new_session()
-        self._open_record(session, entry, handle)
+        self._open_record(session, entry, setup)
         assert self.record is not None
         if hub.faults.take_hang():
             self.record.refused = "hang"
@@ -284,12 +303,12 @@ class Connection:
             )
         if entry is not None and hub.faults.refuse_resume_while_open and session.open:
             return await self._refuse("open-session", 1011, after_setup_complete=True)
-        state = (
-            SessionState.restore(entry.record.snapshot)
-            if entry
-            else SessionState(system_instruction=setup.system_instruction)
-        )
-        self._conversation = Conversation(self, session, state, setup)
+        state = self._state(entry, setup)
+        if state is None:
+            return await self._refuse("instruction", 1007, after_setup_complete=False)
+        dead = hub.faults.take_dead() if entry is not None else None
+        self.record.dead = dead is not None
+        self._conversation = Conversation(self, session, state, setup, dead=dead)
         session.open.add(self)
         session.adopt(state)
         await self.send(wire.setup_complete(session.id), kind="setup_complete")
@@ -300,10 +319,33 @@ class Connection:
             self.record.index,
             f"resumed from {redact(handle)}" if handle else "new",
         )
+        if dead is not None:
+            logger.debug("emulator: connection {} is resumed but dead", self.record.index)
         await self._conversation.start()
         if config.rotate_every is not None:
             self.spawn(self._rotate(config.rotate_every))
         return True
+
+    def _state(self, entry: HandleEntry | None, setup: wire.Setup) -> SessionState | None:
+        """The state the connection starts from, under its setup; None when the setup asks
+        for a new system instruction the session refuses (``instruction_change``)."""
+        fresh = SessionState(
+            system_instruction=setup.system_instruction,
+            functions=setup.functions,
+            voice=setup.voice,
+        )
+        if entry is None:
+            return fresh
+        # The service applies the new connection's setup to the resumed session.
+        state = SessionState.restore(entry.record.snapshot)
+        state.functions, state.voice = fresh.functions, fresh.voice
+        if setup.system_instruction != state.system_instruction:
+            policy = self.hub.config.instruction_change
+            if policy == "refuse":
+                return None
+            if policy == "accept":
+                state.system_instruction = setup.system_instruction
+        return state
 
     async def _rotate(self, every: float) -> None:
         config = self.hub.config

@@ -4,9 +4,13 @@ A user turn ends on ``client_content`` with ``turnComplete``, on realtime text, 
 ``audioStreamEnd`` or ``activityEnd`` after input, or when speech is followed by
 ``vad_silence`` of silent audio (measured in audio time). The answer is then paced chunk by
 chunk; user speech (or a new turn) during an answer interrupts it, and cancels its pending
-tool calls. Resumption updates follow the profile: Gemini issues handles only when no answer
-is running (``{}`` otherwise), Vertex marks every update resumable, mid-answer too, and sends
-the post-turn handle after a short delay.
+tool calls. With ``tool_call_after_turn_complete`` an answer that calls tools sends its first
+chunk and a turnComplete before the toolCall. Resumption updates follow the profile: Gemini
+issues handles only when no answer is running (``{}`` otherwise), Vertex marks every update
+resumable, mid-answer too, and sends the post-turn handle after a short delay.
+
+A dead conversation (``faults.dead_after_resume``) sends its first resumption update (or not
+even that) and then nothing at all: it records what the client sends and never reacts to it.
 """
 
 from __future__ import annotations
@@ -18,8 +22,16 @@ from typing import TYPE_CHECKING
 from loguru import logger
 
 from . import wire
-from .audio import ANSWER_RATE, USER_RATE, UserAudioDecoder, answer_audio, pcm_duration, rms
-from .faults import TriggerEvent
+from .audio import (
+    ANSWER_RATE,
+    USER_RATE,
+    UserAudioDecoder,
+    answer_audio,
+    pcm_duration,
+    rms,
+    user_audio_seqs,
+)
+from .faults import DeadResume, TriggerEvent
 from .ledger import ClientMessageRecord, TurnRecord
 from .model import answer_text, called_functions, usage
 from .snapshot import AnswerProgress, HistoryTurn, Outcome, PendingInput, SessionState
@@ -41,14 +53,21 @@ class Conversation:
     """The model side of one connection, over the session state it restored or started."""
 
     def __init__(
-        self, conn: Connection, session: Session, state: SessionState, setup: wire.Setup
+        self,
+        conn: Connection,
+        session: Session,
+        state: SessionState,
+        setup: wire.Setup,
+        *,
+        dead: DeadResume | None = None,
     ) -> None:
         self._conn = conn
         self._session = session
         self._setup = setup
         self._config = conn.hub.config
         self.state = state
-        self._functions = setup.functions
+        self._dead = dead is not None
+        self._first_update = dead is None or dead.first_update
         self._decoder = UserAudioDecoder()
         self._answer_task: asyncio.Task[None] | None = None
         self._awaited: dict[str, str] = {}
@@ -92,14 +111,21 @@ class Conversation:
 
     async def start(self) -> None:
         """Called once setupComplete was sent: the first resumption update."""
-        await self._update(resumable=True)
+        if self._first_update:
+            await self._update(resumable=True)
 
     # --- client messages -------------------------------------------------------------------
 
     async def handle(self, message: wire.ClientMessage, entry: ClientMessageRecord) -> None:
         """Consume one client message (its effect on the state happens before any await)."""
-        if isinstance(message, wire.ClientContent):
-            entry.text = message.text
+        if isinstance(message, wire.RealtimeInput):
+            entry.mime_types = tuple(
+                e.mime_type for e in message.events if isinstance(e, wire.Audio | wire.Video)
+            )
+        if self._dead:
+            self._record_only(message, entry)
+        elif isinstance(message, wire.ClientContent):
+            self._record_content(message, entry)
             if message.text:
                 self._add_pending(text=message.text)
             if message.turn_complete:
@@ -110,10 +136,43 @@ class Conversation:
         elif isinstance(message, wire.ToolResponse):
             self._tool_response(message, entry)
         elif isinstance(message, wire.ContextUpdate):
-            if message.functions is not None:
-                self._functions = message.functions
-            if message.system_instruction is not None:
-                self.state.system_instruction = message.system_instruction
+            await self._context_update(message)
+
+    async def _context_update(self, message: wire.ContextUpdate) -> None:
+        if message.functions is not None:
+            self.state.functions = message.functions
+        instruction = message.system_instruction
+        if instruction is None or instruction == self.state.system_instruction:
+            return
+        policy = self._config.instruction_change
+        if policy == "refuse":
+            logger.debug("emulator: a new system instruction mid-session is refused")
+            await self._conn.close(1007)
+        elif policy == "accept":
+            self.state.system_instruction = instruction
+
+    def _record_content(self, message: wire.ClientContent, entry: ClientMessageRecord) -> None:
+        entry.text = message.text
+        entry.turns = message.turns
+        entry.turn_complete = message.turn_complete
+        entry.audio_seqs = tuple(s for a in message.audio for s in user_audio_seqs(a.data))
+        entry.mime_types = tuple(a.mime_type for a in message.audio)
+
+    def _record_only(self, message: wire.ClientMessage, entry: ClientMessageRecord) -> None:
+        """What a dead session does with a message: the ledger sees it, the model does not."""
+        if isinstance(message, wire.ClientContent):
+            self._record_content(message, entry)
+        elif isinstance(message, wire.RealtimeInput):
+            seqs: list[int] = []
+            for event in message.events:
+                if isinstance(event, wire.Audio):
+                    seqs.extend(c.seq for c in self._decoder.feed(event.data))
+                elif isinstance(event, wire.Text):
+                    entry.text = event.text
+            entry.audio_seqs = tuple(seqs)
+            self._session.record.audio_received.extend(seqs)
+        elif isinstance(message, wire.ToolResponse):
+            self._tool_response(message, entry)
 
     def _add_pending(
         self,
@@ -235,7 +294,8 @@ class Conversation:
         session = self._session
         turn = session.new_turn()
         calls = [
-            (session.new_call_id(), name) for name in called_functions(user_text, self._functions)
+            (session.new_call_id(), name)
+            for name in called_functions(user_text, self.state.functions)
         ]
         planned = self._config.answer_chunks
         assert self._conn.record is not None
@@ -291,47 +351,66 @@ class Conversation:
         await self._after_turn(turn)
 
     async def _answer(self, turn: int, calls: list[tuple[str, str]]) -> None:
-        config, conn = self._config, self._conn
+        conn = self._conn
         record = self._session.record.turns[turn]
         await self._update(resumable=self._vertex)
+        first = 0
         if calls:
-            self._awaited = dict(calls)
-            self._tools_done.clear()
-            await conn.send(wire.tool_call(calls), kind="tool_call", turn=turn)
-            await self._fire("tool_call", turn)
-            await self._update(resumable=self._vertex)
-            try:
-                await asyncio.wait_for(self._tools_done.wait(), config.scaled(config.hang_limit))
-            except TimeoutError:
-                logger.debug("emulator: no tool response in time; answering without it")
-                self._awaited.clear()
-            if self.state.answer is not None:
-                self.state.answer = replace(self.state.answer, awaiting_tools=False)
-        for k in range(record.planned):
-            await asyncio.sleep(config.scaled(config.chunk_interval))
-            if self.state.answer is not None:
-                self.state.answer = replace(self.state.answer, produced=k + 1)
-            record.produced = k + 1
-            text = answer_text(turn, k)
-            if self._setup.text_modality:
-                delivered = await conn.send(wire.text_part(text), kind="text", turn=turn, chunk=k)
-            else:
-                data = answer_audio(turn, k, ms=config.chunk_ms)
-                message = wire.audio_part(data, ANSWER_RATE)
-                delivered = await conn.send(message, kind="audio", turn=turn, chunk=k)
-                if self._setup.output_transcription:
-                    message = wire.output_transcription(text)
-                    await conn.send(message, kind="output_transcription", turn=turn, chunk=k)
-            if delivered:
-                record.delivered += 1
-            await self._fire("chunk", turn, k)
-            if self._vertex and k + 1 == record.planned // 2:
-                await self._update(resumable=True)
+            if self._config.tool_call_after_turn_complete:
+                # The call that completes the answer comes after a turn boundary.
+                await self._chunk(turn, 0)
+                first = 1
+                assert self.state.answer is not None
+                message = wire.turn_complete(self._usage(self.state.answer))
+                await conn.send(message, kind="turn_complete", turn=turn)
+            await self._call_tools(turn, calls)
+        for k in range(first, record.planned):
+            await self._chunk(turn, k)
         await conn.send(wire.generation_complete(), kind="generation_complete", turn=turn)
         answer = self._finish_answer("complete")
         assert answer is not None
         await conn.send(wire.turn_complete(self._usage(answer)), kind="turn_complete", turn=turn)
         await self._after_turn(turn)
+
+    async def _call_tools(self, turn: int, calls: list[tuple[str, str]]) -> None:
+        """Send the toolCall and wait (bounded) until every call has its response."""
+        config, conn = self._config, self._conn
+        self._awaited = dict(calls)
+        self._tools_done.clear()
+        await conn.send(wire.tool_call(calls), kind="tool_call", turn=turn)
+        await self._fire("tool_call", turn)
+        await self._update(resumable=self._vertex)
+        try:
+            await asyncio.wait_for(self._tools_done.wait(), config.scaled(config.hang_limit))
+        except TimeoutError:
+            logger.debug("emulator: no tool response in time; answering without it")
+            self._awaited.clear()
+        if self.state.answer is not None:
+            self.state.answer = replace(self.state.answer, awaiting_tools=False)
+
+    async def _chunk(self, turn: int, k: int) -> None:
+        """Produce chunk ``k`` of answer ``turn`` after one pacing interval."""
+        config, conn = self._config, self._conn
+        record = self._session.record.turns[turn]
+        await asyncio.sleep(config.scaled(config.chunk_interval))
+        if self.state.answer is not None:
+            self.state.answer = replace(self.state.answer, produced=k + 1)
+        record.produced = k + 1
+        text = answer_text(turn, k)
+        if self._setup.text_modality:
+            delivered = await conn.send(wire.text_part(text), kind="text", turn=turn, chunk=k)
+        else:
+            data = answer_audio(turn, k, ms=config.chunk_ms)
+            message = wire.audio_part(data, ANSWER_RATE)
+            delivered = await conn.send(message, kind="audio", turn=turn, chunk=k)
+            if self._setup.output_transcription:
+                message = wire.output_transcription(text)
+                await conn.send(message, kind="output_transcription", turn=turn, chunk=k)
+        if delivered:
+            record.delivered += 1
+        await self._fire("chunk", turn, k)
+        if self._vertex and k + 1 == record.planned // 2:
+            await self._update(resumable=True)
 
     async def _after_turn(self, turn: int) -> None:
         """The handle that follows a turn (Vertex: after a delay), then the idle moment."""

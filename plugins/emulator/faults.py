@@ -1,4 +1,4 @@
-"""Scripted faults: goAway now or at a chosen moment, drops, refused and hanging attempts.
+"""Scripted faults: goAway now or at a chosen moment, drops, refused, hanging and dead attempts.
 
 Every fault can be set from synchronous code. Those that act on live connections return an
 ``Applied``: its ``count`` says how many connections the fault reached, and awaiting it waits
@@ -62,6 +62,14 @@ class Applied:
         return f"Applied(count={self.count})"
 
 
+@dataclass(frozen=True)
+class DeadResume:
+    """A resumed connection that never answers (``Faults.dead_after_resume``)."""
+
+    first_update: bool
+    """It still sends its first resumption update."""
+
+
 @dataclass
 class GoAwayTrigger:
     """A goAway scripted for a moment of the conversation; it fires once."""
@@ -106,6 +114,7 @@ class Faults:
         self._expire = expire
         self._refusals: deque[RefusalHow] = deque()
         self._hangs = 0
+        self._dead: deque[DeadResume] = deque()
         self._triggers: list[GoAwayTrigger] = []
         self.refuse_resume_while_open = False
         """Refuse (close 1011 after setupComplete) a resume while another connection of the
@@ -132,10 +141,10 @@ class Faults:
         """Send goAway now to every live connection (or ``session_id``'s).
 
         ``time_left`` is in seconds before ``time_scale`` applies (the wire carries the scaled
-        figure, and the close comes at the scaled deadline); it defaults to the configured notice; None sends ``{}`` (no figure, and the
-        close comes after the configured notice). With ``close_at_deadline`` the connection is
-        closed at the deadline, with the profile's close code; with ``silence`` it sends
-        nothing more after the goAway.
+        figure, and the close comes at the scaled deadline); it defaults to the configured
+        notice; None sends ``{}`` (no figure, and the close comes after the configured notice).
+        With ``close_at_deadline`` the connection is closed at the deadline, with the profile's
+        close code; with ``silence`` it sends nothing more after the goAway.
         """
         left = self._time_left(time_left)
         tasks = [
@@ -203,20 +212,36 @@ class Faults:
         ``close1011``: close 1011 right after setupComplete."""
         if how not in ("http503", "close1011"):
             raise ValueError("how must be 'http503' or 'close1011'")
+        if n < 0:
+            raise ValueError("n must be >= 0")
         self._refusals.extend([how] * n)
 
     def hang_next(self, n: int = 1) -> None:
         """Accept the next ``n`` attempts and their setup, but never send setupComplete."""
+        if n < 0:
+            raise ValueError("n must be >= 0")
         self._hangs += n
+
+    def dead_after_resume(self, n: int = 1, *, first_update: bool = True) -> None:
+        """The next ``n`` resumed connections (a setup with a valid handle) are set up and send
+        their first resumption update (unless ``first_update`` is False: then nothing at all
+        follows setupComplete), then never answer anything: no transcription, no model output,
+        no turnComplete, no further update. Every client message is recorded in the ledger
+        (user audio counts as received, not consumed). goAway, close and drop faults still
+        apply. The connection's ledger record is marked ``dead``."""
+        if n < 0:
+            raise ValueError("n must be >= 0")
+        self._dead.extend([DeadResume(first_update)] * n)
 
     def expire_handles(self) -> int:
         """Every handle issued so far becomes expired; returns how many were still valid."""
         return self._expire()
 
     def clear(self) -> None:
-        """Forget pending refusals, hangs and scripted goAways."""
+        """Forget pending refusals, hangs, dead resumes and scripted goAways."""
         self._refusals.clear()
         self._hangs = 0
+        self._dead.clear()
         self._triggers.clear()
 
     # Used by the server and its connections.
@@ -234,6 +259,10 @@ class Faults:
             self._hangs -= 1
             return True
         return False
+
+    def take_dead(self) -> DeadResume | None:
+        """Consume a pending dead resume."""
+        return self._dead.popleft() if self._dead else None
 
     def take_trigger(
         self, event: TriggerEvent, session_id: str, turn: int | None, chunk: int | None = None

@@ -37,8 +37,32 @@ class ClientMessageRecord:
     kind: str
     time: float
     audio_seqs: tuple[int, ...] = ()
+    """User audio seqs it carried (realtime audio, or inline audio in ``client_content``)."""
     text: str | None = None
     tool_response_ids: tuple[str, ...] = ()
+    turns: tuple[tuple[str, str], ...] = ()
+    """``client_content``: (role, text) of each turn."""
+    turn_complete: bool = False
+    """``client_content``: the message ended the user's turn."""
+    mime_types: tuple[str, ...] = ()
+    """MIME type of each audio or video blob it carried, in order."""
+
+
+@dataclass(frozen=True)
+class SetupRecord:
+    """What a connection's ``setup`` message asked for."""
+
+    model: str
+    system_instruction: str
+    tools: tuple[str, ...]
+    """Names of the declared functions, in order."""
+    voice: str | None
+    response_modalities: tuple[str, ...]
+    resumption: bool
+    """The setup enabled session resumption."""
+    with_handle: bool
+    """The setup asked to resume from a handle (valid or not)."""
+    transparent: bool
 
 
 @dataclass
@@ -98,13 +122,19 @@ class ConnectionRecord:
     setup_at: float | None = None
     """When setupComplete was sent (None if never)."""
     refused: str | None = None
-    """Why the connection was refused, if it was."""
+    """Why the connection was refused, if it was: ``handle`` (expired or unknown),
+    ``close1011``, ``hang``, ``open-session`` (resume while open), ``transparent`` (Gemini API)
+    or ``instruction`` (a new system instruction, with ``instruction_change="refuse"``)."""
     closed_at: float | None = None
     close_code: int | None = None
     close_reason: str | None = None
     closed_by: ClosedBy | None = None
     client_messages: list[ClientMessageRecord] = field(default_factory=list)
     server_messages: list[ServerMessageRecord] = field(default_factory=list)
+    setup: SetupRecord | None = None
+    """What the connection's setup asked for (refused connections included)."""
+    dead: bool = False
+    """Resumed but dead (``faults.dead_after_resume``): it never answered anything."""
 
     @property
     def established(self) -> bool:

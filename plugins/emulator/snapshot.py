@@ -65,6 +65,8 @@ class Snapshot:
     answer: AnswerProgress | None = None
     pending: PendingInput = field(default_factory=PendingInput)
     system_instruction: str = ""
+    functions: tuple[str, ...] = ()
+    voice: str | None = None
 
 
 @dataclass
@@ -76,6 +78,9 @@ class SessionState:
     answer: AnswerProgress | None = None
     pending: PendingInput = field(default_factory=PendingInput)
     system_instruction: str = ""
+    functions: tuple[str, ...] = ()
+    """The declared functions the model may call."""
+    voice: str | None = None
 
     def snapshot(self) -> Snapshot:
         """A frozen copy of this state."""
@@ -85,6 +90,8 @@ class SessionState:
             answer=self.answer,
             pending=self.pending,
             system_instruction=self.system_instruction,
+            functions=self.functions,
+            voice=self.voice,
         )
 
     @classmethod
@@ -101,4 +108,6 @@ class SessionState:
             consumed_audio=list(snapshot.consumed_audio),
             pending=snapshot.pending,
             system_instruction=snapshot.system_instruction,
+            functions=snapshot.functions,
+            voice=snapshot.voice,
         )

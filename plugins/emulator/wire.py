@@ -111,6 +111,18 @@ class Setup:
     output_transcription: bool
     automatic_activity_detection: bool
     interrupts: bool
+    response_modalities: tuple[str, ...] = ()
+    """As the client spelt them, upper-cased (``("AUDIO",)``); empty when absent."""
+    voice: str | None = None
+    """The prebuilt voice's name, if the setup chose one."""
+
+
+@dataclass(frozen=True)
+class Audio:
+    """Audio input: realtime, or an inline part of a turn."""
+
+    data: bytes
+    mime_type: str
 
 
 @dataclass(frozen=True)
@@ -119,14 +131,10 @@ class ClientContent:
 
     text: str
     turn_complete: bool
-
-
-@dataclass(frozen=True)
-class Audio:
-    """Realtime audio input."""
-
-    data: bytes
-    mime_type: str
+    turns: tuple[tuple[str, str], ...] = ()
+    """(role, text) of each turn, in order (role ``""`` when absent)."""
+    audio: tuple[Audio, ...] = ()
+    """Inline audio parts of the turns, in order."""
 
 
 @dataclass(frozen=True)
@@ -249,6 +257,12 @@ def _parse_setup(body: Mapping[str, Any]) -> Setup:
     detection = _dict(get(realtime, "automatic_activity_detection"), "detection")
     handling = get(realtime, "activity_handling")
     instruction = get(body, "system_instruction")
+    speech = _dict(get(generation, "speech_config"), "speechConfig")
+    voice_config = _dict(get(speech, "voice_config"), "voiceConfig")
+    prebuilt = _dict(get(voice_config, "prebuilt_voice_config"), "prebuiltVoiceConfig")
+    voice = get(prebuilt, "voice_name")
+    if voice is not None and not isinstance(voice, str):
+        raise WireError("voiceName must be a string")
     return Setup(
         model=model,
         text_modality=modalities == ["TEXT"],
@@ -259,6 +273,8 @@ def _parse_setup(body: Mapping[str, Any]) -> Setup:
         output_transcription=get(body, "output_audio_transcription") is not None,
         automatic_activity_detection=not bool(get(detection, "disabled")),
         interrupts=handling != "NO_INTERRUPTION",
+        response_modalities=tuple(modalities),
+        voice=voice or None,
     )
 
 
@@ -266,9 +282,24 @@ def _parse_client_content(body: Mapping[str, Any]) -> ClientContent:
     turns = get(body, "turns")
     if isinstance(turns, Mapping):
         turns = [turns]
-    texts = [_content_text(turn) for turn in _list(turns, "turns")]
+    parsed: list[tuple[str, str]] = []
+    audio: list[Audio] = []
+    for turn in _list(turns, "turns"):
+        text = _content_text(turn)
+        role = get(turn, "role") if isinstance(turn, Mapping) else None
+        parsed.append((role if isinstance(role, str) else "", text))
+        if isinstance(turn, Mapping):
+            for part in _list(get(turn, "parts"), "parts"):
+                inline = get(_dict(part, "part"), "inline_data")
+                if inline is not None:
+                    data, mime = _blob(inline, "inlineData")
+                    if not mime.startswith(("image/", "video/")):
+                        audio.append(Audio(data, mime))
     return ClientContent(
-        text=" ".join(t for t in texts if t), turn_complete=bool(get(body, "turn_complete"))
+        text=" ".join(text for _, text in parsed if text),
+        turn_complete=bool(get(body, "turn_complete")),
+        turns=tuple(parsed),
+        audio=tuple(audio),
     )
 
 

@@ -9,11 +9,12 @@ import ssl
 import sys
 
 import pytest
-from emu_helpers import MODEL, live_config, read_until
+from emu_helpers import MODEL, live_config, next_handle, read_until
 from google import genai
 from google.genai import types
 
-from realtime_resumption.emulator.__main__ import main
+from realtime_resumption.emulator import Emulator
+from realtime_resumption.emulator.__main__ import _config, _parser, _script_faults, main
 
 
 def test_help_documents_every_fault(capsys: pytest.CaptureFixture[str]) -> None:
@@ -34,6 +35,9 @@ def test_help_documents_every_fault(capsys: pytest.CaptureFixture[str]) -> None:
         "--refuse-how",
         "--hang-next",
         "--refuse-resume-while-open",
+        "--dead-after-resume",
+        "--tool-call-after-turn-complete",
+        "--instruction-change",
         "--handle-lifetime",
         "--refuse-close-code",
         "expire_handles",
@@ -45,6 +49,34 @@ def test_bad_settings_are_reported() -> None:
     with pytest.raises(SystemExit) as caught:
         main(["--time-scale", "0"])
     assert "time_scale" in str(caught.value.code)
+    with pytest.raises(SystemExit) as caught:
+        main(["--dead-after-resume", "-1"])
+    assert "--dead-after-resume must be >= 0" in str(caught.value.code)
+
+
+async def test_new_faults_reach_the_emulator() -> None:
+    args = _parser().parse_args(
+        [
+            "--time-scale",
+            "0.01",
+            "--dead-after-resume",
+            "1",
+            "--tool-call-after-turn-complete",
+            "--instruction-change",
+            "ignore",
+        ]
+    )
+    cfg = _config(args)
+    assert cfg.tool_call_after_turn_complete and cfg.instruction_change == "ignore"
+    async with Emulator(cfg) as emu:
+        _script_faults(emu, args)
+        client = emu.client()
+        async with client.aio.live.connect(model=MODEL, config=live_config()) as session:
+            handle = await next_handle(session)
+        async with client.aio.live.connect(model=MODEL, config=live_config(handle=handle)):
+            pass
+        await emu.wait_disconnected()
+    assert [c.dead for c in emu.ledger.sessions[session.session_id].connections] == [False, True]
 
 
 def exists(path: str) -> bool:

@@ -136,6 +136,64 @@ async def test_tool_call_then_answer(vertex: bool) -> None:
     assert record.stranded_tool_responses == []
 
 
+def _kinds(messages: list[types.LiveServerMessage]) -> list[str]:
+    """What each message is, in the terms of this test."""
+    out = []
+    for m in messages:
+        sc = m.server_content
+        if m.tool_call:
+            out.append("tool_call")
+        elif m.session_resumption_update:
+            update = m.session_resumption_update
+            out.append("handle" if update.new_handle else "no_handle")
+        elif sc and sc.model_turn:
+            out.append("audio")
+        elif sc and sc.generation_complete:
+            out.append("generation_complete")
+        elif sc and sc.turn_complete:
+            out.append("turn_complete")
+    return out
+
+
+@pytest.mark.parametrize("profile", ["gemini", "vertex"])
+async def test_a_tool_call_may_come_after_turn_complete(profile: str) -> None:
+    cfg_emu = config(profile=profile, answer_chunks=4, tool_call_after_turn_complete=True)
+    async with Emulator(cfg_emu) as emu:
+        client = emu.client(vertex=profile == "vertex")
+        cfg = live_config(tools=["lookup"], transcription=False)
+        async with client.aio.live.connect(model=MODEL, config=cfg) as session:
+            await ask(session, "just talk")  # no tool: the answer is as usual
+            plain = await read_turn(session)
+            await read_until(session, lambda m: _kinds([m]) == ["handle"])
+            await ask(session, "lookup the weather")
+            before = await read_until(session, lambda m: m.tool_call is not None)
+            (call,) = before[-1].tool_call.function_calls or []  # type: ignore[union-attr]
+            await session.send_tool_response(
+                function_responses=[types.FunctionResponse(id=call.id, name="lookup", response={})]
+            )
+            after = await read_turn(session)
+            after += await read_until(session, lambda m: _kinds([m]) == ["handle"])
+        await emu.wait_disconnected()
+
+    assert _kinds(plain)[-2:] == ["generation_complete", "turn_complete"]
+    assert audio_ids(before) == [(1, 0)]
+    # The boundary comes first: no generationComplete before the call; on the Gemini API no
+    # handle either (the answer is not over).
+    kinds = [k for k in _kinds(before) if k not in ("handle", "no_handle")]
+    assert kinds == ["audio", "turn_complete", "tool_call"]
+    if profile == "gemini":
+        assert "handle" not in _kinds(before)
+    assert audio_ids(after) == [(1, 1), (1, 2), (1, 3)]
+    kinds = [k for k in _kinds(after) if k != "no_handle"]
+    assert kinds[-3:] == ["generation_complete", "turn_complete", "handle"]
+    record = emu.ledger.sessions[session.session_id]
+    turn = record.turns[1]
+    assert turn.tool_calls == [call.id] and turn.outcome == "complete"
+    assert (turn.planned, turn.produced, turn.delivered) == (4, 4, 4)
+    sent = [m.kind for m in record.connections[0].server_messages if m.turn == 1]
+    assert sent.count("turn_complete") == 2 and sent.count("generation_complete") == 1
+
+
 async def test_audio_turn_can_call_a_tool() -> None:
     async with Emulator(config(answer_chunks=1)) as emu:
         cfg = live_config(tools=["lights"])

@@ -8,9 +8,11 @@ import pytest
 import websockets
 from emu_helpers import (
     MODEL,
+    PCM,
     ask,
     audio_ids,
     config,
+    is_turn_complete,
     live_config,
     next_handle,
     read_turn,
@@ -18,8 +20,9 @@ from emu_helpers import (
     read_until_closed,
 )
 from google.genai import errors, types
+from google.genai.live import AsyncSession
 
-from realtime_resumption.emulator import Emulator
+from realtime_resumption.emulator import Emulator, user_audio
 
 
 def go_aways(messages: list[types.LiveServerMessage]) -> list[types.LiveServerGoAway]:
@@ -241,3 +244,101 @@ async def test_close_fault() -> None:
             assert await emu.faults.close(1008, "policy") == 1
             code, _ = await read_until_closed(session)
     assert code == 1008
+
+
+async def _say_to(session: AsyncSession) -> None:
+    """A text turn, two chunks of speech and a replayed audio turn (client_content)."""
+    await session.send_realtime_input(text="are you there?")
+    for seq in (7, 8):
+        await session.send_realtime_input(audio=types.Blob(data=user_audio(seq), mime_type=PCM))
+    replay = types.Part(inline_data=types.Blob(data=user_audio(7) + user_audio(8), mime_type=PCM))
+    await session.send_client_content(
+        turns=types.Content(role="user", parts=[replay]), turn_complete=True
+    )
+
+
+@pytest.mark.parametrize("profile", ["gemini", "vertex"])
+async def test_dead_after_resume_sets_up_then_never_answers(profile: str) -> None:
+    async with Emulator(config(profile=profile, answer_chunks=2)) as emu:
+        emu.faults.dead_after_resume()
+        client = emu.client(vertex=profile == "vertex")
+        # A new session is not a resume: it answers, and the fault stays armed.
+        async with client.aio.live.connect(model=MODEL, config=live_config()) as first:
+            await ask(first, "hello")
+            await read_turn(first)
+            handle = await next_handle(first)
+        cfg = live_config(handle=handle)
+        async with client.aio.live.connect(model=MODEL, config=cfg) as dead:
+            assert dead.session_id == first.session_id
+            await next_handle(dead)  # its first resumption update still comes
+            await _say_to(dead)
+            # Ten seconds of notice (100 ms here) is ample time for a live session to answer.
+            await emu.faults.go_away(10.0)
+            code, silent = await read_until_closed(dead)
+        # The fault is spent: the next resume answers the same script before the deadline.
+        async with client.aio.live.connect(model=MODEL, config=cfg) as alive:
+            await next_handle(alive)
+            await _say_to(alive)
+            await emu.faults.go_away(10.0)
+            _, answered = await read_until_closed(alive)
+        await emu.wait_disconnected()
+
+    assert code == (1011 if profile == "gemini" else 1000)
+    assert [m.go_away is not None for m in silent] == [True]
+    assert audio_ids(answered) and any(is_turn_complete(m) for m in answered)
+    record = emu.ledger.sessions[first.session_id]
+    connections = record.connections
+    assert [c.dead for c in connections] == [False, True, False]
+    conn = connections[1]
+    assert conn.established and conn.refused is None
+    assert [m.kind for m in conn.server_messages] == [
+        "setup_complete",
+        "resumption_update",
+        "go_away",
+    ]
+    # Every client message is in the ledger; none of them reached the model.
+    kinds = [m.kind for m in conn.client_messages]
+    assert kinds == ["setup", "text", "audio", "audio", "client_content"]
+    text, speech_7, speech_8, replay = conn.client_messages[1:]
+    assert text.text == "are you there?"
+    assert (speech_7.audio_seqs, speech_8.audio_seqs) == ((7,), (8,))
+    assert speech_7.mime_types == (PCM,)
+    assert (replay.audio_seqs, replay.mime_types, replay.turn_complete) == ((7, 8), (PCM,), True)
+    assert replay.turns == (("user", ""),)
+    assert [t.connection for t in record.turns.values()] == [0, 2, 2]
+    assert record.audio_received[:2] == [7, 8]  # received by the dead connection...
+    handle_of_dead = next(h for h in record.handles if h.connection == 1)
+    assert handle_of_dead.snapshot.consumed_audio == ()  # ...consumed by nothing
+
+
+async def test_dead_after_resume_without_its_first_update_sends_nothing() -> None:
+    async with Emulator(config(answer_chunks=1)) as emu:
+        emu.faults.dead_after_resume(first_update=False)
+        client = emu.client()
+        async with client.aio.live.connect(model=MODEL, config=live_config()) as session:
+            handle = await next_handle(session)
+        async with client.aio.live.connect(model=MODEL, config=live_config(handle=handle)) as s:
+            await ask(s, "hello?")
+            await emu.faults.go_away(10.0)
+            _, messages = await read_until_closed(s)
+        await emu.wait_disconnected()
+    assert [m.go_away is not None for m in messages] == [True]
+    conn = emu.ledger.sessions[session.session_id].connections[1]
+    assert conn.dead and [m.kind for m in conn.server_messages] == ["setup_complete", "go_away"]
+    assert [m.text for m in conn.client_messages[1:]] == ["hello?"]
+
+
+async def test_dead_after_resume_counts_and_clears() -> None:
+    async with Emulator(config()) as emu:
+        with pytest.raises(ValueError):
+            emu.faults.dead_after_resume(-1)
+        emu.faults.dead_after_resume(2)
+        emu.faults.clear()
+        client = emu.client()
+        async with client.aio.live.connect(model=MODEL, config=live_config()) as session:
+            handle = await next_handle(session)
+        async with client.aio.live.connect(model=MODEL, config=live_config(handle=handle)) as s:
+            await ask(s, "hi")
+            assert audio_ids(await read_turn(s))
+        await emu.wait_disconnected()
+    assert not any(c.dead for c in emu.ledger.sessions[session.session_id].connections)

@@ -89,7 +89,10 @@ def test_setup_in_both_spellings() -> None:
     camel = {
         "setup": {
             "model": "models/m",
-            "generationConfig": {"responseModalities": ["TEXT"]},
+            "generationConfig": {
+                "responseModalities": ["TEXT"],
+                "speechConfig": {"voiceConfig": {"prebuiltVoiceConfig": {"voiceName": "Puck"}}},
+            },
             "systemInstruction": {"parts": [{"text": "be brief"}]},
             "tools": [{"functionDeclarations": [{"name": "f"}]}],
             "sessionResumption": {"handle": "h", "transparent": True},
@@ -103,7 +106,12 @@ def test_setup_in_both_spellings() -> None:
     snake = {
         "setup": {
             "model": "models/m",
-            "generation_config": {"response_modalities": ["TEXT"]},
+            "generation_config": {
+                "response_modalities": ["TEXT"],
+                "speech_config": {
+                    "voice_config": {"prebuilt_voice_config": {"voice_name": "Puck"}}
+                },
+            },
             "system_instruction": {"parts": [{"text": "be brief"}]},
             "tools": [{"function_declarations": [{"name": "f"}]}],
             "session_resumption": {"handle": "h", "transparent": True},
@@ -119,6 +127,7 @@ def test_setup_in_both_spellings() -> None:
     assert a == b
     assert isinstance(a, wire.Setup)
     assert a.text_modality and a.functions == ("f",) and a.system_instruction == "be brief"
+    assert a.response_modalities == ("TEXT",) and a.voice == "Puck"
     assert a.resumption == wire.Resumption("h", True)
     assert not a.automatic_activity_detection and not a.interrupts
     assert a.input_transcription and not a.output_transcription
@@ -154,6 +163,36 @@ def test_tool_response_and_context_update() -> None:
     assert msg == wire.ContextUpdate("x", ("g",))
 
 
+def test_client_content_turns_and_inline_audio() -> None:
+    audio = base64.urlsafe_b64encode(user_audio(5)).decode()
+    msg = wire.parse_client_message(
+        json.dumps(
+            {
+                "client_content": {
+                    "turns": [
+                        {"role": "user", "parts": [{"text": "my name is Ada"}]},
+                        {"role": "model", "parts": [{"text": "Hello"}, {"text": "Ada"}]},
+                        {
+                            "role": "user",
+                            "parts": [
+                                {"inline_data": {"data": audio, "mime_type": "audio/pcm"}},
+                                {"inlineData": {"data": "AAAA", "mimeType": "image/jpeg"}},
+                            ],
+                        },
+                    ],
+                    "turnComplete": True,
+                }
+            }
+        )
+    )
+    assert msg == wire.ClientContent(
+        text="my name is Ada Hello Ada",
+        turn_complete=True,
+        turns=(("user", "my name is Ada"), ("model", "Hello Ada"), ("user", "")),
+        audio=(wire.Audio(user_audio(5), "audio/pcm"),),
+    )
+
+
 @pytest.mark.parametrize(
     "raw",
     [
@@ -166,6 +205,9 @@ def test_tool_response_and_context_update() -> None:
         '{"realtime_input": {"audio": {"data": "***"}}}',
         '{"realtime_input": {"unknown_field": 1}}',
         '{"client_content": {"turns": 3}}',
+        '{"client_content": {"turns": [{"parts": [{"inlineData": {"data": "***"}}]}]}}',
+        '{"setup": {"model": "m", "generationConfig": {"speechConfig": {"voiceConfig":'
+        ' {"prebuiltVoiceConfig": {"voiceName": 7}}}}}}',
         '{"setup": {"model": "m", "tools": [{"functionDeclarations": [{}]}]}}',
     ],
 )
@@ -210,6 +252,7 @@ def test_restoring_a_snapshot_does_not_continue_the_answer() -> None:
         {"rotate_every": 0},
         {"notice": -1},
         {"hang_limit": 0},
+        {"instruction_change": "maybe"},
     ],
 )
 def test_config_validation(changes: dict[str, object]) -> None:

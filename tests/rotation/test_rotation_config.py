@@ -9,6 +9,7 @@ import pytest
 from rotation_helpers import FAST, MODEL, Recorder, emulator_config, make_transport, only_session
 
 from realtime_resumption.emulator import Emulator, answer_chunk_id
+from realtime_resumption.emulator.ledger import ConnectionRecord, SessionRecord
 from realtime_resumption.gemini import Credential, GeminiLiveTransport
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.transport import (
@@ -44,13 +45,17 @@ async def test_new_tools_move_the_session_at_once_when_idle() -> None:
         0.0,
     )
     assert rec.of("on_move_started") == [(MoveReason.CONFIG, HandleKind.AFTER_TURN)]
-    assert len(only_session(emu).connections) == 2
+    session = only_session(emu)
+    old, new = _moved(session)
+    assert old.setup is not None and new.setup is not None
+    assert (old.setup.tools, new.setup.tools) == ((), ("lookup",))
+    assert session.state is not None and session.state.functions == ("lookup",)
 
 
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
 async def test_a_change_mid_answer_waits_for_the_answer(profile: str) -> None:
     async with Emulator(emulator_config(profile, answer_chunks=40)) as emu:
-        transport = make_transport(emu)
+        transport = make_transport(emu, system_instruction="be chatty")
         rec = Recorder(transport)
         await transport.connect()
         await rec.wait_for("on_resumption_update")
@@ -69,6 +74,63 @@ async def test_a_change_mid_answer_waits_for_the_answer(profile: str) -> None:
     chunks = [answer_chunk_id(data) for (data,) in rec.of("on_audio_output")]
     assert chunks == [(0, k) for k in range(40)]
     assert rec.ends() == [GenerationEndReason.GENERATION_COMPLETE]
+    # The ledger: the new connection's setup carries the new instruction and voice, the
+    # session runs under them, and the answer was whole on the old connection.
+    session = only_session(emu)
+    old, new = _moved(session)
+    assert old.setup is not None and new.setup is not None
+    assert (old.setup.system_instruction, old.setup.voice) == ("be chatty", None)
+    assert (new.setup.system_instruction, new.setup.voice) == ("be terse", "Puck")
+    assert session.state is not None
+    assert (session.state.system_instruction, session.state.voice) == ("be terse", "Puck")
+    (turn,) = session.turns.values()
+    assert (turn.connection, turn.outcome, turn.delivered) == (old.index, "complete", 40)
+    assert emu.ledger.summary().sessions[session.session_id].answers_cut == ()
+
+
+async def test_a_service_that_refuses_a_new_instruction_gets_a_rebuilt_session() -> None:
+    # Gemini 3.x models are reported to refuse a new system instruction mid-session.
+    async with Emulator(emulator_config("gemini", instruction_change="refuse")) as emu:
+        transport = make_transport(emu, system_instruction="be chatty")
+        rec = Recorder(transport)
+        await transport.connect()
+        transport.send_content([ContentTurn("user", "hello there")])
+        await rec.wait_for("on_turn_complete")
+        await transport.update_session(SessionUpdate(instructions="be terse"))
+        await rec.wait_for("on_move")
+        transport.send_content([ContentTurn("user", "still there")])
+        await rec.wait_for("on_turn_complete", 2)
+        await transport.disconnect()
+        await emu.wait_disconnected()
+
+    (move,) = rec.moves
+    assert (move.reason, move.outcome) == (MoveReason.CONFIG, MoveOutcome.REBUILT)
+    old_session, new_session = emu.ledger.sessions.values()
+    _, refused = old_session.connections
+    assert refused.refused == "instruction" and refused.setup is not None
+    assert refused.setup.with_handle and refused.setup.system_instruction == "be terse"
+    (rebuilt,) = new_session.connections
+    assert rebuilt.setup is not None and not rebuilt.setup.with_handle
+    assert rebuilt.setup.system_instruction == "be terse"
+    seeded = rebuilt.client_messages[1]
+    assert seeded.kind == "client_content" and seeded.turns[0] == ("user", "hello there")
+    assert new_session.state is not None and new_session.state.system_instruction == "be terse"
+    assert [t.outcome for t in new_session.turns.values()] == ["complete"]
+
+
+def _moved(session: SessionRecord) -> tuple[ConnectionRecord, ConnectionRecord]:
+    """The two connections of a session that moved once, after checking that the move
+    resumed at a resumable point: from a handle the old connection issued with no answer
+    running, after that answer's turnComplete, onto a connection set up with that handle."""
+    old, new = session.connections
+    assert new.setup is not None and new.setup.with_handle and new.established
+    assert new.resumed_handle_index is not None
+    handle = session.handles[new.resumed_handle_index]
+    assert handle.connection == old.index and handle.snapshot.answer is None
+    ends = [m.time for m in old.server_messages if m.kind == "turn_complete"]
+    assert all(end <= handle.issued_at for end in ends)
+    assert new.setup_at is not None and handle.issued_at <= new.setup_at
+    return old, new
 
 
 async def test_reconnect_moves_now_and_returns_the_outcome() -> None:

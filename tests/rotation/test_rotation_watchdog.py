@@ -1,46 +1,46 @@
 """Resumed but dead: a resumed connection that never answers gets the user's turn once more,
-then the session is rebuilt. Over the real SDK against an endpoint that never answers; the
-watchdog's own timing on fast-forwarded loop time."""
+then the session is rebuilt. Over the real SDK against the emulator, whose resumed connection
+is set up and then answers nothing (``faults.dead_after_resume``); the watchdog's own timing on
+fast-forwarded loop time."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
-from rotation_helpers import FAST, GRACE, MODEL, DeadEndpoint, Recorder
+from rotation_helpers import Recorder, emulator_config, make_transport
 
-from realtime_resumption.emulator import user_audio
-from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.emulator import Emulator, user_audio
+from realtime_resumption.emulator.ledger import ClientMessageRecord, ConnectionRecord
 from realtime_resumption.gemini.watchdog import ResumeWatchdog, UserTurnRetainer, is_speech
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
-from realtime_resumption.transport import ContentTurn, ReplayItem
+from realtime_resumption.transport import ContentTurn, GenerationEndReason, ReplayItem
 
 HISTORY = [ReplayItem("user", text="my name is Ada"), ReplayItem("model", text="Hello Ada")]
+PCM = "audio/pcm;rate=16000"
 
 
-def _transport(dead: DeadEndpoint, **options: object) -> GeminiLiveTransport:
-    return GeminiLiveTransport(
-        api_key="k",
-        model=MODEL,
-        http_options=dead.http_options(),
-        tool_call_grace=GRACE,
-        resumption=FAST,
-        **options,  # type: ignore[arg-type]
-    )
+def _sent(conn: ConnectionRecord) -> list[ClientMessageRecord]:
+    """What the client sent on ``conn`` after its setup."""
+    return conn.client_messages[1:]
 
 
 async def test_a_dead_resumed_session_gets_the_turn_again_then_is_rebuilt() -> None:
-    async with DeadEndpoint() as dead:
-        transport = _transport(dead, resume_watchdog=0.2)
+    async with Emulator(emulator_config("gemini")) as emu:
+        emu.faults.dead_after_resume()
+        transport = make_transport(emu, resume_watchdog=0.2)
         rec = Recorder(transport)
         await transport.connect()
         transport.replay_history(HISTORY)
         await rec.wait_for("on_resumption_update")
-        await dead.go_away()
+        await emu.faults.go_away()
         await rec.wait_for("on_move")
         assert transport.send_live_text([ContentTurn("user", "are you there?")])
         await rec.wait_for("on_move", 2, timeout=5)
+        # The rebuilt session is alive: it answers the question the dead one never did.
+        await rec.wait(lambda r: GenerationEndReason.GENERATION_COMPLETE in r.ends())
         await transport.disconnect()
+        await emu.wait_disconnected()
 
     planned, rebuilt = rec.moves
     assert (planned.reason, planned.outcome) == (MoveReason.PLANNED, MoveOutcome.RESUMED)
@@ -49,40 +49,57 @@ async def test_a_dead_resumed_session_gets_the_turn_again_then_is_rebuilt() -> N
         HandleKind.NONE,
         MoveOutcome.REBUILT,
     )
-    # The resumed connection got the turn, then the same turn again as a complete turn.
-    resumed = dead.received[1]
-    assert resumed[0] == {"realtime_input": {"text": "are you there?"}}
-    replayed = resumed[1]["client_content"]
-    assert replayed["turnComplete"] is True
-    assert replayed["turns"][0]["parts"][0]["text"] == "are you there?"
-    # The rebuilt session is fresh and starts from the history.
-    assert dead.setups[1]["setup"]["sessionResumption"]["handle"].startswith("dead-endpoint")
-    assert dead.setups[2]["setup"]["sessionResumption"] == {}
-    seeded = dead.received[2][0]["client_content"]
-    assert [t["parts"][0]["text"] for t in seeded["turns"]] == ["my name is Ada", "Hello Ada"]
-    assert seeded.get("turnComplete") in (None, False)
+    dead_session, fresh_session = emu.ledger.sessions.values()
+    first, resumed = dead_session.connections
+    assert not first.dead and resumed.dead
+    assert resumed.setup is not None and resumed.setup.with_handle
+    assert resumed.resumed_handle_index is not None
+    assert dead_session.handles[resumed.resumed_handle_index].connection == first.index
+    # The resumed connection got the turn, then the same turn once more as a complete turn.
+    typed, replayed = _sent(resumed)
+    assert (typed.kind, typed.text) == ("text", "are you there?")
+    assert replayed.kind == "client_content" and replayed.turn_complete
+    assert replayed.turns == (("user", "are you there?"),)
+    # The rebuilt session is fresh and starts from the history, then answers.
+    (rebuilt_conn,) = fresh_session.connections
+    assert rebuilt_conn.setup is not None
+    assert rebuilt_conn.setup.resumption and not rebuilt_conn.setup.with_handle
+    seeded = _sent(rebuilt_conn)[0]
+    assert seeded.kind == "client_content" and not seeded.turn_complete
+    assert seeded.turns == (("user", "my name is Ada"), ("model", "Hello Ada"))
+    answered = [t for t in fresh_session.turns.values() if t.outcome == "complete"]
+    assert answered and answered[-1].user_text.endswith("are you there?")
+    assert answered[-1].delivered == answered[-1].planned
+    assert not dead_session.turns
 
 
 async def test_a_dead_resumed_session_with_nothing_to_rebuild_from_is_lost() -> None:
-    async with DeadEndpoint() as dead:
-        transport = _transport(dead, resume_watchdog=0.1)
+    async with Emulator(emulator_config("gemini")) as emu:
+        emu.faults.dead_after_resume()
+        transport = make_transport(emu, resume_watchdog=0.1)
         rec = Recorder(transport)
         await transport.connect()
         await rec.wait_for("on_resumption_update")
-        await dead.go_away()
+        await emu.faults.go_away()
         await rec.wait_for("on_move")
         for seq in range(1, 4):
             transport.send_audio(user_audio(seq))  # speech: the watchdog's sign
         await rec.wait_for("on_close", timeout=5)
         await transport.disconnect()
+        await emu.wait_disconnected()
 
     assert [m.outcome for m in rec.moves] == [MoveOutcome.RESUMED, MoveOutcome.LOST]
     assert rec.names("on_error", "on_close") == ["on_error", "on_close"]
+    (session,) = emu.ledger.sessions.values()  # nothing was rebuilt
+    _, resumed = session.connections
+    assert resumed.dead and resumed.setup is not None and resumed.setup.with_handle
     # The retained audio went back once, as one complete turn of inline audio.
-    replays = [m for m in dead.received[1] if "client_content" in m]
-    assert len(replays) == 1
-    part = replays[0]["client_content"]["turns"][0]["parts"][0]
-    assert part["inlineData"]["mime_type"] == "audio/pcm;rate=16000"
+    sent = _sent(resumed)
+    assert [m.audio_seqs for m in sent if m.kind == "audio"] == [(1,), (2,), (3,)]
+    (replay,) = [m for m in sent if m.kind == "client_content"]
+    assert replay.turn_complete and replay.mime_types == (PCM,)
+    assert replay.audio_seqs == (1, 2, 3)
+    assert sent[-1] is replay
 
 
 @pytest.mark.looptime

@@ -1,4 +1,5 @@
-"""Server frames the emulator does not send, from a scripted endpoint over real TLS."""
+"""Server frames the emulator does not send, from a scripted endpoint over real TLS; and a tool
+call after turnComplete, from both the scripted endpoint and the emulator."""
 
 from __future__ import annotations
 
@@ -8,10 +9,18 @@ from typing import Any
 import pytest
 from google import genai
 from google.oauth2.credentials import Credentials
-from transport_helpers import GRACE, MODEL, Recorder, ScriptedServer
+from transport_helpers import (
+    GRACE,
+    MODEL,
+    Recorder,
+    ScriptedServer,
+    emulator_config,
+    make_transport,
+)
 
+from realtime_resumption.emulator import Emulator, answer_chunk_id
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.transport import GenerationEndReason, ToolResult
+from realtime_resumption.transport import ContentTurn, GenerationEndReason, ToolResult
 
 AUDIO = {
     "serverContent": {
@@ -69,6 +78,52 @@ async def test_a_tool_call_after_turn_complete_continues_the_same_generation(
     assert [(c.id, c.name, c.args) for c in calls] == [("fc-1", "lookup", {"q": 1})]
     (response,) = [m for m in scripted.received if "tool_response" in m]
     assert response["tool_response"]["functionResponses"][0]["id"] == "fc-1"
+
+
+async def test_a_tool_call_after_turn_complete_continues_the_same_generation_on_the_emulator(
+    profile: str,
+) -> None:
+    cfg = emulator_config(profile, answer_chunks=4, tool_call_after_turn_complete=True)
+    async with Emulator(cfg) as emu:
+        transport = make_transport(emu, tools=[{"name": "lookup"}])
+        rec = Recorder(transport)
+        await transport.connect()
+        transport.send_content([ContentTurn("user", "please lookup the weather")])
+        await rec.wait_for("on_tool_call")
+        # The answer's first chunk and a turnComplete came first; the call opened a second
+        # server turn, inside the same answer.
+        assert rec.names("on_audio_output", "on_turn_complete", "on_tool_call") == [
+            "on_audio_output",
+            "on_turn_complete",
+            "on_tool_call",
+        ]
+        assert transport.get_active_server_turn_id() == 2
+        ((calls,),) = rec.of("on_tool_call")
+        (call,) = calls
+        transport.send_tool_result(ToolResult(call.id, call.name, {"a": 1}))
+        await rec.wait_for("on_generation_end")
+        await transport.disconnect()
+        await emu.wait_disconnected()
+
+    assert rec.of("on_generation_start") == [("gen_1",)]
+    assert rec.of("on_model_turn_start") == [("gen_1",)]
+    assert rec.of("on_generation_end") == [("gen_1", GenerationEndReason.GENERATION_COMPLETE)]
+    assert rec.count("on_first_audio_chunk") == 1
+    assert [a[0] for a in rec.of("on_turn_complete")] == [1, 2]
+    chunks = [answer_chunk_id(data) for (data,) in rec.of("on_audio_output")]
+    assert chunks == [(0, k) for k in range(4)]
+    # The ledger: one answer, whole, that the emulator ended twice; the result reached the
+    # session that issued the call.
+    (session,) = emu.ledger.sessions.values()
+    (turn,) = session.turns.values()
+    assert (turn.tool_calls, turn.outcome, turn.delivered) == ([call.id], "complete", 4)
+    (conn,) = session.connections
+    kinds = [m.kind for m in conn.server_messages if m.turn == turn.turn]
+    assert kinds.count("turn_complete") == 2
+    assert kinds.index("turn_complete") < kinds.index("tool_call")
+    (response,) = [m for m in conn.client_messages if m.kind == "tool_response"]
+    assert response.tool_response_ids == (call.id,)
+    assert session.stranded_tool_responses == session.unawaited_tool_responses == []
 
 
 async def test_unreadable_frames_are_skipped_and_reported(scripted: ScriptedServer) -> None:
