@@ -17,7 +17,7 @@ from websockets.exceptions import ConnectionClosed
 
 from realtime_resumption.gemini.connection import _Connection
 from realtime_resumption.gemini.messages import ClientMessage, Media, ToolResponse
-from realtime_resumption.gemini.outbox import Entry, MessageKind, Outbox, OutboxLimits
+from realtime_resumption.gemini.outbox import Entry, MessageKind, Outbox, OutboxLimits, ReplayScope
 from realtime_resumption.transport import (
     InputStats,
     NotConnectedError,
@@ -116,12 +116,18 @@ class InputPath:
 
     # --- the framework's side -----------------------------------------------------------------
 
-    def submit(self, message: ClientMessage, now: float) -> Entry[ClientMessage]:
+    def submit(
+        self, message: ClientMessage, now: float, scope: ReplayScope = ReplayScope.SESSION
+    ) -> Entry[ClientMessage]:
         """Queue ``message`` for the current connection (or the next one)."""
         self._sends[message.kind].attempted += 1
         self._total[message.kind].attempted += 1
         return self.outbox.submit(
-            message, MessageKind(message.kind), now, audio_seconds=audio_seconds(message)
+            message,
+            MessageKind(message.kind),
+            now,
+            audio_seconds=audio_seconds(message),
+            scope=scope,
         )
 
     def submit_result(self, message: ClientMessage, result: ToolResult, now: float) -> None:

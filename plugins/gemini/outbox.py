@@ -195,6 +195,19 @@ class OutboxStats:
     tool_responses_discarded: int
 
 
+class ReplayScope(StrEnum):
+    """Which later connections a message is replayed to, where their session lacks it."""
+
+    SESSION = "session"
+    """Any: the message is part of the conversation (the default)."""
+    RESUMED = "resumed"
+    """Resumed sessions only: a fresh session gets it another way (history the transport
+    seeds into a rebuilt session)."""
+    CONNECTION = "connection"
+    """None: it restates input the log already holds, for the connection it goes to (a
+    retained user turn sent again to a session that did not answer)."""
+
+
 class Entry(Generic[T]):
     """One client message the framework submitted: the transport's own value and its kind."""
 
@@ -206,18 +219,26 @@ class Entry(Generic[T]):
         "audio_seconds",
         "kind",
         "message",
+        "scope",
         "seq",
         "submitted_at",
     )
 
     def __init__(
-        self, seq: int, message: T, kind: MessageKind, audio_seconds: float, submitted_at: float
+        self,
+        seq: int,
+        message: T,
+        kind: MessageKind,
+        audio_seconds: float,
+        submitted_at: float,
+        scope: ReplayScope = ReplayScope.SESSION,
     ) -> None:
         self.seq = seq
         self.message = message
         self.kind = kind
         self.audio_seconds = audio_seconds
         self.submitted_at = submitted_at
+        self.scope = scope
         self._deliveries: list[_Delivery] = []
         self._in_log = True
         self._queued = True
@@ -318,16 +339,23 @@ class Outbox(Generic[T]):
     # -- the framework's side -------------------------------------------------------------
 
     def submit(
-        self, message: T, kind: MessageKind, now: float, *, audio_seconds: float = 0.0
+        self,
+        message: T,
+        kind: MessageKind,
+        now: float,
+        *,
+        audio_seconds: float = 0.0,
+        scope: ReplayScope = ReplayScope.SESSION,
     ) -> Entry[T]:
         """Queue a client message; returns its entry (send it when :meth:`next_unsent`
-        returns it). ``audio_seconds`` is the duration of an audio chunk."""
+        returns it). ``audio_seconds`` is the duration of an audio chunk; ``scope`` says
+        which later connections it may be replayed to."""
         if not math.isfinite(audio_seconds) or audio_seconds < 0:
             raise ValueError(f"audio_seconds must be a finite number >= 0, got {audio_seconds!r}")
         if kind is not MessageKind.AUDIO and audio_seconds:
             raise ValueError(f"audio_seconds is only for audio, not {kind.value}")
         self._clock = max(self._clock, now)
-        entry: Entry[T] = Entry(self._next_seq, message, kind, audio_seconds, now)
+        entry: Entry[T] = Entry(self._next_seq, message, kind, audio_seconds, now, scope)
         self._next_seq += 1
         self._submitted += 1
         self._log[entry.seq] = entry
@@ -408,6 +436,8 @@ class Outbox(Generic[T]):
         if not entry._in_log:
             self._reinsert(entry)
         live = self._live
+        if entry.scope is ReplayScope.CONNECTION and (live is None or live.id != connection):
+            return  # it was for that connection alone
         if not entry._queued and (live is None or entry._delivery_on(live) is None):
             self._queue_in_order(entry)
 
@@ -500,6 +530,8 @@ class Outbox(Generic[T]):
         needed: list[Entry[T]] = []
         replayed = buffered = possibly_duplicated = 0
         for entry in self._log.values():
+            if entry.scope is ReplayScope.CONNECTION:
+                continue
             in_state = self._in_state(entry, point)
             if in_state is True:
                 continue
@@ -530,7 +562,7 @@ class Outbox(Generic[T]):
         discarded: list[Entry[T]] = []
         replayed = buffered = 0
         for entry in self._log.values():
-            if entry.seq <= self._turn_mark:
+            if entry.seq <= self._turn_mark or entry.scope is not ReplayScope.SESSION:
                 continue
             if entry.kind is MessageKind.TOOL_RESPONSE:
                 discarded.append(entry)

@@ -27,7 +27,7 @@ from realtime_resumption.gemini.handover import Handover
 from realtime_resumption.gemini.history import ConversationHistory, HistoryLimits
 from realtime_resumption.gemini.input import InputPath
 from realtime_resumption.gemini.messages import ClientMessage
-from realtime_resumption.gemini.outbox import OutboxLimits
+from realtime_resumption.gemini.outbox import OutboxLimits, ReplayScope
 from realtime_resumption.gemini.receive import Receiver
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET, Rotation
 from realtime_resumption.gemini.tool_calls import ResultVerdict, ToolCallTracker
@@ -543,7 +543,7 @@ class GeminiLiveTransport:
         """Re-send the user's unanswered turn (resume watchdog); False when there is none."""
         text = self._user_turn.text_turn
         if text is not None:
-            self._send(ClientMessage.content((_user_content(text),), True))
+            self._send(ClientMessage.content((_user_content(text),), True), ReplayScope.CONNECTION)
             return True
         turn = self._user_turn.audio_turn(self._now())
         return turn is not None and self.replay_user_turn(turn)
@@ -586,10 +586,11 @@ class GeminiLiveTransport:
 
     # --- sending: every client message goes through _send -------------------------------------
 
-    def _send(self, message: ClientMessage) -> None:
+    def _send(self, message: ClientMessage, scope: ReplayScope = ReplayScope.SESSION) -> None:
         """Queue ``message`` for the session: written at once to the current connection, or
         held during a move. The one send path: it counts every message and refuses, with an
-        error, what no session can take."""
+        error, what no session can take. ``scope``: which later connections may get it
+        again."""
         if not self._active:
             raise self._input.refuse(
                 message.kind,
@@ -600,7 +601,7 @@ class GeminiLiveTransport:
         if message.kind not in ("content", "tool_response"):
             self._realtime_sent = True
         now = self._now()
-        self._input.submit(message, now)
+        self._input.submit(message, now, scope)
         self._feed()
 
     def _feed(self) -> None:
@@ -760,7 +761,9 @@ class GeminiLiveTransport:
             raise TransportError(
                 "Gemini 3.x takes history only before the connection's first realtime input"
             )
-        self._send(message)
+        # A rebuilt session is seeded with these items again, so only a resumed one that
+        # lacks them gets this message replayed.
+        self._send(message, ReplayScope.RESUMED)
         self._seeded += tuple(items)
 
     def replay_user_turn(self, turn: RetainedUserTurn) -> bool:
@@ -772,7 +775,11 @@ class GeminiLiveTransport:
             inline_data=types.Blob(data=turn.pcm, mime_type=f"audio/pcm;rate={turn.sample_rate}")
         )
         try:
-            self._send(ClientMessage.content((types.Content(role="user", parts=[part]),), True))
+            # It restates audio the session log holds: never replayed to a later connection.
+            self._send(
+                ClientMessage.content((types.Content(role="user", parts=[part]),), True),
+                ReplayScope.CONNECTION,
+            )
         except TransportError as error:
             logger.debug("{}: retained turn not replayed: {}", self, error)
             return False

@@ -15,6 +15,7 @@ from realtime_resumption.gemini.outbox import (
     Outbox,
     OutboxLimits,
     Replay,
+    ReplayScope,
     UnknownHandleError,
 )
 
@@ -260,6 +261,57 @@ def test_the_margin_belongs_to_the_connection_that_issued_the_handle() -> None:
     outbox.record_handle("h2", 2, 2.0)
     outbox.attach_resumed(3, "h2", 2.1)
     assert wire.flush(2.1) == ["a-on-slow-link"]
+
+
+def test_history_is_replayed_to_a_resumed_session_but_not_to_a_fresh_one() -> None:
+    outbox, wire = make()
+    outbox.attach_fresh(1, 0.0)
+    outbox.submit("history", MessageKind.CONTENT, 0.1, scope=ReplayScope.RESUMED)
+    send(outbox, wire, 0.1, "t-question")
+    outbox.record_handle("h0", 1, 0.2, last_consumed_index=0)
+    outbox.attach_resumed(2, "h0", 0.3)
+    assert wire.flush(0.3) == ["history", "t-question"]
+    # A rebuilt session gets its history from the transport's seed: only the turn goes again.
+    outbox.attach_fresh(3, 0.4)
+    assert wire.flush(0.4) == ["t-question"]
+
+
+def test_history_reaches_a_session_resumed_from_before_it() -> None:
+    outbox, wire = make()
+    outbox.attach_fresh(1, 0.0)
+    outbox.record_handle("h0", 1, 0.0, last_consumed_index=0)
+    outbox.submit("history", MessageKind.CONTENT, 0.1, scope=ReplayScope.RESUMED)
+    wire.flush(0.1)
+    outbox.attach_resumed(2, "h0", 0.2)
+    assert wire.flush(0.2) == ["history"]
+
+
+def test_a_restated_turn_goes_to_its_connection_alone() -> None:
+    outbox, wire = make()
+    outbox.attach_fresh(1, 0.0)
+    send(outbox, wire, 0.0, "t-question")
+    outbox.record_handle("h1", 1, 0.1, last_consumed_index=0)
+    outbox.attach_resumed(2, "h1", 0.2)
+    assert wire.flush(0.2) == ["t-question"]
+    outbox.submit("t-question-again", TXT, 0.3, scope=ReplayScope.CONNECTION)
+    assert wire.flush(0.3) == ["t-question-again"]
+    outbox.attach_resumed(3, "h1", 0.4)
+    assert wire.flush(0.4) == ["t-question"]
+    outbox.attach_fresh(4, 0.5)
+    assert wire.flush(0.5) == ["t-question"]
+
+
+def test_a_restated_turn_that_failed_is_not_sent_to_the_next_connection() -> None:
+    outbox, wire = make()
+    outbox.attach_fresh(1, 0.0)
+    outbox.record_handle("h1", 1, 0.0, last_consumed_index=0)
+    outbox.submit("t-again", TXT, 0.1, scope=ReplayScope.CONNECTION)
+    entry = outbox.next_unsent()
+    assert entry is not None
+    outbox.mark_sent(entry, 1, 1, 0.1)
+    outbox.attach_resumed(2, "h1", 0.2)
+    outbox.mark_unsent(entry, 1)  # the write to connection 1 failed, reported late
+    assert wire.flush(0.3) == []
 
 
 def test_margin_does_not_apply_to_exact_handles() -> None:

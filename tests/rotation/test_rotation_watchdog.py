@@ -8,13 +8,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from rotation_helpers import Recorder, emulator_config, make_transport
 
 from realtime_resumption.emulator import Emulator, user_audio
 from realtime_resumption.emulator.ledger import ClientMessageRecord, ConnectionRecord
 from realtime_resumption.gemini.watchdog import ResumeWatchdog, UserTurnRetainer, is_speech
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.transport import ContentTurn, GenerationEndReason, ReplayItem
+
+from .rotation_helpers import Recorder, emulator_config, make_transport
 
 HISTORY = [ReplayItem("user", text="my name is Ada"), ReplayItem("model", text="Hello Ada")]
 PCM = "audio/pcm;rate=16000"
@@ -64,12 +65,16 @@ async def test_a_dead_resumed_session_gets_the_turn_again_then_is_rebuilt() -> N
     (rebuilt_conn,) = fresh_session.connections
     assert rebuilt_conn.setup is not None
     assert rebuilt_conn.setup.resumption and not rebuilt_conn.setup.with_handle
-    seeded = _sent(rebuilt_conn)[0]
+    # The history once, then the unanswered turn once: neither the history the client
+    # replayed itself nor the watchdog's restatement of the turn goes again.
+    seeded, asked = _sent(rebuilt_conn)
     assert seeded.kind == "client_content" and not seeded.turn_complete
     assert seeded.turns == (("user", "my name is Ada"), ("model", "Hello Ada"))
-    answered = [t for t in fresh_session.turns.values() if t.outcome == "complete"]
-    assert answered and answered[-1].user_text.endswith("are you there?")
-    assert answered[-1].delivered == answered[-1].planned
+    assert (asked.kind, asked.text) == ("text", "are you there?")
+    (answered,) = fresh_session.turns.values()
+    assert answered.outcome == "complete"
+    assert answered.user_text.endswith("are you there?")
+    assert answered.delivered == answered.planned
     assert not dead_session.turns
 
 
