@@ -9,12 +9,13 @@ import ssl
 import sys
 
 import pytest
-from emu_helpers import MODEL, live_config, next_handle, read_until
 from google import genai
 from google.genai import types
 
 from realtime_resumption.emulator import Emulator
 from realtime_resumption.emulator.__main__ import _config, _parser, _script_faults, main
+
+from .emu_helpers import MODEL, live_config, next_handle, read_until
 
 
 def test_help_documents_every_fault(capsys: pytest.CaptureFixture[str]) -> None:

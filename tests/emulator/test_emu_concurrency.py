@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from emu_helpers import MODEL, ask, audio_ids, config, live_config, read_turn
-
 from realtime_resumption.emulator import Emulator
+
+from .emu_helpers import MODEL, ask, audio_ids, config, live_config, read_turn
 
 SESSIONS = 200
 

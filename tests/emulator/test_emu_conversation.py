@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from emu_helpers import (
+from google.genai import types
+
+from realtime_resumption.emulator import Emulator, answer_text_ids, user_audio
+
+from .emu_helpers import (
     MODEL,
     PCM,
     ask,
@@ -17,9 +21,6 @@ from emu_helpers import (
     read_until,
     say,
 )
-from google.genai import types
-
-from realtime_resumption.emulator import Emulator, answer_text_ids, user_audio
 
 
 def texts(messages: list[types.LiveServerMessage], attr: str) -> str:

@@ -6,7 +6,12 @@ import asyncio
 
 import pytest
 import websockets
-from emu_helpers import (
+from google.genai import errors, types
+from google.genai.live import AsyncSession
+
+from realtime_resumption.emulator import Emulator, user_audio
+
+from .emu_helpers import (
     MODEL,
     PCM,
     ask,
@@ -19,10 +24,6 @@ from emu_helpers import (
     read_until,
     read_until_closed,
 )
-from google.genai import errors, types
-from google.genai.live import AsyncSession
-
-from realtime_resumption.emulator import Emulator, user_audio
 
 
 def go_aways(messages: list[types.LiveServerMessage]) -> list[types.LiveServerGoAway]:

@@ -9,11 +9,12 @@ import ssl
 
 import pytest
 import websockets
-from emu_helpers import MODEL, ask, config, live_config, read_turn, read_until_closed
 from google.genai import types
 from websockets.asyncio.client import connect
 
 from realtime_resumption.emulator import Emulator
+
+from .emu_helpers import MODEL, ask, config, live_config, read_turn, read_until_closed
 
 GEMINI_PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 VERTEX_PATH = "/ws/google.cloud.aiplatform.v1beta1.LlmBidiService/BidiGenerateContent"

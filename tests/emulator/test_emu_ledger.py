@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from emu_helpers import (
+from google.genai import types
+
+from realtime_resumption.emulator import Emulator, user_audio
+
+from .emu_helpers import (
     MODEL,
     PCM,
     ask,
@@ -14,9 +18,6 @@ from emu_helpers import (
     read_turn,
     read_until,
 )
-from google.genai import types
-
-from realtime_resumption.emulator import Emulator, user_audio
 
 
 async def send_audio(session, seqs: range) -> None:  # type: ignore[no-untyped-def]

@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from emu_helpers import (
+from google.genai import errors, types
+
+from realtime_resumption.emulator import Emulator, user_audio
+
+from .emu_helpers import (
     MODEL,
     PCM,
     ask,
@@ -18,9 +22,6 @@ from emu_helpers import (
     read_until,
     read_until_closed,
 )
-from google.genai import errors, types
-
-from realtime_resumption.emulator import Emulator, user_audio
 
 
 def updates(

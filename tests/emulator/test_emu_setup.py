@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from emu_helpers import MODEL, ask, config, live_config, next_handle, read_until, read_until_closed
 from google.genai import errors, types
 
 from realtime_resumption.emulator import Emulator
 from realtime_resumption.emulator.ledger import SetupRecord
 from realtime_resumption.emulator.server import VERTEX_LOCATION, VERTEX_PROJECT
+
+from .emu_helpers import MODEL, ask, config, live_config, next_handle, read_until, read_until_closed
 
 
 def setup_config(

@@ -14,7 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from conftest import (
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from realtime_resumption.emulator.caller import CallerEvent, CallerRecord
+from realtime_resumption.moves import MoveOutcome
+
+from .arena import (
     ASK_TOOL,
     NOTICE,
     QUESTION,
@@ -25,11 +31,6 @@ from conftest import (
     Rig,
     check_invariants,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from realtime_resumption.emulator.caller import CallerEvent, CallerRecord
-from realtime_resumption.moves import MoveOutcome
 
 Action = Literal[
     "ask",

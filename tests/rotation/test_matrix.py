@@ -16,7 +16,13 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import pytest
-from conftest import (
+
+from realtime_resumption.emulator.caller import CallerEvent
+from realtime_resumption.gemini.outbox import OutboxLimits
+from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.resumption import ResumptionOptions
+
+from .arena import (
     ASK_TOOL,
     CHECK,
     NOTICE,
@@ -30,11 +36,6 @@ from conftest import (
     Rig,
     check_invariants,
 )
-
-from realtime_resumption.emulator.caller import CallerEvent
-from realtime_resumption.gemini.outbox import OutboxLimits
-from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
-from realtime_resumption.resumption import ResumptionOptions
 
 Phase = Literal["idle", "user_speech", "answer", "tool_call", "turn_end"]
 PHASES: tuple[Phase, ...] = ("idle", "user_speech", "answer", "tool_call", "turn_end")

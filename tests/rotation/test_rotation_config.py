@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from rotation_helpers import FAST, MODEL, Recorder, emulator_config, make_transport, only_session
 
 from realtime_resumption.emulator import Emulator, answer_chunk_id
 from realtime_resumption.emulator.ledger import ConnectionRecord, SessionRecord
@@ -18,6 +17,8 @@ from realtime_resumption.transport import (
     ReconnectState,
     SessionUpdate,
 )
+
+from .rotation_helpers import FAST, MODEL, Recorder, emulator_config, make_transport, only_session
 
 TOOLS = [{"name": "lookup", "description": "Looks things up."}]
 ASK = [ContentTurn("user", "lookup the weather")]

@@ -7,20 +7,17 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 import pytest
-from rotation_helpers import (
-    FAST,
-    GRACE,
-    MODEL,
-    DeadEndpoint,
-    Recorder,
-    emulator_config,
-    make_transport,
-)
 
 from realtime_resumption.emulator import Emulator
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.resumption import ResumptionOptions
+
+from .rotation_helpers import (
+    Recorder,
+    emulator_config,
+    make_transport,
+)
 
 SLOW_RETRIES = ResumptionOptions(deadline_margin=1.0, retry_delays=(0.0, 30.0), attempt_timeout=2)
 
@@ -88,21 +85,18 @@ async def test_nothing_outlives_a_disconnect_or_an_abort_during_a_move(
 
 async def test_nothing_outlives_a_disconnect_while_a_new_connection_settles() -> None:
     baseline = asyncio.all_tasks()
-    async with DeadEndpoint(issue_handles=False) as dead:
-        transport = GeminiLiveTransport(
-            api_key="k",
-            model=MODEL,
-            http_options=dead.http_options(),
-            tool_call_grace=GRACE,
-            resumption=FAST,
-        )
+    async with Emulator(emulator_config("gemini")) as emu:
+        emu.faults.dead_after_resume(first_update=False)
+        transport = make_transport(emu)
         rec = Recorder(transport)
         await transport.connect()
         await rec.wait_for("on_resumption_update")
-        await dead.go_away()
+        await emu.faults.go_away()
         # The replacement is set up but says nothing: the move waits for it to settle.
         await rec.wait(lambda r: len(r.lifecycle("setup-ok")) == 2)
+        assert transport.moving
         await transport.disconnect()
+        await emu.wait_disconnected()
         await asyncio.sleep(0)
         assert asyncio.all_tasks() - baseline == set()
     (move,) = rec.moves

@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from rotation_helpers import Recorder, emulator_config, make_transport, only_session
 
 from realtime_resumption.emulator import Emulator, user_audio
 from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
+
+from .rotation_helpers import Recorder, emulator_config, make_transport, only_session
 
 HELLO = [ContentTurn("user", "hello there")]
 

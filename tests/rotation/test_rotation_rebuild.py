@@ -4,7 +4,6 @@ rebuild from, or no attempts left, the session is lost through the fatal path.""
 from __future__ import annotations
 
 import pytest
-from rotation_helpers import Recorder, emulator_config, make_transport
 
 from realtime_resumption.emulator import Emulator
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
@@ -13,6 +12,8 @@ from realtime_resumption.transport import (
     NotConnectedError,
     SessionLostError,
 )
+
+from .rotation_helpers import Recorder, emulator_config, make_transport
 
 HELLO = [ContentTurn("user", "hello there")]
 

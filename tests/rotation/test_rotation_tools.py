@@ -4,7 +4,6 @@ session that did not issue its call; an orphaned call's answer ends saying so.""
 from __future__ import annotations
 
 import pytest
-from rotation_helpers import Recorder, emulator_config, make_transport, only_session
 
 from realtime_resumption.emulator import Emulator, answer_chunk_id
 from realtime_resumption.moves import HandleKind, MoveOutcome
@@ -14,6 +13,8 @@ from realtime_resumption.transport import (
     ToolCallOrphanedError,
     ToolResult,
 )
+
+from .rotation_helpers import Recorder, emulator_config, make_transport, only_session
 
 TOOLS = [{"name": "lookup", "description": "Looks things up."}]
 ASK = [ContentTurn("user", "lookup the weather")]

@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from rotation_helpers import Recorder, emulator_config, make_transport, only_session
 
 from realtime_resumption.emulator import Emulator, user_audio
 from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.transport import ContentTurn
+
+from .rotation_helpers import Recorder, emulator_config, make_transport, only_session
 
 
 @pytest.mark.parametrize("fault", ["drop", "go_away"])

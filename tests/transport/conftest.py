@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from transport_helpers import ScriptedServer, emulator_config
 
 from realtime_resumption.emulator import Emulator
+
+from .transport_helpers import ScriptedServer, emulator_config
 
 
 @pytest.fixture(params=["gemini", "vertex"])

@@ -6,7 +6,6 @@ import asyncio
 import time
 
 import pytest
-from transport_helpers import MODEL, Recorder, emulator_config, make_transport
 
 from realtime_resumption.emulator import Emulator
 from realtime_resumption.gemini import Credential, GeminiLiveTransport
@@ -19,6 +18,8 @@ from realtime_resumption.transport import (
     ReconnectState,
     TransportError,
 )
+
+from .transport_helpers import MODEL, Recorder, emulator_config, make_transport
 
 HELLO = [ContentTurn("user", "hello there")]
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from transport_helpers import Recorder, emulator_config, make_transport
-
 from realtime_resumption.emulator import Emulator, answer_chunk_id, user_audio
 from realtime_resumption.transport import (
     CancelResponseOptions,
@@ -13,6 +11,8 @@ from realtime_resumption.transport import (
     GenerationEndReason,
     ToolResult,
 )
+
+from .transport_helpers import Recorder, emulator_config, make_transport
 
 HELLO = [ContentTurn("user", "hello there")]
 

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 
 from google import genai
 from google.genai import types
-from transport_helpers import MODEL, ScriptedServer
 
 from realtime_resumption.gemini.connection import ConnectionHooks, _Connection
 from realtime_resumption.gemini.messages import ClientMessage
+
+from .transport_helpers import MODEL, ScriptedServer
 
 
 async def test_a_stalled_write_drops_the_socket_and_reports_what_was_lost() -> None:

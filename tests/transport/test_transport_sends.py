@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from transport_helpers import Recorder, make_transport
 
 from realtime_resumption.emulator import Emulator, user_audio
 from realtime_resumption.emulator.ledger import ConnectionRecord
@@ -15,6 +14,8 @@ from realtime_resumption.transport import (
     TransportError,
     UnknownToolCallError,
 )
+
+from .transport_helpers import Recorder, make_transport
 
 HELLO = [ContentTurn("user", "hello there")]
 

@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 from google import genai
 from google.oauth2.credentials import Credentials
-from transport_helpers import (
+
+from realtime_resumption.emulator import Emulator, answer_chunk_id
+from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.transport import ContentTurn, GenerationEndReason, ToolResult
+
+from .transport_helpers import (
     GRACE,
     MODEL,
     Recorder,
@@ -17,10 +22,6 @@ from transport_helpers import (
     emulator_config,
     make_transport,
 )
-
-from realtime_resumption.emulator import Emulator, answer_chunk_id
-from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.transport import ContentTurn, GenerationEndReason, ToolResult
 
 AUDIO = {
     "serverContent": {

@@ -15,10 +15,14 @@ from websockets.exceptions import ConnectionClosed
 from realtime_resumption.emulator import Emulator, EmulatorConfig
 from realtime_resumption.emulator.certs import TlsMaterial
 from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.moves import MoveReport
+from realtime_resumption.transport import GenerationEndReason
 
 MODEL = "gemini-live-2.5-flash-preview"
 GRACE = 0.05
 """A short tool-call grace window, so generations end quickly after turnComplete."""
+TIME_SCALE = 0.05
+"""Emulator durations at 1/20: a 40 ms answer chunk is paced every 2 ms."""
 
 CALLBACKS = (
     "on_audio_output",
@@ -46,6 +50,8 @@ CALLBACKS = (
     "on_realtime_llm_usage",
     "on_usage_metadata",
     "on_connection_lifecycle",
+    "on_move",
+    "on_move_started",
     "on_reasoning_start",
     "on_reasoning_done",
     "on_reasoning_summary",
@@ -82,6 +88,16 @@ class Recorder:
     def count(self, name: str) -> int:
         return len(self.of(name))
 
+    @property
+    def moves(self) -> list[MoveReport]:
+        return [args[0] for args in self.of("on_move")]
+
+    def ends(self) -> list[GenerationEndReason]:
+        return [args[1] for args in self.of("on_generation_end")]
+
+    def lifecycle(self, kind: str) -> list[Any]:
+        return [e for (e,) in self.of("on_connection_lifecycle") if e.kind == kind]
+
     async def wait(self, predicate: Callable[[Recorder], bool], timeout: float = 5.0) -> None:
         """Wait until ``predicate(self)`` holds."""
         async with asyncio.timeout(timeout):
@@ -93,10 +109,22 @@ class Recorder:
         """Wait until ``name`` was called ``count`` times."""
         await self.wait(lambda r: r.count(name) >= count, timeout)
 
+    def assert_paired(self) -> None:
+        """Every generation start has exactly one end, in order, and none is left open."""
+        open_id: str | None = None
+        for name, args in self.events:
+            if name == "on_generation_start":
+                assert open_id is None, f"{args[0]} started while {open_id} was open"
+                open_id = args[0]
+            elif name == "on_generation_end":
+                assert args[0] == open_id, f"{args[0]} ended, {open_id} was open"
+                open_id = None
+        assert open_id is None, f"{open_id} was left open"
 
-def emulator_config(profile: str, **changes: Any) -> EmulatorConfig:
+
+def emulator_config(profile: str = "gemini", **changes: Any) -> EmulatorConfig:
     """A fast emulator: durations at 1/20, ten 2 ms-spaced chunks per answer."""
-    changes.setdefault("time_scale", 0.05)
+    changes.setdefault("time_scale", TIME_SCALE)
     return EmulatorConfig(profile=profile, **changes)  # type: ignore[arg-type]
 
 
