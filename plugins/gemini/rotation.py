@@ -121,16 +121,7 @@ class Rotation:
         self._own: asyncio.Task[None] | None = None
         self._helper_task: asyncio.Task[Any] | None = None
         self._done: list[asyncio.Future[MoveReport]] = []
-        self._failures = 0
-        self._refused: set[str] = set()
-        self._strikes: dict[str, int] = {}
-        self._break_first = False
-        self._config_pending = False
-        self._requested = False
-        self._go_away_seen = False
-        self._gave_up = False
-        self._closed = False
-        self._last_close: tuple[int | None, str | None] = (None, None)
+        self._forget_session()
 
     # --- state --------------------------------------------------------------------------------
 
@@ -159,16 +150,20 @@ class Rotation:
         refusals and budget."""
         self._helper.dispose()
         self._helper = self._new_helper()
+        self._forget_session()
+
+    def _forget_session(self) -> None:
+        """What one server session accumulates: refusals, the retry budget spent, flags."""
         self._failures = 0
-        self._refused.clear()
-        self._strikes.clear()
+        self._refused: set[str] = set()
+        self._strikes: dict[str, int] = {}
         self._break_first = False
         self._config_pending = False
         self._requested = False
         self._go_away_seen = False
         self._gave_up = False
         self._closed = False
-        self._last_close = (None, None)
+        self._last_close: tuple[int | None, str | None] = (None, None)
 
     def forget_handles(self) -> None:
         """Drop the handles of the current server session (``clear_resumption``): a later

@@ -3,12 +3,14 @@ the transport tests' recorder and emulator settings."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from realtime_resumption.emulator import Emulator
+from realtime_resumption.emulator import Emulator, user_audio
 from realtime_resumption.emulator.ledger import SessionRecord
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.transport import ContentTurn
 
 from ..transport import transport_helpers
 from ..transport.transport_helpers import GRACE, MODEL, TIME_SCALE, Recorder, emulator_config
@@ -16,6 +18,7 @@ from ..transport.transport_helpers import GRACE, MODEL, TIME_SCALE, Recorder, em
 __all__ = [
     "FAST",
     "GRACE",
+    "HELLO",
     "MODEL",
     "TIME_SCALE",
     "Recorder",
@@ -23,10 +26,12 @@ __all__ = [
     "make_transport",
     "only_session",
     "seconds",
+    "stream_silence",
 ]
 
 FAST = ResumptionOptions(deadline_margin=1.0, retry_delays=(0.0, 0.05, 0.1), attempt_timeout=2.0)
 """Retries a few milliseconds apart, so a test that spends them all stays fast."""
+HELLO = [ContentTurn("user", "hello there")]
 
 
 def make_transport(emu: Emulator, **options: Any) -> GeminiLiveTransport:
@@ -43,3 +48,10 @@ def only_session(emu: Emulator) -> SessionRecord:
 def seconds(n: float) -> float:
     """``n`` emulator seconds on the wall clock."""
     return n * TIME_SCALE
+
+
+async def stream_silence(transport: GeminiLiveTransport, first: int, count: int) -> None:
+    """Silent user audio numbered from ``first``, one 20 ms chunk every 2 ms."""
+    for seq in range(first, first + count):
+        transport.send_audio(user_audio(seq, speech=False))
+        await asyncio.sleep(0.002)

@@ -12,16 +12,14 @@ from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
-from .rotation_helpers import Recorder, emulator_config, make_transport, only_session
-
-HELLO = [ContentTurn("user", "hello there")]
-
-
-async def _stream(transport: object, first: int, count: int) -> None:
-    """Silent user audio, one 20 ms chunk every 2 ms."""
-    for seq in range(first, first + count):
-        transport.send_audio(user_audio(seq, speech=False))  # type: ignore[attr-defined]
-        await asyncio.sleep(0.002)
+from .rotation_helpers import (
+    HELLO,
+    Recorder,
+    emulator_config,
+    make_transport,
+    only_session,
+    stream_silence,
+)
 
 
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
@@ -31,7 +29,7 @@ async def test_a_drop_at_idle_resumes_and_delivers_what_was_sent_in_the_gap(prof
         rec = Recorder(transport)
         await transport.connect()
         await rec.wait_for("on_resumption_update")
-        streaming = asyncio.create_task(_stream(transport, 1, 150))
+        streaming = asyncio.create_task(stream_silence(transport, 1, 150))
         await asyncio.sleep(0.05)
         assert emu.faults.drop() == 1
         await rec.wait_for("on_move")
@@ -106,7 +104,7 @@ async def test_a_drop_during_a_planned_move_turns_it_into_a_gap_and_loses_nothin
         await transport.connect()
         await rec.wait_for("on_resumption_update")
         emu.faults.hang_next(1)  # the replacement hangs past setup_timeout
-        streaming = asyncio.create_task(_stream(transport, 1, 200))
+        streaming = asyncio.create_task(stream_silence(transport, 1, 200))
         await asyncio.sleep(0.02)
         emu.faults.go_away(60.0)
         await rec.wait_for("on_move_started")

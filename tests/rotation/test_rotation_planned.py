@@ -10,18 +10,17 @@ import pytest
 from realtime_resumption.emulator import Emulator, answer_chunk_id, user_audio
 from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
-from realtime_resumption.transport import ContentTurn, GenerationEndReason
+from realtime_resumption.transport import GenerationEndReason
 
-from .rotation_helpers import Recorder, emulator_config, make_transport, only_session, seconds
-
-HELLO = [ContentTurn("user", "hello there")]
-
-
-async def _stream(transport: object, first: int, count: int) -> None:
-    """Silent user audio, one 20 ms chunk every 2 ms."""
-    for seq in range(first, first + count):
-        transport.send_audio(user_audio(seq, speech=False))  # type: ignore[attr-defined]
-        await asyncio.sleep(0.002)
+from .rotation_helpers import (
+    HELLO,
+    Recorder,
+    emulator_config,
+    make_transport,
+    only_session,
+    seconds,
+    stream_silence,
+)
 
 
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
@@ -31,7 +30,7 @@ async def test_go_away_at_idle_moves_before_breaking_and_loses_no_input(profile:
         rec = Recorder(transport)
         await transport.connect()
         await rec.wait_for("on_resumption_update")
-        streaming = asyncio.create_task(_stream(transport, 1, 150))
+        streaming = asyncio.create_task(stream_silence(transport, 1, 150))
         await asyncio.sleep(0.05)
         emu.faults.go_away(20.0)
         await rec.wait_for("on_move")
@@ -196,7 +195,7 @@ async def test_a_resume_refused_while_the_old_connection_is_open_falls_back_for_
         rec = Recorder(transport)
         await transport.connect()
         await rec.wait_for("on_resumption_update")
-        streaming = asyncio.create_task(_stream(transport, 1, 200))
+        streaming = asyncio.create_task(stream_silence(transport, 1, 200))
         await asyncio.sleep(0.05)
         emu.faults.go_away(20.0)
         await rec.wait_for("on_move")
@@ -238,7 +237,7 @@ async def test_go_away_while_the_user_speaks_waits_for_the_turn_to_end(
         emu.faults.go_away(60.0)
         await rec.wait_for("on_go_away")
         assert rec.count("on_move_started") == 0  # the user's turn is in progress
-        await _stream(transport, len(words) + 1, 20)  # silence: the turn ends
+        await stream_silence(transport, len(words) + 1, 20)  # silence: the turn ends
         await rec.wait_for("on_move")
         await transport.disconnect()
 
