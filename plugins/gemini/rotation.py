@@ -121,6 +121,7 @@ class Rotation:
         self._own: asyncio.Task[None] | None = None
         self._helper_task: asyncio.Task[Any] | None = None
         self._done: list[asyncio.Future[MoveReport]] = []
+        self._turn_in_switch = False
         self._forget_session()
 
     # --- state --------------------------------------------------------------------------------
@@ -185,6 +186,22 @@ class Rotation:
     def turn_started(self) -> None:
         """A sign of a turn (user input, a turn the client sent, model output, a tool call)."""
         self._helper.turn_started()
+        self.hold_input()
+
+    def hold_input(self) -> None:
+        """A turn began while a move is under way (user speech, or a sign of the turn that
+        arrived after the move chose its handle): more input could end that turn on the
+        incumbent and start an answer the switch would cut. Until the switch, input waits
+        for the new connection, which gets the whole turn replayed from the handle."""
+        move = self.log.current
+        if move is not None and not self._turn_in_switch:
+            self._turn_in_switch = True
+            move.input_stopped(self._t._now())
+
+    @property
+    def holding(self) -> bool:
+        """A move is under way and a turn began on the incumbent: it takes no more input."""
+        return self._turn_in_switch and self.log.current is not None
 
     def turn_ended(self) -> None:
         """The turn ended (turnComplete with no tool call pending or result unsent), or a move
@@ -354,6 +371,7 @@ class Rotation:
 
     def _begin(self, reason: MoveReason, handle: str | None, kind: HandleKind) -> MoveInProgress:
         self._watchdog.stop()
+        self._turn_in_switch = False
         move = self.log.begin(reason, handle, kind, self._t._now())
         logger.info(
             "{}: move {} ({}) from {} handle {}",

@@ -607,6 +607,8 @@ class GeminiLiveTransport:
     def _feed(self) -> None:
         # While a move is under way the incumbent takes only audio and video: a turn it
         # starts answering now would be cut by the switch.
+        if self._rotation.holding:
+            return
         self._input.feed(self._current, self._now(), media_only=self._rotation.switching)
 
     def _client_turn(self, text: str | None) -> None:
@@ -631,6 +633,8 @@ class GeminiLiveTransport:
             raise ValueError(f"PCM16 audio has an even number of bytes, not {len(audio)}")
         if audio:
             pcm = bytes(audio)
+            if self._rotation.switching and is_speech(pcm):
+                self._rotation.hold_input()
             self._send(ClientMessage.audio(pcm))
             self._user_turn.audio(pcm)
             if self._rotation.watching and is_speech(pcm):

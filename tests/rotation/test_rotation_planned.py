@@ -218,6 +218,42 @@ async def test_a_resume_refused_while_the_old_connection_is_open_falls_back_for_
     assert summary.audio_consumed == tuple(range(1, 201))
 
 
+async def test_a_turn_the_user_begins_while_the_replacement_dials_is_kept_for_it() -> None:
+    async with Emulator(emulator_config("gemini", answer_chunks=10)) as emu:
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        emu.faults.go_away(60.0)
+        await rec.wait_for("on_move_started")  # idle: the move starts dialling at once
+        words = ("what", "is", "the", "time")
+        for seq, word in enumerate(words, start=1):
+            transport.send_audio(user_audio(seq, word=word))
+        await stream_silence(transport, len(words) + 1, 20)  # enough to end the turn
+        await rec.wait_for("on_move")
+        await rec.wait(lambda r: GenerationEndReason.GENERATION_COMPLETE in r.ends())
+        await transport.disconnect()
+        await emu.wait_disconnected()
+
+    (move,) = rec.moves
+    assert (move.handle_kind, move.outcome) == (HandleKind.AFTER_TURN, MoveOutcome.RESUMED)
+    assert move.gap_ms > 0  # the input held for the new connection is reported as a gap
+    # The old connection heard none of the turn, so it answered nothing the switch could
+    # cut; the new one heard the whole turn and answered it.
+    assert rec.ends() == [GenerationEndReason.GENERATION_COMPLETE]
+    rec.assert_paired()
+    session = only_session(emu)
+    old, new = session.connections
+    assert not any(m.audio_seqs for m in old.client_messages)
+    assert [seq for m in new.client_messages for seq in m.audio_seqs][: len(words)] == [1, 2, 3, 4]
+    summary = emu.ledger.summary().sessions[session.session_id]
+    assert summary.answers_cut == ()
+    assert summary.audio_lost == ()
+    assert sorted(set(summary.audio_consumed)) == list(range(1, len(words) + 21))
+    (answered,) = session.turns.values()
+    assert answered.outcome == "complete" and answered.delivered == answered.planned
+
+
 @pytest.mark.parametrize("voice_activity", [False, True])
 async def test_go_away_while_the_user_speaks_waits_for_the_turn_to_end(
     voice_activity: bool,
