@@ -29,6 +29,8 @@ class Receiver:
     def __init__(self, transport: GeminiLiveTransport) -> None:
         self._t = transport
         self._translator = wire.Translator()
+        self._interrupted = False
+        """The server turn in progress was interrupted: user input began a new turn."""
 
     def message(self, conn: _Connection, message: types.LiveServerMessage) -> None:
         """A message from ``conn``, the current connection."""
@@ -76,6 +78,7 @@ class Receiver:
         elif isinstance(event, wire.GenerationComplete):
             t._apply(tracker.generation_complete(now))
         elif isinstance(event, wire.Interrupted):
+            self._interrupted = True
             t._history.interrupted()
             t._rotation.answered()
             t._apply(tracker.interrupted(now))
@@ -116,7 +119,10 @@ class Receiver:
         t._user_turn.clear()
         t._rotation.answered()
         t._apply(t._tracker.turn_complete(now, tools_pending=busy))
-        if not busy:
+        interrupted, self._interrupted = self._interrupted, False
+        # An interrupted turn ends because the user began another: that one is in progress,
+        # and the handle that follows is no place to move.
+        if not busy and not interrupted:
             t._rotation.turn_ended()
 
     def _tool_calls(self, event: wire.ToolCalls, now: float) -> None:

@@ -10,7 +10,7 @@ import pytest
 from realtime_resumption.emulator import Emulator, answer_chunk_id, user_audio
 from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
-from realtime_resumption.transport import GenerationEndReason
+from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
 from .rotation_helpers import (
     HELLO,
@@ -216,6 +216,36 @@ async def test_a_resume_refused_while_the_old_connection_is_open_falls_back_for_
     assert [c.refused for c in session.connections] == [None, "open-session", None, None]
     summary = emu.ledger.summary().sessions[session.session_id]
     assert summary.audio_consumed == tuple(range(1, 201))
+
+
+async def test_the_end_of_an_interrupted_answer_is_no_place_to_move() -> None:
+    async with Emulator(emulator_config("gemini", answer_chunks=10)) as emu:
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        transport.send_live_text([ContentTurn("user", "tell me a story")])
+        await rec.wait_for("on_first_audio_chunk")
+        emu.faults.go_away(60.0)
+        await rec.wait_for("on_go_away")
+        # The user cuts in: the first answer ends interrupted, and a second one begins.
+        transport.send_live_text([ContentTurn("user", "a shorter one")])
+        await rec.wait_for("on_move")
+        await rec.wait(lambda r: GenerationEndReason.GENERATION_COMPLETE in r.ends())
+        await transport.disconnect()
+        await emu.wait_disconnected()
+
+    (move,) = rec.moves
+    assert (move.handle_kind, move.outcome) == (HandleKind.AFTER_TURN, MoveOutcome.RESUMED)
+    rec.assert_paired()
+    session = only_session(emu)
+    summary = emu.ledger.summary().sessions[session.session_id]
+    assert summary.answers_cut == ()
+    outcomes = [(t.user_text, t.outcome) for t in session.turns.values()]
+    assert outcomes == [("tell me a story", "interrupted"), ("a shorter one", "complete")]
+    # The move came after the second answer, at the handle its turnComplete brought.
+    assert rec.names("on_turn_complete", "on_move_started")[-1] == "on_move_started"
+    assert rec.count("on_turn_complete") == 2
 
 
 async def test_a_turn_the_user_begins_while_the_replacement_dials_is_kept_for_it() -> None:
