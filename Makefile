@@ -9,11 +9,11 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[pipecat,livekit,dev]"
+	$(BIN)/python -m pip install --quiet -e ".[pipecat,livekit,demo,dev]"
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m examples.demo
+	$(BIN)/python -m examples.demo $(ARGS)
 
 test: lint typecheck unit
 

@@ -1,0 +1,415 @@
+"""The scripted call every stack gets: what the caller says, when, and what it hears.
+
+The caller is the same for every stack: a microphone streaming numbered 20 ms chunks in real
+time (``ScriptedCaller``, speaking into the stack's audio input), and an ear that decodes the
+emulator's answer-chunk ids from what the stack's audio output plays, in real time. The
+``Conductor`` walks the script and injects the faults on the stack's own emulator; the moments
+it waits for are read from that emulator's ledger, so each stack meets every fault at the same
+point of its own conversation (the question "during the move" is asked a second into the
+replacement connection's setup, whenever that stack dials it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from realtime_resumption.emulator import Emulator, answer_chunk_ids
+from realtime_resumption.emulator.caller import CallerRecord, ScriptedCaller, Utterance
+from realtime_resumption.emulator.ledger import SessionRecord
+from realtime_resumption.transport import ContentTurn, ToolResult
+
+INSTRUCTIONS = "You are a friendly assistant on a phone call."
+WEATHER_CITY = "paris"
+
+# Bytes of an answer-chunk header less one: a header split between two played pieces is
+# found by searching the end of the previous piece with the next one.
+_HEADER_CARRY = 51
+
+
+def weather(city: str) -> dict[str, str]:
+    """The one tool every stack declares (``get_weather``); the emulator calls it by name."""
+    return {"city": city, "forecast": "sunny, 21 °C"}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The script's timings, in seconds. ``Plan()`` is ``make demo``'s call."""
+
+    notice: float = 10.0
+    """goAway ``timeLeft``: the connection closes this long after the goAway."""
+    slow_setup: float = 4.0
+    """How long the replacement connection takes to set up."""
+    question_into_move: float = 1.0
+    """The question during the move starts this long after the replacement was dialled."""
+    answer_chunks: int = 50
+    """Chunks per answer (40 ms each: a 2 s answer)."""
+    go_away_chunk: int = 15
+    """The goAway comes after this chunk of the long answer."""
+    speech: float = 0.8
+    """Seconds of speech per question."""
+    pause: float = 0.6
+    """Silence between an answer and the next question."""
+    answer_timeout: float = 8.0
+    """How long a question waits for its answer before the script goes on."""
+    settle_timeout: float = 20.0
+    """How long the script waits for a connection to come back."""
+    at_rest: bool = True
+    """Ask the questions before the tool call (a shorter script skips them)."""
+
+
+Phase = Literal["at_rest", "tool", "go_away", "during_move", "after_move", "after_drop", "final"]
+
+
+@dataclass(frozen=True)
+class Question:
+    """One scripted question; ``key`` finds the emulator's answer turn for it."""
+
+    words: tuple[str, ...]
+    phase: Phase
+
+    @property
+    def key(self) -> str:
+        return self.words[-1]
+
+
+HELLO = Question(("hello", "there"), "at_rest")
+WEATHER_Q = Question(("what", "is", "the", "get_weather", "in", WEATHER_CITY), "tool")
+STORY = Question(("tell", "me", "a", "long", "story"), "go_away")
+DURING_MOVE = Question(("and", "what", "about", "tomorrow"), "during_move")
+AFTER_MOVE = Question(("how", "about", "lisbon"), "after_move")
+AFTER_DROP = Question(("one", "more", "thing"), "after_drop")
+FINAL = Question(("that", "is", "all", "goodbye"), "final")
+
+
+class AudioSink(Protocol):
+    """Where the caller's microphone goes: the stack's audio input."""
+
+    def push_audio(self, pcm: bytes) -> None:
+        """Take one 20 ms chunk of 16 kHz PCM16 mono."""
+
+
+class _Microphone:
+    """``ScriptedCaller``'s transport side, reduced to the one thing a framework input takes.
+
+    The caller never types nor answers tools here: the stack under test runs its own tool.
+    """
+
+    def __init__(self, sink: AudioSink) -> None:
+        self._sink = sink
+
+    def send_audio(self, audio: bytes) -> None:
+        self._sink.push_audio(audio)
+
+    def send_live_text(self, turns: Sequence[ContentTurn]) -> bool:
+        raise NotImplementedError("the demo's caller only speaks")
+
+    def send_content(self, turns: Sequence[ContentTurn], turn_complete: bool = True) -> None:
+        raise NotImplementedError("the demo's caller only speaks")
+
+    def send_tool_result(self, result: ToolResult) -> None:
+        raise NotImplementedError("the stack answers its own tool calls")
+
+
+@dataclass(frozen=True)
+class Heard:
+    """One answer chunk the caller heard: when its piece began to play."""
+
+    at: float
+    turn: int
+    chunk: int
+
+
+class Ear:
+    """What the caller heard, from the stack's audio output as it plays.
+
+    Times are seconds since the call's emulator started (the ledger's clock).
+    """
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._carry = b""
+        self.chunks: list[Heard] = []
+        self.spans: list[tuple[float, float]] = []
+        """(start, end) of the answer audio played, merged when contiguous."""
+
+    def play(self, pcm: bytes, rate: int) -> float:
+        """Record ``pcm`` (PCM16 mono at ``rate``) starting to play now; returns its duration."""
+        now = self._clock()
+        duration = len(pcm) / (2 * rate)
+        for turn, chunk in answer_chunk_ids(self._carry + pcm):
+            self.chunks.append(Heard(now, turn, chunk))
+        self._carry = pcm[-_HEADER_CARRY:]
+        if self.spans and now - self.spans[-1][1] < 0.03:
+            self.spans[-1] = (self.spans[-1][0], now + duration)
+        else:
+            self.spans.append((now, now + duration))
+        return duration
+
+    def interrupted(self) -> None:
+        """Playback was cleared: the next piece does not continue this one."""
+        self._carry = b""
+
+
+@dataclass
+class Mark:
+    """Something the script did or saw, for the display and the timeline."""
+
+    at: float
+    kind: str
+    text: str
+
+
+@dataclass
+class Asked:
+    """A question as it was asked and answered."""
+
+    question: Question
+    utterance: Utterance
+    spoken_at: float | None = None
+    """When its last speech chunk went to the stack (ledger clock)."""
+    first_heard_at: float | None = None
+    """When the caller first heard its answer (None: never)."""
+
+
+@dataclass
+class CallRecord:
+    """Everything one stack's call produced, besides the emulator's ledger."""
+
+    asked: list[Asked] = field(default_factory=list)
+    marks: list[Mark] = field(default_factory=list)
+    errors: list[tuple[float, str]] = field(default_factory=list)
+    """Errors the stack surfaced to the application."""
+    closed: str | None = None
+    """Set when the stack ended the call itself (a fatal error)."""
+
+
+class StackIO(Protocol):
+    """What the conductor needs from a running stack."""
+
+    def push_audio(self, pcm: bytes) -> None:
+        """The caller's microphone chunk into the stack's audio input."""
+
+
+class Conductor:
+    """Walks the script on one stack and its own emulator."""
+
+    def __init__(
+        self,
+        emulator: Emulator,
+        clock: Callable[[], float],
+        plan: Plan,
+        record: CallRecord,
+        ear: Ear,
+        on_mark: Callable[[Mark], None],
+    ) -> None:
+        self._emu = emulator
+        self._clock = clock
+        self._plan = plan
+        self.record = record
+        self._ear = ear
+        self._on_mark = on_mark
+        self._caller: ScriptedCaller | None = None
+
+    @property
+    def caller(self) -> ScriptedCaller:
+        """The microphone (while ``run`` runs)."""
+        assert self._caller is not None
+        return self._caller
+
+    @property
+    def microphone(self) -> CallerRecord:
+        """What the microphone sent (empty if the call never started)."""
+        return self._caller.record if self._caller is not None else CallerRecord()
+
+    def mark(self, kind: str, text: str) -> None:
+        """Note something for the display and the picture."""
+        mark = Mark(self._clock(), kind, text)
+        self.record.marks.append(mark)
+        self._on_mark(mark)
+
+    # --- the ledger, read live ---------------------------------------------------------------
+
+    def _sessions(self) -> list[SessionRecord]:
+        return list(self._emu.ledger.sessions.values())
+
+    def _established_since(self, since: float) -> bool:
+        return any(
+            c.established and c.setup_at is not None and c.setup_at >= since
+            for s in self._sessions()
+            for c in s.connections
+        )
+
+    def _answered(self, asked: Asked) -> bool:
+        """Some chunk of an answer to ``asked`` was heard."""
+        turns = {
+            t.turn
+            for s in self._sessions()
+            for t in s.turns.values()
+            if asked.question.key in t.user_text.split()
+        }
+        for heard in self._ear.chunks:
+            if heard.turn in turns and (asked.spoken_at is None or heard.at >= asked.spoken_at):
+                asked.first_heard_at = heard.at
+                return True
+        return False
+
+    def _answer_over(self, asked: Asked) -> bool:
+        """The answer to ``asked`` ended (its turns are over) and nothing played for 0.3 s."""
+        running = any(
+            t.outcome == "running"
+            for s in self._sessions()
+            for t in s.turns.values()
+            if asked.question.key in t.user_text.split()
+        )
+        quiet = not self._ear.spans or self._clock() - self._ear.spans[-1][1] > 0.3
+        return not running and quiet
+
+    async def _poll(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait (bounded) until ``predicate()`` holds; False on timeout."""
+        try:
+            async with asyncio.timeout(timeout):
+                # The ledger and the ear tell no one when they change: sample them.
+                while not predicate():  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+        except TimeoutError:
+            return False
+        return True
+
+    # --- the script --------------------------------------------------------------------------
+
+    async def ask(self, question: Question, *, wait: bool = True) -> Asked:
+        """Say ``question``; with ``wait``, wait until its answer was heard and is over."""
+        plan = self._plan
+        chunks = max(len(question.words), round(plan.speech / 0.02))
+        utterance = self.caller.say(question.words, speech_chunks=chunks)
+        asked = Asked(question, utterance)
+        self.record.asked.append(asked)
+        self.mark("ask", " ".join(question.words))
+        await self.caller.wait_spoken(utterance, timeout=plan.speech * 4 + 5)
+        asked.spoken_at = self._clock()
+        if wait:
+            await self.answer(asked)
+        return asked
+
+    async def answer(self, asked: Asked) -> None:
+        """Wait until ``asked`` is answered and the answer is over (bounded)."""
+        timeout = self._plan.answer_timeout
+        if not await self._poll(lambda: self._answered(asked), timeout):
+            self.mark("loss", f"no answer to {' '.join(asked.question.words)!r}")
+            return
+        await self._poll(lambda: self._answer_over(asked), timeout)
+
+    async def run(self, stack: StackIO) -> None:
+        """The whole call, from the first connection to the last answer."""
+        watcher = asyncio.create_task(self._watch(), name="demo-ledger-watch")
+        try:
+            await self._script(stack)
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+
+    async def _watch(self) -> None:
+        """Marks what the ledger shows as it happens: attempts, goAways, closes, cut answers."""
+        noted: set[tuple[str, ...]] = set()
+
+        def note(key: tuple[str, ...], kind: str, text: str) -> None:
+            if key not in noted:
+                noted.add(key)
+                self.mark(kind, text)
+
+        while True:
+            for i, attempt in enumerate(self._emu.ledger.attempts):
+                if attempt.outcome != "accepted":
+                    note(("attempt", str(i)), "refused", f"attempt refused ({attempt.outcome})")
+            for session in self._sessions():
+                sid = session.session_id
+                for c in session.connections:
+                    key = (sid, str(c.index))
+                    if c.established:
+                        how = "resumed" if c.resumed_from is not None else "new session"
+                        note((*key, "up"), "connect", f"connection {c.index} up ({how})")
+                    elif c.refused is not None:
+                        note((*key, "refused"), "refused", f"connection refused ({c.refused})")
+                    if any(m.kind == "go_away" and m.delivered for m in c.server_messages):
+                        note((*key, "go_away"), "go_away", "goAway")
+                    if c.closed_at is not None:
+                        note(
+                            (*key, "closed"), "close", f"connection {c.index} closed {c.close_code}"
+                        )
+                for t in session.turns.values():
+                    if t.outcome == "cut":
+                        note((sid, "cut", str(t.turn)), "loss", f"answer {t.turn} cut")
+            await asyncio.sleep(0.05)
+
+    async def _script(self, stack: StackIO) -> None:
+        plan, faults = self._plan, self._emu.faults
+        connected = await self._poll(lambda: self._established_since(0.0), plan.settle_timeout)
+        if not connected:
+            self.mark("loss", "never connected")
+            return
+        async with ScriptedCaller(_Microphone(stack), turn_silence=0.0) as caller:
+            self._caller = caller
+            caller.start_microphone()
+            # A greeting, if the stack makes one, plays out before the first question.
+            await asyncio.sleep(plan.pause * 2)
+            await self._poll(lambda: self._answer_quiet(), plan.answer_timeout)
+            if plan.at_rest:
+                await self.ask(HELLO)
+                await asyncio.sleep(plan.pause)
+            await self.ask(WEATHER_Q)
+            await asyncio.sleep(plan.pause)
+            await self._rotation()
+            await asyncio.sleep(plan.pause)
+            await self.ask(AFTER_MOVE)
+            await asyncio.sleep(plan.pause)
+            faults.refuse_next(1, how="http503")
+            faults.drop()
+            self.mark("drop", "connection dropped; the next attempt is refused")
+            await asyncio.sleep(plan.pause)
+            await self.ask(AFTER_DROP)
+            await asyncio.sleep(plan.pause)
+            await self.ask(FINAL)
+            await asyncio.sleep(plan.pause)
+            await caller.stop_microphone()
+
+    def _answer_quiet(self) -> bool:
+        return not self._ear.spans or self._clock() - self._ear.spans[-1][1] > 0.5
+
+    async def _rotation(self) -> None:
+        """The long answer, a goAway in its middle, a slow replacement, a question during it."""
+        plan, faults, ledger = self._plan, self._emu.faults, self._emu.ledger
+        faults.go_away_at(chunk=plan.go_away_chunk, time_left=plan.notice)
+        _slow_next_setup(self._emu, plan.slow_setup)
+        attempts = len(ledger.attempts)
+        asked_at = self._clock()
+        story = await self.ask(STORY, wait=False)
+
+        async def question_during_move() -> Asked | None:
+            dialled = await self._poll(
+                lambda: len(ledger.attempts) > attempts, plan.notice + plan.settle_timeout
+            )
+            if not dialled:
+                self.mark("loss", "the connection was never replaced")
+                return None
+            self.mark("move", "replacement dialled")
+            await asyncio.sleep(plan.question_into_move)
+            return await self.ask(DURING_MOVE)
+
+        during = asyncio.create_task(question_during_move(), name="demo-question-during-move")
+        try:
+            await self.answer(story)
+            await during
+        finally:
+            during.cancel()
+            await asyncio.gather(during, return_exceptions=True)
+        await self._poll(lambda: self._established_since(asked_at), plan.settle_timeout)
+
+
+def _slow_next_setup(emulator: Emulator, seconds: float) -> None:
+    """The next connection's setup takes ``seconds`` (once the emulator can do it)."""
+    slow = getattr(emulator.faults, "slow_setups", None)
+    if slow is not None:
+        slow(1, seconds)

@@ -1,0 +1,267 @@
+"""The figures of one lane's call, from the emulator's ledger and from what the caller heard.
+
+Nothing here trusts the stack's own account: answers are counted from the answer-chunk ids
+the caller heard played, user audio from the sequence numbers the emulator's session kept.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from realtime_resumption.emulator.ledger import ConnectionRecord, SessionRecord
+
+from .call import AFTER_MOVE, DURING_MOVE, FINAL, Asked, Heard
+from .run import LaneRun
+
+_MIC_CHUNK = 0.02
+# The ledger stamps a delivery once written; the ear's clock starts a moment after the
+# emulator's: a chunk can be heard a few milliseconds "before" its delivery was stamped.
+_CLOCK_SLACK = 0.25
+
+
+@dataclass(frozen=True)
+class Move:
+    """What a fault made the stack do: a new connection, or none."""
+
+    cause: str
+    """``goAway`` or ``drop``."""
+    at: float
+    """When the fault reached the stack (ledger clock)."""
+    recovered_at: float | None
+    """setupComplete of the connection that replaced the lost one (None: never)."""
+    resumed: bool
+    """The new connection resumed the session (its context kept)."""
+    input_stall: float
+    """Longest the service went without user audio around the switch (seconds)."""
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Every figure of one lane."""
+
+    key: str
+    title: str
+    ours: bool
+    answers_cut: int
+    user_audio_lost: float
+    """Seconds of microphone audio the service never kept."""
+    user_speech_lost: float
+    """Of those, seconds of speech."""
+    answer_audio_heard_twice: float
+    """Seconds of answer audio the caller heard more than once."""
+    user_audio_heard_twice: float
+    """Seconds of user audio the service took in twice."""
+    tool_calls_stranded: int
+    """Tool calls never answered to the session that made them, plus results sent to a
+    session that never made the call."""
+    tool_results_resent: int
+    """Results sent again for a call already answered."""
+    survived: bool
+    moves: tuple[Move, ...]
+    move_question_delay: float | None
+    """From the end of the question asked during the move to its answer heard (None: never)."""
+    at_rest_delay: float | None
+    """The same for a question asked with no move under way."""
+    errors: tuple[str, ...]
+    questions: int
+    answered: int
+    duration: float
+    cut_turns: tuple[int, ...] = field(default=())
+
+    @property
+    def lost_anything(self) -> bool:
+        """Something the caller said or should have heard is gone, or the call died."""
+        return bool(
+            self.answers_cut
+            or self.user_audio_lost
+            or self.tool_calls_stranded
+            or not self.survived
+            or self.answered < self.questions
+        )
+
+    @property
+    def input_stalls(self) -> tuple[float, ...]:
+        return tuple(m.input_stall for m in self.moves)
+
+    def to_json(self) -> dict[str, Any]:
+        """The figures as plain JSON values (seconds rounded to milliseconds)."""
+        data = asdict(self)
+        data["lost_anything"] = self.lost_anything
+        return _rounded(data)
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 3)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def _connections(run: LaneRun) -> list[tuple[SessionRecord, ConnectionRecord]]:
+    return [(s, c) for s in run.ledger.sessions.values() for c in s.connections]
+
+
+def attribute_heard(run: LaneRun) -> list[tuple[str, Heard]]:
+    """Each heard chunk with the session that delivered it (turn numbers repeat across
+    sessions): the latest delivery of that (turn, chunk) before it was heard."""
+    deliveries: dict[tuple[int, int], list[tuple[float, str]]] = {}
+    for session, conn in _connections(run):
+        for m in conn.server_messages:
+            if m.kind == "audio" and m.delivered and m.turn is not None and m.chunk is not None:
+                deliveries.setdefault((m.turn, m.chunk), []).append((m.time, session.session_id))
+    for times in deliveries.values():
+        times.sort()
+    attributed = []
+    for heard in run.ear.chunks:
+        times = deliveries.get((heard.turn, heard.chunk), [])
+        i = bisect.bisect_right(times, (heard.at + _CLOCK_SLACK, "\uffff"))
+        if i:
+            attributed.append((times[i - 1][1], heard))
+    return attributed
+
+
+def _answers(run: LaneRun) -> tuple[list[int], float]:
+    """(cut turns, seconds of answer audio heard twice)."""
+    heard = Counter((sid, h.turn, h.chunk) for sid, h in attribute_heard(run))
+    cut = []
+    for session in run.ledger.sessions.values():
+        for turn in session.turns.values():
+            if turn.produced == 0 or turn.outcome in ("interrupted", "running"):
+                continue
+            missing = any(
+                (session.session_id, turn.turn, k) not in heard for k in range(turn.produced)
+            )
+            if turn.outcome == "cut" or missing:
+                cut.append(turn.turn)
+    twice = sum(n - 1 for n in heard.values() if n > 1)
+    return cut, twice * run.config.chunk_ms / 1000
+
+
+def _tools(run: LaneRun) -> tuple[int, int]:
+    """(stranded, re-sent)."""
+    stranded = resent = 0
+    for session in run.ledger.sessions.values():
+        responses = Counter(
+            call_id
+            for conn in session.connections
+            for message in conn.client_messages
+            for call_id in message.tool_response_ids
+        )
+        unawaited = Counter(session.unawaited_tool_responses)
+        cancelled = {
+            call_id
+            for turn in session.turns.values()
+            if turn.outcome == "interrupted"
+            for call_id in turn.tool_calls
+        }
+        for call_id in session.tool_calls_issued:
+            if call_id in cancelled:
+                continue
+            if responses[call_id] - unawaited[call_id] < 1:
+                stranded += 1
+            resent += max(0, responses[call_id] - 1)
+        stranded += len(session.stranded_tool_responses)
+    return stranded, resent
+
+
+def _audio_arrivals(conn: ConnectionRecord) -> list[float]:
+    return [m.time for m in conn.client_messages if m.audio_seqs]
+
+
+def _moves(run: LaneRun) -> list[Move]:
+    conns = _connections(run)
+    arrivals = sorted((t, id(c)) for _, c in conns for t in _audio_arrivals(c))
+    faults: list[tuple[str, float]] = []
+    for _, conn in conns:
+        for m in conn.server_messages:
+            if m.kind == "go_away" and m.delivered:
+                faults.append(("goAway", m.time))
+    faults += [("drop", mark.at) for mark in run.record.marks if mark.kind == "drop"]
+    faults.sort(key=lambda f: f[1])
+    moves = []
+    for i, (cause, at) in enumerate(faults):
+        until = faults[i + 1][1] if i + 1 < len(faults) else run.duration
+        replacement = min(
+            (
+                c
+                for _, c in conns
+                if c.established and c.setup_at is not None and at < c.setup_at <= until
+            ),
+            key=lambda c: c.setup_at or 0.0,
+            default=None,
+        )
+        stall = _stall(arrivals, replacement, until)
+        moves.append(
+            Move(
+                cause=cause,
+                at=at,
+                recovered_at=replacement.setup_at if replacement else None,
+                resumed=replacement is not None and replacement.resumed_from is not None,
+                input_stall=stall,
+            )
+        )
+    return moves
+
+
+def _stall(
+    arrivals: list[tuple[float, int]], replacement: ConnectionRecord | None, until: float
+) -> float:
+    """From the last user audio the service got before the replacement's first, to that first
+    (to ``until`` if no replacement ever got any)."""
+    times = _audio_arrivals(replacement) if replacement is not None else []
+    if not times:
+        last = max((t for t, _ in arrivals if t < until), default=until)
+        return until - last
+    first = times[0]
+    earlier = [t for t, conn in arrivals if t < first and conn != id(replacement)]
+    return first - earlier[-1] if earlier else 0.0
+
+
+def _delay(asked: Asked | None) -> float | None:
+    if asked is None or asked.spoken_at is None or asked.first_heard_at is None:
+        return None
+    return asked.first_heard_at - asked.spoken_at
+
+
+def figures(run: LaneRun) -> Figures:
+    """The figures of ``run``."""
+    cut, heard_twice = _answers(run)
+    kept = {seq for s in run.ledger.sessions.values() for seq in s.audio_consumed}
+    lost = [a for a in run.microphone.audio if a.seq not in kept]
+    duplicated = sum(
+        n - 1
+        for s in run.ledger.sessions.values()
+        for n in Counter(s.audio_consumed).values()
+        if n > 1
+    )
+    stranded, resent = _tools(run)
+    by_question = {a.question: a for a in run.record.asked}
+    final = by_question.get(FINAL)
+    survived = run.record.closed is None and final is not None and final.first_heard_at is not None
+    return Figures(
+        key=run.lane.key,
+        title=run.lane.title,
+        ours=run.lane.ours,
+        answers_cut=len(cut),
+        cut_turns=tuple(cut),
+        user_audio_lost=len(lost) * _MIC_CHUNK,
+        user_speech_lost=sum(1 for a in lost if a.speech) * _MIC_CHUNK,
+        answer_audio_heard_twice=heard_twice,
+        user_audio_heard_twice=duplicated * _MIC_CHUNK,
+        tool_calls_stranded=stranded,
+        tool_results_resent=resent,
+        survived=survived,
+        moves=tuple(_moves(run)),
+        move_question_delay=_delay(by_question.get(DURING_MOVE)),
+        at_rest_delay=_delay(by_question.get(AFTER_MOVE)),
+        errors=tuple(text for _, text in run.record.errors),
+        questions=len(run.record.asked),
+        answered=sum(1 for a in run.record.asked if a.first_heard_at is not None),
+        duration=run.duration,
+    )

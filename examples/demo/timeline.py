@@ -1,0 +1,142 @@
+"""The timeline picture: per stack, its connections, the user's speech, the answer audio the
+caller heard, and the moves and losses, on one time axis."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from .figures import Figures
+from .run import LaneRun
+
+_LANES = ("connections", "user speech", "answer heard", "moves & losses")
+_Y = {name: len(_LANES) - 1 - i for i, name in enumerate(_LANES)}
+_H = 0.6
+_RESUMED, _NEW, _SETUP = "#2e7d32", "#1565c0", "#bdbdbd"
+_SPEECH, _HEARD, _LOST = "#00838f", "#6a1b9a", "#d32f2f"
+
+
+def _bar(ax: Axes, lane: str, start: float, end: float, **style: object) -> None:
+    ax.broken_barh([(start, max(end - start, 0.02))], (_Y[lane] - _H / 2, _H), **style)
+
+
+def _connections(ax: Axes, run: LaneRun) -> None:
+    for session in run.ledger.sessions.values():
+        for c in session.connections:
+            end = c.closed_at if c.closed_at is not None else run.duration
+            if c.setup_at is not None and c.setup_at > c.opened_at + 0.05:
+                _bar(ax, "connections", c.opened_at, c.setup_at, facecolor=_SETUP, hatch="//")
+            if c.established and c.setup_at is not None:
+                color = _RESUMED if c.resumed_from is not None else _NEW
+                _bar(ax, "connections", c.setup_at, end, facecolor=color, edgecolor="white")
+            elif c.refused is not None:
+                ax.plot(c.opened_at, _Y["connections"], "x", color=_LOST, ms=9, mew=2)
+    for attempt in run.ledger.attempts:
+        if attempt.outcome != "accepted":
+            ax.plot(attempt.time, _Y["connections"], "x", color=_LOST, ms=9, mew=2)
+
+
+def _speech(ax: Axes, run: LaneRun, figures: Figures) -> None:
+    origin = run.origin
+    for u in run.microphone.utterances:
+        if u.started_at is not None:
+            end = u.finished_at if u.finished_at is not None else u.started_at
+            _bar(ax, "user speech", u.started_at - origin, end - origin, facecolor=_SPEECH)
+    kept = {seq for s in run.ledger.sessions.values() for seq in s.audio_consumed}
+    lost = [a.at - origin for a in run.microphone.audio if a.seq not in kept]
+    for start, end in _runs(lost, 0.05):
+        _bar(ax, "user speech", start, end + 0.02, facecolor=_LOST, alpha=0.55)
+
+
+def _runs(times: Sequence[float], gap: float) -> list[tuple[float, float]]:
+    runs: list[tuple[float, float]] = []
+    for t in times:
+        if runs and t - runs[-1][1] <= gap:
+            runs[-1] = (runs[-1][0], t)
+        else:
+            runs.append((t, t))
+    return runs
+
+
+def _moves(ax: Axes, run: LaneRun, figures: Figures) -> None:
+    y = _Y["moves & losses"]
+    for move in figures.moves:
+        marker = "v" if move.cause == "goAway" else "X"
+        ax.plot(move.at, y, marker, color="#ef6c00" if move.cause == "goAway" else _LOST, ms=10)
+        if move.recovered_at is not None:
+            ax.annotate(
+                f"{move.input_stall:.2f} s stall",
+                (move.at, y + 0.32),
+                fontsize=7,
+                color=_LOST if move.input_stall > 0.2 else "#2e7d32",
+            )
+    for mark in run.record.marks:
+        if mark.kind == "loss":
+            ax.plot(mark.at, y, "o", color=_LOST, ms=6)
+        elif mark.kind == "error":
+            ax.plot(mark.at, y, "*", color="#6a1b9a", ms=9)
+        elif mark.kind == "ask" and "tomorrow" in mark.text:
+            delay = figures.move_question_delay
+            text = "answered after never" if delay is None else f"answered after {delay:.2f} s"
+            ax.annotate(
+                f"question during the move\n{text}",
+                (mark.at, _Y["user speech"] + 0.35),
+                fontsize=7,
+            )
+    if run.record.closed is not None:
+        closed_at = max(
+            (m.at for m in run.record.marks if m.text.startswith("call ended")), default=0.0
+        )
+        ax.annotate("call ended", (closed_at, y - 0.45), fontsize=7, color=_LOST)
+
+
+def draw(runs: Sequence[LaneRun], results: Sequence[Figures], path: Path) -> None:
+    """Write the timeline of every lane to ``path`` (PNG)."""
+    fig, axes = plt.subplots(len(runs), 1, figsize=(14, 2.3 * len(runs) + 1), sharex=True)
+    axes_list = [axes] if len(runs) == 1 else list(axes)
+    end = max(run.duration for run in runs)
+    for ax, run, figures in zip(axes_list, runs, results, strict=True):
+        _connections(ax, run)
+        _speech(ax, run, figures)
+        for start, stop in run.ear.spans:
+            _bar(ax, "answer heard", start, stop, facecolor=_HEARD)
+        _moves(ax, run, figures)
+        ax.set_yticks(list(_Y.values()), list(_Y.keys()), fontsize=8)
+        ax.set_ylim(-0.7, len(_LANES) - 0.3)
+        ax.set_xlim(0, end)
+        verdict = "lost nothing" if not figures.lost_anything else "LOST SOMETHING"
+        ax.set_title(
+            f"{figures.title}: {verdict}",
+            loc="left",
+            fontsize=10,
+            color="#2e7d32" if not figures.lost_anything else _LOST,
+        )
+        ax.grid(axis="x", alpha=0.3)
+    axes_list[-1].set_xlabel("seconds since the call started")
+    legend = [
+        Patch(facecolor=_RESUMED, label="connection (resumed session)"),
+        Patch(facecolor=_NEW, label="connection (new session)"),
+        Patch(facecolor=_SETUP, hatch="//", label="connection setting up"),
+        Patch(facecolor=_SPEECH, label="user speech"),
+        Patch(facecolor=_LOST, alpha=0.55, label="user audio lost"),
+        Patch(facecolor=_HEARD, label="answer audio heard"),
+        Line2D([], [], marker="v", color="#ef6c00", ls="", label="goAway"),
+        Line2D([], [], marker="X", color=_LOST, ls="", label="drop"),
+        Line2D([], [], marker="x", color=_LOST, ls="", label="refused attempt"),
+        Line2D([], [], marker="o", color=_LOST, ls="", label="loss (cut, unanswered, ended)"),
+        Line2D([], [], marker="*", color="#6a1b9a", ls="", label="error to the app"),
+    ]
+    fig.legend(handles=legend, loc="lower center", ncol=6, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
