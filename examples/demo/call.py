@@ -22,16 +22,16 @@ from realtime_resumption.emulator.ledger import SessionRecord
 from realtime_resumption.transport import ContentTurn, ToolResult
 
 INSTRUCTIONS = "You are a friendly assistant on a phone call."
-WEATHER_CITY = "paris"
 
 # Bytes of an answer-chunk header less one: a header split between two played pieces is
 # found by searching the end of the previous piece with the next one.
 _HEADER_CARRY = 51
 
 
-def weather(city: str) -> dict[str, str]:
-    """The one tool every stack declares (``get_weather``); the emulator calls it by name."""
-    return {"city": city, "forecast": "sunny, 21 °C"}
+def weather(city: str | None) -> dict[str, str]:
+    """The one tool every stack declares (``get_weather``). The emulator calls it by name,
+    with no arguments."""
+    return {"city": city or "Paris", "forecast": "sunny, 21 °C"}
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class Question:
 
 
 HELLO = Question(("hello", "there"), "at_rest")
-WEATHER_Q = Question(("what", "is", "the", "get_weather", "in", WEATHER_CITY), "tool")
+WEATHER_Q = Question(("what", "is", "the", "get_weather", "in", "paris"), "tool")
 STORY = Question(("tell", "me", "a", "long", "story"), "go_away")
 DURING_MOVE = Question(("and", "what", "about", "tomorrow"), "during_move")
 AFTER_MOVE = Question(("how", "about", "lisbon"), "after_move")
@@ -91,7 +91,7 @@ class AudioSink(Protocol):
         """Take one 20 ms chunk of 16 kHz PCM16 mono."""
 
 
-class _Microphone:
+class Microphone:
     """``ScriptedCaller``'s transport side, reduced to the one thing a framework input takes.
 
     The caller never types nor answers tools here: the stack under test runs its own tool.
@@ -350,7 +350,7 @@ class Conductor:
         if not connected:
             self.mark("loss", "never connected")
             return
-        async with ScriptedCaller(_Microphone(stack), turn_silence=0.0) as caller:
+        async with ScriptedCaller(Microphone(stack), turn_silence=0.0) as caller:
             self._caller = caller
             caller.start_microphone()
             # A greeting, if the stack makes one, plays out before the first question.

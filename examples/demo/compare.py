@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from .call import Plan
-from .display import LiveView, comparison_table
+from .display import LiveView, comparison_table, markdown_table
 from .figures import Figures, figures
 from .run import run_lanes
 from .stacks import Lane
@@ -26,6 +26,7 @@ async def compare(lanes: Sequence[Lane], plan: Plan, out: Path) -> int:
     report = out / "report.json"
     picture = out / "timeline.png"
     write_report(results, plan, report)
+    (out / "table.md").write_text(markdown_table(results) + "\n")
     draw(runs, results, picture)
     console.print(f"report:   {report}")
     console.print(f"timeline: {picture}")

@@ -23,18 +23,21 @@ def all_lanes() -> list[Lane]:
             "pipecat-stock",
             "Pipecat (stock)",
             False,
+            "pipecat",
             lambda ctx: PipecatStack(ctx, StockGeminiLive),
         ),
         Lane(
             "livekit-stock",
             "LiveKit (stock)",
             False,
+            "livekit",
             lambda ctx: LiveKitStack(ctx, StockRealtimeModel),
         ),
         Lane(
             "transport",
             "ours: transport alone",
             True,
+            None,
             TransportStack,
         ),
     ]

@@ -19,7 +19,7 @@ from livekit.agents.voice.events import CloseEvent, CloseReason, ErrorEvent
 
 from .call import INSTRUCTIONS, weather
 from .playback import ANSWER_RATE, RealtimePlayer
-from .stacks import StackContext
+from .stacks import EMULATOR_KEY, StackContext
 
 _USER_RATE = 16_000
 
@@ -87,7 +87,7 @@ class _Assistant(Agent):
         super().__init__(instructions=INSTRUCTIONS)
 
     @function_tool
-    async def get_weather(self, city: str) -> dict[str, str]:
+    async def get_weather(self, city: str | None = None) -> dict[str, str]:
         """The weather in a city."""
         # A tool takes a moment, as a real lookup would.
         await asyncio.sleep(0.2)
@@ -99,7 +99,7 @@ class LiveKitStack:
 
     def __init__(self, ctx: StackContext, model_cls: Any) -> None:
         self._ctx = ctx
-        self._model = model_cls(api_key="emulator-key", http_options=ctx.emulator.http_options())
+        self._model = model_cls(api_key=EMULATOR_KEY, http_options=ctx.http_options)
         # The simulated caller has no echo to cancel: no AEC warm-up muting its microphone.
         self._session: AgentSession[None] = AgentSession(llm=self._model, aec_warmup_duration=None)
         self._microphone = _Microphone()

@@ -33,7 +33,7 @@ from pipecat.workers.runner import WorkerRunner
 
 from .call import INSTRUCTIONS, Ear, weather
 from .playback import ANSWER_RATE
-from .stacks import StackContext
+from .stacks import EMULATOR_KEY, StackContext
 
 _USER_RATE = 16_000
 _STOP_TIMEOUT = 10.0
@@ -108,10 +108,10 @@ class PipecatStack:
         self._input = _MicrophoneInput(params)
         output = _Loudspeaker(params, ctx.ear)
         self._llm = service_cls(
-            api_key="emulator-key",
+            api_key=EMULATOR_KEY,
             settings=service_cls.Settings(system_instruction=INSTRUCTIONS),
             tools=_WEATHER_TOOLS,
-            http_options=ctx.emulator.http_options(),
+            http_options=ctx.http_options,
         )
         self._llm.register_function("get_weather", _get_weather)
         context = LLMContext()
@@ -173,7 +173,7 @@ _WEATHER_TOOLS = ToolsSchema(
             name="get_weather",
             description="The weather in a city.",
             properties={"city": {"type": "string"}},
-            required=["city"],
+            required=[],
         )
     ]
 )
@@ -183,4 +183,4 @@ async def _get_weather(params: FunctionCallParams) -> None:
     # A tool takes a moment, as a real lookup would.
     await asyncio.sleep(0.2)
     city = params.arguments.get("city")
-    await params.result_callback(weather(city if isinstance(city, str) else "somewhere"))
+    await params.result_callback(weather(city if isinstance(city, str) else None))

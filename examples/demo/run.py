@@ -52,7 +52,8 @@ async def run_lane(
     ear = Ear(clock)
     record = CallRecord()
     conductor = Conductor(emulator, clock, plan, record, ear, on_mark)
-    stack = lane.factory(StackContext(emulator, ear, record, clock, conductor.mark))
+    context = StackContext(emulator.http_options(), ear, record, clock, conductor.mark)
+    stack = lane.factory(context)
     try:
         await stack.start()
         await conductor.run(stack)

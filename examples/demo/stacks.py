@@ -9,14 +9,12 @@ Each stack is built the way its own examples build it; only the google-genai
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from google.genai import types
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.transport import ToolCall, ToolResult
 
@@ -39,9 +37,10 @@ class Stack(Protocol):
 
 @dataclass(frozen=True)
 class StackContext:
-    """What a stack is given: its emulator, the caller's ear and the call's record."""
+    """What a stack is given: the SDK options that reach its emulator, the caller's ear and
+    the call's record."""
 
-    emulator: Emulator
+    http_options: types.HttpOptions
     ear: Ear
     record: CallRecord
     clock: Callable[[], float]
@@ -61,14 +60,19 @@ class StackContext:
 
 StackFactory = Callable[[StackContext], Stack]
 
+EMULATOR_KEY = "emulator-key"
+"""The emulator takes any key; the stacks need one to build their client."""
+
 
 @dataclass(frozen=True)
 class Lane:
-    """One row of the comparison: a stack, its label, and whether it is ours."""
+    """One column of the comparison: a stack, its label, and whether it is ours."""
 
     key: str
     title: str
     ours: bool
+    framework: str | None
+    """``pipecat`` or ``livekit``; None for the transport driven with no framework."""
     factory: StackFactory
 
 
@@ -81,11 +85,9 @@ WEATHER_DECLARATION = types.FunctionDeclaration(
 )
 
 
-def _city(arguments: str | dict[str, Any] | None) -> str:
-    if isinstance(arguments, str):
-        arguments = json.loads(arguments or "{}")
-    city = (arguments or {}).get("city")
-    return city if isinstance(city, str) else "somewhere"
+def _city(arguments: dict[str, Any]) -> str | None:
+    city = arguments.get("city")
+    return city if isinstance(city, str) else None
 
 
 class TransportStack:
@@ -97,7 +99,8 @@ class TransportStack:
     def __init__(self, ctx: StackContext) -> None:
         self._ctx = ctx
         self._transport = GeminiLiveTransport(
-            client=ctx.emulator.client(),
+            api_key=EMULATOR_KEY,
+            http_options=ctx.http_options,
             tools=[WEATHER_DECLARATION],
             system_instruction=INSTRUCTIONS,
         )

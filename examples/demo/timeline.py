@@ -15,6 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from .call import DURING_MOVE
 from .figures import Figures
 from .run import LaneRun
 
@@ -74,29 +75,58 @@ def _moves(ax: Axes, run: LaneRun, figures: Figures) -> None:
         ax.plot(move.at, y, marker, color="#ef6c00" if move.cause == "goAway" else _LOST, ms=10)
         if move.recovered_at is not None:
             ax.annotate(
-                f"{move.input_stall:.2f} s stall",
-                (move.at, y + 0.32),
+                f"input stalled {move.input_stall:.2f} s",
+                (move.at, y + 0.33),
                 fontsize=7,
                 color=_LOST if move.input_stall > 0.2 else "#2e7d32",
             )
     for mark in run.record.marks:
         if mark.kind == "loss":
             ax.plot(mark.at, y, "o", color=_LOST, ms=6)
+            label = _loss_label(mark.text)
+            ax.annotate(label, (mark.at, y - 0.5), fontsize=7, color=_LOST, ha="center")
         elif mark.kind == "error":
             ax.plot(mark.at, y, "*", color="#6a1b9a", ms=9)
-        elif mark.kind == "ask" and "tomorrow" in mark.text:
+        elif mark.kind == "ask" and mark.text == " ".join(DURING_MOVE.words):
             delay = figures.move_question_delay
-            text = "answered after never" if delay is None else f"answered after {delay:.2f} s"
+            text = "never answered" if delay is None else f"answered after {delay:.2f} s"
+            slow = delay is None or delay > 1.5 * _at_rest(figures)
             ax.annotate(
-                f"question during the move\n{text}",
-                (mark.at, _Y["user speech"] + 0.35),
+                f"question during the move: {text}",
+                (mark.at, _Y["user speech"] + 0.33),
                 fontsize=7,
+                color=_LOST if slow else "black",
             )
-    if run.record.closed is not None:
-        closed_at = max(
-            (m.at for m in run.record.marks if m.text.startswith("call ended")), default=0.0
-        )
-        ax.annotate("call ended", (closed_at, y - 0.45), fontsize=7, color=_LOST)
+
+
+def _at_rest(figures: Figures) -> float:
+    return figures.at_rest_delay if figures.at_rest_delay is not None else 1.0
+
+
+def _loss_label(text: str) -> str:
+    if text.startswith("no answer"):
+        return "unanswered"
+    if text.startswith("call ended"):
+        return "call ended"
+    if text.endswith("cut"):
+        return "answer cut"
+    return text[:20]
+
+
+def verdict(figures: Figures) -> str:
+    """What the call lost, in a few words."""
+    losses = []
+    if figures.answers_cut:
+        losses.append(f"{figures.answers_cut} answer(s) cut")
+    if figures.user_audio_lost:
+        losses.append(f"{figures.user_audio_lost:.1f} s of user audio")
+    if figures.tool_calls_stranded:
+        losses.append(f"{figures.tool_calls_stranded} tool call(s) stranded")
+    if figures.answered < figures.questions:
+        losses.append(f"{figures.questions - figures.answered} question(s) unanswered")
+    if not figures.survived:
+        losses.append("the session died")
+    return "lost " + ", ".join(losses) if losses else "lost nothing"
 
 
 def draw(runs: Sequence[LaneRun], results: Sequence[Figures], path: Path) -> None:
@@ -113,9 +143,8 @@ def draw(runs: Sequence[LaneRun], results: Sequence[Figures], path: Path) -> Non
         ax.set_yticks(list(_Y.values()), list(_Y.keys()), fontsize=8)
         ax.set_ylim(-0.7, len(_LANES) - 0.3)
         ax.set_xlim(0, end)
-        verdict = "lost nothing" if not figures.lost_anything else "LOST SOMETHING"
         ax.set_title(
-            f"{figures.title}: {verdict}",
+            f"{figures.title}: {verdict(figures)}",
             loc="left",
             fontsize=10,
             color="#2e7d32" if not figures.lost_anything else _LOST,

@@ -1,0 +1,131 @@
+"""Client CPU per second of call, for each stack of ``make demo`` on the same script.
+
+Each stack runs the same call in turn: a caller streaming 20 ms microphone chunks in real
+time, a question every few seconds (one of them calls the tool), its answers played in real
+time, and the emulator rotating the connection (goAway with notice) twice. The emulator runs
+in a process of its own (``python -m realtime_resumption.emulator``), so the figure is this
+process's CPU time alone (``time.process_time``: every thread, a framework's native ones
+included) over the call's wall time. Printed, not asserted; ours over stock should be <= 1.0x.
+
+    .venv/bin/python tests/benchmarks/bench_stacks.py [--seconds 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import ssl
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from google.genai import types
+from loguru import logger
+
+# The demo's stacks live in examples/ at the repository root (not an installed package).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from examples.demo.call import FINAL, HELLO, WEATHER_Q, CallRecord, Ear, Microphone
+from examples.demo.lanes import all_lanes
+from examples.demo.stacks import Lane, StackContext
+from realtime_resumption.emulator.caller import ScriptedCaller
+
+ROTATE_EVERY = 15.0
+NOTICE = 5.0
+ASK_EVERY = 4.0
+SETTLE = 2.0
+"""Seconds after the stack starts before the measured call begins (connect, greeting)."""
+
+
+@contextlib.asynccontextmanager
+async def emulator_process() -> AsyncIterator[types.HttpOptions]:
+    """The emulator in a child process, rotating connections; yields the SDK options."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "realtime_resumption.emulator",
+        "--rotate-every",
+        str(ROTATE_EVERY),
+        "--notice",
+        str(NOTICE),
+        "--answer-chunks",
+        "50",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    try:
+        async with asyncio.timeout(30):
+            base_url = (await process.stdout.readline()).decode().split()[-1]
+            ca_file = (await process.stdout.readline()).decode().split()[-1]
+        context = ssl.create_default_context(cafile=ca_file)
+        yield types.HttpOptions(base_url=base_url, async_client_args={"ssl": context})
+    finally:
+        process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), 10)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+
+async def measure(lane: Lane, http_options: types.HttpOptions, seconds: float) -> float:
+    """CPU seconds per second of call on ``lane``'s stack."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+
+    def clock() -> float:
+        return loop.time() - started
+
+    record = CallRecord()
+    context = StackContext(http_options, Ear(clock), record, clock, lambda kind, text: None)
+    stack = lane.factory(context)
+    questions = (HELLO, WEATHER_Q, FINAL)
+    try:
+        await stack.start()
+        async with ScriptedCaller(Microphone(stack), turn_silence=0.0) as caller:
+            caller.start_microphone()
+            await asyncio.sleep(SETTLE)
+            cpu, wall = time.process_time(), loop.time()
+            asked = 0
+            while loop.time() - wall < seconds:
+                question = questions[asked % len(questions)]
+                caller.say(question.words, speech_chunks=40)
+                asked += 1
+                await asyncio.sleep(ASK_EVERY)
+            cpu, wall = time.process_time() - cpu, loop.time() - wall
+            await caller.stop_microphone()
+    finally:
+        await stack.stop()
+    if record.errors or record.closed:
+        print(f"  {lane.title}: {len(record.errors)} error(s), closed: {record.closed}")
+    return cpu / wall
+
+
+async def main(seconds: float) -> None:
+    lanes = all_lanes()
+    results: dict[str, float] = {}
+    for lane in lanes:
+        async with emulator_process() as http_options:
+            results[lane.key] = await measure(lane, http_options, seconds)
+        print(f"{lane.title:40} {results[lane.key] * 1000:7.1f} ms CPU per s of call", flush=True)
+    print()
+    for lane in (lane for lane in lanes if lane.ours):
+        stock = [o for o in lanes if not o.ours and lane.framework in (None, o.framework)]
+        for other in stock:
+            ratio = results[lane.key] / results[other.key]
+            print(f"{lane.title} / {other.title}: {ratio:.2f}x (goal <= 1.0x)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=40.0, help="measured call length")
+    args = parser.parse_args()
+    logger.remove()
+    logger.add(sys.stderr, level=os.environ.get("LOGURU_LEVEL", "ERROR"))
+    logging.basicConfig(level=logging.ERROR)
+    asyncio.run(main(args.seconds))
