@@ -2,8 +2,8 @@
 
 Every stack gets the same scripted call on its own bundled emulator: a caller streaming 20 ms
 audio in real time and asking questions, one tool call, a goAway in the middle of an answer, a
-replacement connection that takes 4 s to set up, a question asked during that move, an abrupt
-drop, and a refused attempt to come back. The stacks run side by side; a live view shows each
+question asked during the move to the replacement connection, an abrupt drop, and a refused
+attempt to come back. The stacks run side by side; a live view shows each
 one's moves and losses as they happen, then one table compares them. ``demo-out/report.json``
 holds every figure and ``demo-out/timeline.png`` draws each call on one time axis. The exit
 status is non-zero if one of our stacks lost anything.
@@ -67,6 +67,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="comma-separated lane keys to run (default: all); see --list",
     )
     parser.add_argument("--list", action="store_true", help="list the lanes and exit")
+    parser.add_argument(
+        "--readme",
+        action="store_true",
+        help="also put the table and the picture into README.md (run from the repository root)",
+    )
     args = parser.parse_args(argv)
     if args.live and not os.environ.get("GOOGLE_API_KEY"):
         parser.error("--live needs GOOGLE_API_KEY set to a Gemini API key")
@@ -106,4 +111,4 @@ def main(argv: Sequence[str] | None = None, *, plan: Plan | None = None) -> int:
         lanes = [lane for lane in lanes if lane.key in wanted]
     from .compare import compare
 
-    return asyncio.run(compare(lanes, plan or Plan(), out))
+    return asyncio.run(compare(lanes, plan or Plan(), out, readme=args.readme))

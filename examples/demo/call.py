@@ -314,6 +314,7 @@ class Conductor:
     async def _watch(self) -> None:
         """Marks what the ledger shows as it happens: attempts, goAways, closes, cut answers."""
         noted: set[tuple[str, ...]] = set()
+        scanned: dict[tuple[str, str], int] = {}
 
         def note(key: tuple[str, ...], kind: str, text: str) -> None:
             if key not in noted:
@@ -333,8 +334,12 @@ class Conductor:
                         note((*key, "up"), "connect", f"connection {c.index} up ({how})")
                     elif c.refused is not None:
                         note((*key, "refused"), "refused", f"connection refused ({c.refused})")
-                    if any(m.kind == "go_away" and m.delivered for m in c.server_messages):
-                        note((*key, "go_away"), "go_away", "goAway")
+                    # Only the messages not looked at yet: a connection sends thousands.
+                    seen = scanned.get(key, 0)
+                    scanned[key] = len(c.server_messages)
+                    for m in c.server_messages[seen:]:
+                        if m.kind == "go_away":
+                            note((*key, "go_away"), "go_away", "goAway")
                     if c.closed_at is not None:
                         note(
                             (*key, "closed"), "close", f"connection {c.index} closed {c.close_code}"

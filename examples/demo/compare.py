@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,9 +16,16 @@ from .run import run_lanes
 from .stacks import Lane
 from .timeline import draw
 
+README = Path("README.md")
+README_PICTURE = Path("examples/demo/timeline.png")
+_TABLE_START, _TABLE_END = "<!-- demo table: start -->", "<!-- demo table: end -->"
 
-async def compare(lanes: Sequence[Lane], plan: Plan, out: Path) -> int:
-    """The call on every lane, concurrently; 1 if one of ours lost anything."""
+
+async def compare(lanes: Sequence[Lane], plan: Plan, out: Path, *, readme: bool = False) -> int:
+    """The call on every lane, concurrently; 1 if one of ours lost anything.
+
+    With ``readme``, the table and the picture also go into the README.
+    """
     console = Console()
     with LiveView(lanes, console) as view:
         runs = await run_lanes(lanes, plan, lambda lane: view.listener(lane.key))
@@ -31,6 +39,9 @@ async def compare(lanes: Sequence[Lane], plan: Plan, out: Path) -> int:
     console.print(f"report:   {report}")
     console.print(f"timeline: {picture}")
     console.print(f"log:      {out / 'demo.log'}")
+    if readme:
+        update_readme(markdown_table(results), picture)
+        console.print(f"README:   {README} and {README_PICTURE}")
     lost = [f.title for f in results if f.ours and f.lost_anything]
     if lost:
         console.print(f"[bold red]ours lost something: {', '.join(lost)}[/]")
@@ -47,3 +58,11 @@ def write_report(results: Sequence[Figures], plan: Plan, path: Path) -> None:
         "stacks": {f.key: f.to_json() for f in results},
     }
     path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def update_readme(table: str, picture: Path) -> None:
+    """Put ``table`` between the README's demo-table markers and ``picture`` beside it."""
+    text = README.read_text()
+    start, end = text.index(_TABLE_START) + len(_TABLE_START), text.index(_TABLE_END)
+    README.write_text(f"{text[:start]}\n{table}\n{text[end:]}")
+    shutil.copyfile(picture, README_PICTURE)

@@ -75,7 +75,7 @@ class LiveView:
 
     def _render(self) -> Table:
         table = Table(title="One call, four stacks (live)", expand=True, show_lines=True)
-        table.add_column("stack", no_wrap=True, ratio=3)
+        table.add_column("stack", ratio=4)
         table.add_column("reconnects", justify="right", ratio=1)
         table.add_column("losses", justify="right", ratio=1)
         table.add_column("errors", justify="right", ratio=1)
@@ -108,6 +108,10 @@ ROWS: tuple[tuple[str, Callable[[Figures], str]], ...] = (
             f"{f.user_audio_lost:.2f}"
             + (f" ({f.user_speech_lost:.2f} speech)" if f.user_speech_lost else "")
         ),
+    ),
+    (
+        "user audio lost per move (s)",
+        lambda f: ", ".join(f"{m.audio_lost:.2f}" for m in f.moves) or "-",
     ),
     ("answer audio heard twice (s)", lambda f: f"{f.answer_audio_heard_twice:.2f}"),
     ("user audio taken in twice (s)", lambda f: f"{f.user_audio_heard_twice:.2f}"),

@@ -36,6 +36,9 @@ class Move:
     """The new connection resumed the session (its context kept)."""
     input_stall: float
     """Longest the service went without user audio around the switch (seconds)."""
+    audio_lost: float
+    """Seconds of microphone audio lost that were sent after the previous move recovered
+    (or the call began) and before this one did (or the call ended)."""
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ def _audio_arrivals(conn: ConnectionRecord) -> list[float]:
     return [m.time for m in conn.client_messages if m.audio_seqs]
 
 
-def _moves(run: LaneRun) -> list[Move]:
+def _moves(run: LaneRun, lost_at: list[float]) -> list[Move]:
     conns = _connections(run)
     arrivals = sorted((t, id(c)) for _, c in conns for t in _audio_arrivals(c))
     faults: list[tuple[str, float]] = []
@@ -185,6 +188,7 @@ def _moves(run: LaneRun) -> list[Move]:
     faults += [("drop", mark.at) for mark in run.record.marks if mark.kind == "drop"]
     faults.sort(key=lambda f: f[1])
     moves = []
+    since = 0.0
     for i, (cause, at) in enumerate(faults):
         until = faults[i + 1][1] if i + 1 < len(faults) else run.duration
         replacement = min(
@@ -196,16 +200,19 @@ def _moves(run: LaneRun) -> list[Move]:
             key=lambda c: c.setup_at or 0.0,
             default=None,
         )
-        stall = _stall(arrivals, replacement, until)
+        recovered = replacement.setup_at if replacement is not None else None
+        upto = recovered if recovered is not None and i + 1 < len(faults) else run.duration
         moves.append(
             Move(
                 cause=cause,
                 at=at,
-                recovered_at=replacement.setup_at if replacement else None,
+                recovered_at=recovered,
                 resumed=replacement is not None and replacement.resumed_from is not None,
-                input_stall=stall,
+                input_stall=_stall(arrivals, replacement, until),
+                audio_lost=sum(1 for t in lost_at if since <= t < upto) * _MIC_CHUNK,
             )
         )
+        since = upto
     return moves
 
 
@@ -257,7 +264,7 @@ def figures(run: LaneRun) -> Figures:
         tool_calls_stranded=stranded,
         tool_results_resent=resent,
         survived=survived,
-        moves=tuple(_moves(run)),
+        moves=tuple(_moves(run, [a.at - run.origin for a in lost])),
         move_question_delay=_delay(by_question.get(DURING_MOVE)),
         at_rest_delay=_delay(by_question.get(AFTER_MOVE)),
         errors=tuple(text for _, text in run.record.errors),

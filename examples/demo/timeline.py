@@ -113,20 +113,24 @@ def _loss_label(text: str) -> str:
     return text[:20]
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
+
 def verdict(figures: Figures) -> str:
     """What the call lost, in a few words."""
     losses = []
     if figures.answers_cut:
-        losses.append(f"{figures.answers_cut} answer(s) cut")
+        losses.append(f"{_count(figures.answers_cut, 'answer')} cut")
     if figures.user_audio_lost:
-        losses.append(f"{figures.user_audio_lost:.1f} s of user audio")
+        losses.append(f"{figures.user_audio_lost:.1f} s of user audio lost")
     if figures.tool_calls_stranded:
-        losses.append(f"{figures.tool_calls_stranded} tool call(s) stranded")
+        losses.append(f"{_count(figures.tool_calls_stranded, 'tool call')} stranded")
     if figures.answered < figures.questions:
-        losses.append(f"{figures.questions - figures.answered} question(s) unanswered")
+        losses.append(f"{_count(figures.questions - figures.answered, 'question')} unanswered")
     if not figures.survived:
         losses.append("the session died")
-    return "lost " + ", ".join(losses) if losses else "lost nothing"
+    return ", ".join(losses) if losses else "nothing lost"
 
 
 def draw(runs: Sequence[LaneRun], results: Sequence[Figures], path: Path) -> None:
