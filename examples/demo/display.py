@@ -74,11 +74,12 @@ class LiveView:
         return on_mark
 
     def _render(self) -> Table:
-        table = Table(title="One call, four stacks (live)", expand=True, show_lines=True)
+        title = f"One call, {len(self._states)} stacks (live)"
+        table = Table(title=title, expand=True, show_lines=True)
         table.add_column("stack", ratio=4)
-        table.add_column("reconnects", justify="right", ratio=1)
-        table.add_column("losses", justify="right", ratio=1)
-        table.add_column("errors", justify="right", ratio=1)
+        table.add_column("moves", justify="right", min_width=5)
+        table.add_column("losses", justify="right", min_width=6)
+        table.add_column("errors", justify="right", min_width=6)
         table.add_column("latest", ratio=8)
         for state in self._states.values():
             latest = Text()
