@@ -20,7 +20,7 @@ from rich.table import Table
 
 from realtime_resumption.emulator.caller import ScriptedCaller
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.transport import GenerationEndReason
+from realtime_resumption.transport import GenerationEndReason, TransportError
 
 from .call import INSTRUCTIONS
 from .stacks import WEATHER_DECLARATION
@@ -51,7 +51,10 @@ async def run_live(seconds: float, console: Console) -> dict[str, Any]:
     asked = answered = 0
     loop = asyncio.get_running_loop()
     async with ScriptedCaller(transport) as caller:
-        await transport.connect()
+        try:
+            await transport.connect()
+        except TransportError as error:
+            raise SystemExit(f"could not open a Gemini Live session: {error}") from None
         caller.start_microphone()
         stop_at = loop.time() + seconds
         for question in itertools.cycle(_QUESTIONS):
