@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from realtime_resumption.emulator.caller import SentAudio
 from realtime_resumption.emulator.ledger import ConnectionRecord, SessionRecord
 
 from .call import AFTER_MOVE, DURING_MOVE, FINAL, Asked, Heard
@@ -20,6 +21,9 @@ _MIC_CHUNK = 0.02
 # The ledger stamps a delivery once written; the ear's clock starts a moment after the
 # emulator's: a chunk can be heard a few milliseconds "before" its delivery was stamped.
 _CLOCK_SLACK = 0.25
+# A framework may hold the last partial chunk of its input when the call hangs up (LiveKit
+# sends 50 ms chunks): the microphone's last moments are not counted as lost.
+_HANG_UP = 0.2
 
 
 @dataclass(frozen=True)
@@ -236,11 +240,18 @@ def _delay(asked: Asked | None) -> float | None:
     return asked.first_heard_at - asked.spoken_at
 
 
+def lost_audio(run: LaneRun) -> list[SentAudio]:
+    """Microphone chunks the service never kept (the hang-up's last moments aside)."""
+    kept = {seq for s in run.ledger.sessions.values() for seq in s.audio_consumed}
+    sent = run.microphone.audio
+    hang_up = sent[-1].at - _HANG_UP if sent else 0.0
+    return [a for a in sent if a.seq not in kept and a.at <= hang_up]
+
+
 def figures(run: LaneRun) -> Figures:
     """The figures of ``run``."""
     cut, heard_twice = _answers(run)
-    kept = {seq for s in run.ledger.sessions.values() for seq in s.audio_consumed}
-    lost = [a for a in run.microphone.audio if a.seq not in kept]
+    lost = lost_audio(run)
     duplicated = sum(
         n - 1
         for s in run.ledger.sessions.values()

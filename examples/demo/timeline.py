@@ -16,7 +16,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from .call import DURING_MOVE
-from .figures import Figures
+from .figures import Figures, lost_audio
 from .run import LaneRun
 
 _LANES = ("connections", "user speech", "answer heard", "moves & losses")
@@ -26,19 +26,39 @@ _RESUMED, _NEW, _SETUP = "#2e7d32", "#1565c0", "#bdbdbd"
 _SPEECH, _HEARD, _LOST = "#00838f", "#6a1b9a", "#d32f2f"
 
 
-def _bar(ax: Axes, lane: str, start: float, end: float, **style: object) -> None:
-    ax.broken_barh([(start, max(end - start, 0.02))], (_Y[lane] - _H / 2, _H), **style)
+def _bar(
+    ax: Axes, lane: str, start: float, end: float, *, row: int | None = None, **style: object
+) -> None:
+    """A bar on ``lane``; ``row`` 0 or 1 puts it in the lower or upper half of the lane."""
+    if row is None:
+        bottom, height = _Y[lane] - _H / 2, _H
+    else:
+        bottom, height = _Y[lane] - _H / 2 + row * _H / 2, _H / 2
+    ax.broken_barh([(start, max(end - start, 0.02))], (bottom, height), **style)
 
 
 def _connections(ax: Axes, run: LaneRun) -> None:
+    # Consecutive connections alternate between two rows, so an overlap (the replacement
+    # setting up while the incumbent still serves) shows as such.
     for session in run.ledger.sessions.values():
         for c in session.connections:
+            row = c.index % 2
             end = c.closed_at if c.closed_at is not None else run.duration
             if c.setup_at is not None and c.setup_at > c.opened_at + 0.05:
-                _bar(ax, "connections", c.opened_at, c.setup_at, facecolor=_SETUP, hatch="//")
+                _bar(
+                    ax,
+                    "connections",
+                    c.opened_at,
+                    c.setup_at,
+                    row=row,
+                    facecolor=_SETUP,
+                    hatch="//",
+                )
             if c.established and c.setup_at is not None:
                 color = _RESUMED if c.resumed_from is not None else _NEW
-                _bar(ax, "connections", c.setup_at, end, facecolor=color, edgecolor="white")
+                _bar(
+                    ax, "connections", c.setup_at, end, row=row, facecolor=color, edgecolor="white"
+                )
             elif c.refused is not None:
                 ax.plot(c.opened_at, _Y["connections"], "x", color=_LOST, ms=9, mew=2)
     for attempt in run.ledger.attempts:
@@ -52,8 +72,7 @@ def _speech(ax: Axes, run: LaneRun, figures: Figures) -> None:
         if u.started_at is not None:
             end = u.finished_at if u.finished_at is not None else u.started_at
             _bar(ax, "user speech", u.started_at - origin, end - origin, facecolor=_SPEECH)
-    kept = {seq for s in run.ledger.sessions.values() for seq in s.audio_consumed}
-    lost = [a.at - origin for a in run.microphone.audio if a.seq not in kept]
+    lost = [a.at - origin for a in lost_audio(run)]
     for start, end in _runs(lost, 0.05):
         _bar(ax, "user speech", start, end + 0.02, facecolor=_LOST, alpha=0.55)
 
