@@ -23,6 +23,10 @@ from realtime_resumption.transport import ContentTurn, ToolResult
 
 INSTRUCTIONS = "You are a friendly assistant on a phone call."
 
+MIC_CHUNK = 0.02
+"""Seconds of audio in each microphone chunk."""
+# Audio younger than this may still be on its way: not counted as lost while the call runs.
+_LOSS_HORIZON = 1.5
 # Bytes of an answer-chunk header less one: a header split between two played pieces is
 # found by searching the end of the previous piece with the next one.
 _HEADER_CARRY = 51
@@ -160,6 +164,8 @@ class Mark:
     at: float
     kind: str
     text: str
+    value: float | None = None
+    """``lost_audio``: seconds of user audio lost so far."""
 
 
 @dataclass
@@ -224,9 +230,9 @@ class Conductor:
         """What the microphone sent (empty if the call never started)."""
         return self._caller.record if self._caller is not None else CallerRecord()
 
-    def mark(self, kind: str, text: str) -> None:
+    def mark(self, kind: str, text: str, value: float | None = None) -> None:
         """Note something for the display and the picture."""
-        mark = Mark(self._clock(), kind, text)
+        mark = Mark(self._clock(), kind, text, value)
         self.record.marks.append(mark)
         self._on_mark(mark)
 
@@ -283,7 +289,7 @@ class Conductor:
     async def ask(self, question: Question, *, wait: bool = True) -> Asked:
         """Say ``question``; with ``wait``, wait until its answer was heard and is over."""
         plan = self._plan
-        chunks = max(len(question.words), round(plan.speech / 0.02))
+        chunks = max(len(question.words), round(plan.speech / MIC_CHUNK))
         utterance = self.caller.say(question.words, speech_chunks=chunks)
         asked = Asked(question, utterance)
         self.record.asked.append(asked)
@@ -315,6 +321,7 @@ class Conductor:
         """Marks what the ledger shows as it happens: attempts, goAways, closes, cut answers."""
         noted: set[tuple[str, ...]] = set()
         scanned: dict[tuple[str, str], int] = {}
+        reported = 0.0
 
         def note(key: tuple[str, ...], kind: str, text: str) -> None:
             if key not in noted:
@@ -347,7 +354,20 @@ class Conductor:
                 for t in session.turns.values():
                     if t.outcome == "cut":
                         note((sid, "cut", str(t.turn)), "loss", f"answer {t.turn} cut")
+            lost = self._audio_lost_so_far()
+            if lost > reported:
+                reported = lost
+                self.mark("lost_audio", f"{lost:.2f} s of user audio lost so far", lost)
             await asyncio.sleep(0.05)
+
+    def _audio_lost_so_far(self) -> float:
+        """Seconds of microphone audio sent over a second ago that no session holds."""
+        if self._caller is None:
+            return 0.0
+        kept = {seq for s in self._sessions() for seq in s.audio_consumed}
+        horizon = asyncio.get_running_loop().time() - _LOSS_HORIZON
+        sent = self._caller.record.audio
+        return sum(1 for a in sent if a.at < horizon and a.seq not in kept) * MIC_CHUNK
 
     async def _script(self, stack: StackIO) -> None:
         plan, faults = self._plan, self._emu.faults

@@ -35,6 +35,7 @@ class _LaneState:
     recent: deque[Mark] = field(default_factory=lambda: deque(maxlen=_RECENT))
     moves: int = 0
     losses: int = 0
+    audio_lost: float = 0.0
     errors: int = 0
 
 
@@ -58,6 +59,10 @@ class LiveView:
         state = self._states[key]
 
         def on_mark(mark: Mark) -> None:
+            if mark.kind == "lost_audio":
+                state.audio_lost = mark.value or 0.0
+                self._live.update(self._render())
+                return
             state.recent.append(mark)
             if (
                 mark.kind == "connect"
@@ -79,6 +84,7 @@ class LiveView:
         table.add_column("stack", ratio=4)
         table.add_column("moves", justify="right", min_width=5)
         table.add_column("losses", justify="right", min_width=6)
+        table.add_column("audio lost", justify="right", min_width=7)
         table.add_column("errors", justify="right", min_width=6)
         table.add_column("latest", ratio=8)
         for state in self._states.values():
@@ -91,6 +97,9 @@ class LiveView:
                 title,
                 str(state.moves),
                 Text(str(state.losses), style="bold red" if state.losses else "green"),
+                Text(
+                    f"{state.audio_lost:.1f} s", style="bold red" if state.audio_lost else "green"
+                ),
                 Text(str(state.errors), style="magenta" if state.errors else ""),
                 latest,
             )

@@ -14,10 +14,9 @@ from typing import Any
 from realtime_resumption.emulator.caller import SentAudio
 from realtime_resumption.emulator.ledger import ConnectionRecord, SessionRecord
 
-from .call import AFTER_MOVE, DURING_MOVE, FINAL, Asked, Heard
+from .call import AFTER_MOVE, DURING_MOVE, FINAL, MIC_CHUNK, Asked, Heard
 from .run import LaneRun
 
-_MIC_CHUNK = 0.02
 # The ledger stamps a delivery once written; the ear's clock starts a moment after the
 # emulator's: a chunk can be heard a few milliseconds "before" its delivery was stamped.
 _CLOCK_SLACK = 0.25
@@ -213,7 +212,7 @@ def _moves(run: LaneRun, lost_at: list[float]) -> list[Move]:
                 recovered_at=recovered,
                 resumed=replacement is not None and replacement.resumed_from is not None,
                 input_stall=_stall(arrivals, replacement, until),
-                audio_lost=sum(1 for t in lost_at if since <= t < upto) * _MIC_CHUNK,
+                audio_lost=sum(1 for t in lost_at if since <= t < upto) * MIC_CHUNK,
             )
         )
         since = upto
@@ -268,10 +267,10 @@ def figures(run: LaneRun) -> Figures:
         ours=run.lane.ours,
         answers_cut=len(cut),
         cut_turns=tuple(cut),
-        user_audio_lost=len(lost) * _MIC_CHUNK,
-        user_speech_lost=sum(1 for a in lost if a.speech) * _MIC_CHUNK,
+        user_audio_lost=len(lost) * MIC_CHUNK,
+        user_speech_lost=sum(1 for a in lost if a.speech) * MIC_CHUNK,
         answer_audio_heard_twice=heard_twice,
-        user_audio_heard_twice=duplicated * _MIC_CHUNK,
+        user_audio_heard_twice=duplicated * MIC_CHUNK,
         tool_calls_stranded=stranded,
         tool_results_resent=resent,
         survived=survived,

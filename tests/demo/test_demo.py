@@ -17,7 +17,7 @@ import pytest
 from examples import demo
 from examples.demo.call import Plan
 
-SHORT = Plan(notice=6.0, slow_setup=2.0, answer_chunks=30, answer_timeout=6.0, at_rest=False)
+SHORT = Plan(notice=6.0, slow_setup=2.0, answer_chunks=30, answer_timeout=5.0, at_rest=False)
 
 
 @pytest.fixture(scope="module")
