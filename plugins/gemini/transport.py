@@ -645,6 +645,21 @@ class GeminiLiveTransport:
         self._send(ClientMessage.audio_stream_end())
         self._rotation.user_turn()
 
+    def send_activity_start(self) -> None:
+        """The user began speaking (``activityStart``), for a ``realtime_input_config`` with
+        automatic activity detection disabled. Held and replayed across moves like any
+        input; an activity open at a move is reopened on the new connection before the
+        audio replayed to it."""
+        if self._rotation.switching:
+            self._rotation.hold_input()
+        self._send(ClientMessage.activity_start())
+        self._rotation.user_turn()
+
+    def send_activity_end(self) -> None:
+        """The user stopped speaking (``activityEnd``): the provider ends the turn."""
+        self._send(ClientMessage.activity_end())
+        self._rotation.user_turn()
+
     def clear_audio(self) -> None:
         """Nothing to clear: Gemini keeps no uncommitted input buffer a client can drop."""
 
