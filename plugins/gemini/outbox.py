@@ -585,18 +585,25 @@ class Outbox(Generic[T]):
         return replay
 
     def attach_fresh(
-        self, connection: int, now: float, *, round_trip: float | None = None
+        self,
+        connection: int,
+        now: float,
+        *,
+        round_trip: float | None = None,
+        seeded: bool = True,
     ) -> Replay:
         """``connection`` opened a fresh session (first connection, or a rebuild seeded with
         the history) and takes every write from now. Queues what came after the last
         completed turn; discards tool responses; forgets every handle (they belong to the
-        old session)."""
+        old session). ``seeded=False``: nothing seeds the session (the first connection), so
+        ``RESUMED``-scope messages are queued too."""
         self._enforce_bounds(now)
         needed: list[Entry[T]] = []
         discarded: list[Entry[T]] = []
         replayed = buffered = 0
+        scopes = (ReplayScope.SESSION,) if seeded else (ReplayScope.SESSION, ReplayScope.RESUMED)
         for entry in self._log.values():
-            if entry.seq <= self._turn_mark or entry.scope is not ReplayScope.SESSION:
+            if entry.seq <= self._turn_mark or entry.scope not in scopes:
                 continue
             if entry.kind is MessageKind.TOOL_RESPONSE:
                 discarded.append(entry)
