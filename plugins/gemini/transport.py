@@ -13,6 +13,7 @@ from google import genai
 from google.genai import types
 from loguru import logger
 
+from realtime_resumption.gemini import validation
 from realtime_resumption.gemini.config import (
     DEFAULT_MODEL,
     DEFAULT_SETUP_TIMEOUT,
@@ -641,20 +642,22 @@ class GeminiLiveTransport:
     def send_audio(
         self, audio: bytes, *, sample_rate: int = INPUT_SAMPLE_RATE, channels: int = 1
     ) -> None:
-        """Send user audio: PCM16 little-endian mono at 16 kHz. Other rates or channel counts
-        are refused (resample first); an empty chunk sends nothing."""
+        """Send user audio: PCM16 little-endian mono at 16 kHz, as a bytes-like object
+        (``TypeError`` otherwise). Other rates or channel counts are refused (resample
+        first), and so is a chunk longer than ``input_buffer`` holds (``ValueError``); an
+        empty chunk sends nothing."""
         if sample_rate != INPUT_SAMPLE_RATE or channels != 1:
             raise ValueError(
                 f"Gemini Live takes 16 kHz mono PCM16; got {sample_rate} Hz, {channels} "
                 "channel(s): resample and downmix before sending"
             )
-        if len(audio) % 2:
-            raise ValueError(f"PCM16 audio has an even number of bytes, not {len(audio)}")
-        if audio:
-            pcm = bytes(audio)
+        pcm = validation.pcm16(audio)
+        if pcm:
+            message = ClientMessage.audio(pcm)
+            self._input.admit(message)
             if self._rotation.switching and is_speech(pcm):
                 self._rotation.hold_input()
-            self._send(ClientMessage.audio(pcm))
+            self._send(message)
             self._user_turn.audio(pcm)
             if self._rotation.watching and is_speech(pcm):
                 self._rotation.user_turn()
@@ -685,6 +688,7 @@ class GeminiLiveTransport:
     def send_content(self, turns: Sequence[ContentTurn], turn_complete: bool = True) -> None:
         """Send text turns as conversation content (``client_content``). Gemini 3.x models
         refuse content after their first turn: use ``send_live_text`` with them."""
+        turns = validation.turns(turns, "send_content")
         contents = tuple(
             types.Content(role=turn.role, parts=[types.Part(text=turn.text)]) for turn in turns
         )
@@ -700,7 +704,13 @@ class GeminiLiveTransport:
     def send_live_text(self, turns: Sequence[ContentTurn]) -> bool:
         """Send text through realtime input: it ends the user's turn and elicits an answer.
         Several turns are joined into one text, each line prefixed with its role. Never
-        raises: False when there is no text or no session."""
+        raises: False when there is no text, no session, or ``turns`` is not a sequence of
+        ``ContentTurn`` (logged as a warning saying why)."""
+        try:
+            turns = validation.turns(turns, "send_live_text")
+        except (TypeError, ValueError) as error:
+            logger.warning("{}: live text not sent: {}", self, error)
+            return False
         texts = [turn for turn in turns if turn.text]
         if not texts:
             return False
@@ -718,8 +728,9 @@ class GeminiLiveTransport:
 
     def send_file(self, data: bytes, mime_type: str) -> None:
         """Send an image or a video frame (or audio in its own format) as realtime input.
-        Other files go to ``send_inline_file``."""
-        major = mime_type.split("/", 1)[0].lower()
+        Other files go to ``send_inline_file``. ``data`` is bytes-like."""
+        data = validation.data(data, "send_file")
+        major = validation.mime_type(mime_type, "send_file").split("/", 1)[0].lower()
         if major in ("image", "video"):
             self._send(ClientMessage.media("video", data, mime_type))
         elif major == "audio":
@@ -732,6 +743,8 @@ class GeminiLiveTransport:
 
     def send_inline_file(self, data: bytes, mime_type: str) -> None:
         """Add a file of any type to the conversation, without completing the user's turn."""
+        data = validation.data(data, "send_inline_file")
+        mime_type = validation.mime_type(mime_type, "send_inline_file")
         part = types.Part(inline_data=types.Blob(data=data, mime_type=mime_type))
         self._send(ClientMessage.content((types.Content(role="user", parts=[part]),), False))
 
@@ -742,8 +755,10 @@ class GeminiLiveTransport:
         behind (its answer ended as ``tool_call_orphaned``; the model may ask again), and
         ``UnknownToolCallError`` for a call this session never issued: sending either would
         strand the model. A result for a call the provider cancelled, or a second result for
-        a call, is not sent (logged).
+        a call, is not sent (logged). Anything but a ``ToolResult`` with str ids and a mapping
+        response raises ``TypeError``/``ValueError``.
         """
+        result = validation.tool_result(result)
         if not self._active:
             raise self._input.refuse("tool_response", NotConnectedError(f"{self} is not connected"))
         verdict = self._tools.result_submitted(result.id)
@@ -788,6 +803,7 @@ class GeminiLiveTransport:
         With ``initial_history_in_client_content`` (Gemini 3.x) history is only taken before
         the session's first realtime input; replaying after it raises ``TransportError``.
         """
+        items = validation.replay_items(items)
         message = ClientMessage.history(items)
         if message is None:
             return
