@@ -23,6 +23,7 @@ from loguru import logger
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from realtime_resumption.gemini.messages import ClientMessage, write
+from realtime_resumption.redaction import secret
 from realtime_resumption.transport import (
     ConnectError,
     ConnectFailure,
@@ -156,7 +157,10 @@ class _Connection:
             raise ConnectError(failure) from None
         except Exception as error:
             await self._release_client()
-            raise ConnectError(_failure(error)) from error
+            # The SDK's frames hold the request headers (the credential) and the setup (the
+            # handle): chain the cause without them, so a traceback logged with its variables
+            # shows neither.
+            raise ConnectError(_failure(error)) from _without_frames(error)
         self._cm = cm
         self._session = session
         self.session_id = session.session_id
@@ -285,6 +289,7 @@ class _Connection:
                     close = self._receive_failed(error)
                     break
                 received = True
+                _seal(message)
                 self._hooks.message(self, message)
             if not received:
                 close = (None, None)
@@ -411,6 +416,25 @@ class _Connection:
             return
         self._close_reported = True
         self._hooks.closed(self, code, reason)
+
+
+def _seal(message: types.LiveServerMessage) -> None:
+    """Make a resumption handle a :class:`Secret` as soon as it arrives, so every value and
+    record downstream of the receive loop shows it redacted."""
+    update = message.session_resumption_update
+    if update is not None and update.new_handle:
+        update.new_handle = secret(update.new_handle)
+
+
+def _without_frames(error: BaseException) -> BaseException:
+    """``error`` and the exceptions chained to it, without their tracebacks."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        current.__traceback__ = None
+        current = current.__cause__ or current.__context__
+    return error
 
 
 def _provider_text(value: object) -> str | None:

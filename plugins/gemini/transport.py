@@ -57,7 +57,7 @@ from realtime_resumption.moves import (
     MoveReason,
     MoveReport,
 )
-from realtime_resumption.redaction import redact
+from realtime_resumption.redaction import filter_websockets_headers, redact, secret
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.transport import (
     AudioFormatSpec,
@@ -216,6 +216,9 @@ class GeminiLiveTransport:
                 "it (use vertexai=True, or transparent=False)"
             )
         self._id = next(_INSTANCES)
+        if api_key:
+            api_key = secret(api_key)
+        filter_websockets_headers()
         self._auth = Auth(
             api_key=api_key,
             vertexai=vertex,
