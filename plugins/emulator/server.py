@@ -168,6 +168,13 @@ class Emulator:
     # --- what clients need ------------------------------------------------------------------
 
     @property
+    def started_at(self) -> float:
+        """The event loop's time when the emulator started: ledger times count from it."""
+        if self._hub is None:
+            raise RuntimeError("the emulator has not started")
+        return self._hub.started_at
+
+    @property
     def port(self) -> int:
         """The port the emulator listens on."""
         if self._port is None or self._server is None:
