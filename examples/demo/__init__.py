@@ -2,8 +2,8 @@
 
 Every stack gets the same scripted call on its own bundled emulator: a caller streaming 20 ms
 audio in real time and asking questions, one tool call, a goAway in the middle of an answer, a
-question asked during the move to the replacement connection, an abrupt drop, and a refused
-attempt to come back. The stacks run side by side; a live view shows each
+replacement connection that takes 4 s to set up, a question asked during that move, an abrupt
+drop, and a refused attempt to come back. The stacks run side by side; a live view shows each
 one's moves and losses as they happen, then one table compares them. ``demo-out/report.json``
 holds every figure and ``demo-out/timeline.png`` draws each call on one time axis. The exit
 status is non-zero if one of our stacks lost anything.

@@ -407,7 +407,7 @@ class Conductor:
         """The long answer, a goAway in its middle, a slow replacement, a question during it."""
         plan, faults, ledger = self._plan, self._emu.faults, self._emu.ledger
         faults.go_away_at(chunk=plan.go_away_chunk, time_left=plan.notice)
-        _slow_next_setup(self._emu, plan.slow_setup)
+        faults.slow_setups(1, plan.slow_setup)
         attempts = len(ledger.attempts)
         asked_at = self._clock()
         story = await self.ask(STORY, wait=False)
@@ -431,10 +431,3 @@ class Conductor:
             during.cancel()
             await asyncio.gather(during, return_exceptions=True)
         await self._poll(lambda: self._established_since(asked_at), plan.settle_timeout)
-
-
-def _slow_next_setup(emulator: Emulator, seconds: float) -> None:
-    """The next connection's setup takes ``seconds`` (once the emulator can do it)."""
-    slow = getattr(emulator.faults, "slow_setups", None)
-    if slow is not None:
-        slow(1, seconds)

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from realtime_resumption.emulator.caller import SentAudio
-from realtime_resumption.emulator.ledger import ConnectionRecord, SessionRecord
+from realtime_resumption.emulator.ledger import ConnectionRecord, LedgerSummary, SessionRecord
 
 from .call import AFTER_MOVE, DURING_MOVE, FINAL, MIC_CHUNK, Asked, Heard
 from .run import LaneRun
@@ -38,7 +38,9 @@ class Move:
     resumed: bool
     """The new connection resumed the session (its context kept)."""
     input_stall: float
-    """Longest the service went without user audio around the switch (seconds)."""
+    """Longest the service went without user audio around the switch (seconds): the
+    emulator's own figure for the move; for a move that never recovered, from the last audio
+    it got to the next fault (or the end of the call)."""
     audio_lost: float
     """Seconds of microphone audio lost that were sent after the previous move recovered
     (or the call began) and before this one did (or the call ended)."""
@@ -59,7 +61,7 @@ class Figures:
     answer_audio_heard_twice: float
     """Seconds of answer audio the caller heard more than once."""
     user_audio_heard_twice: float
-    """Seconds of user audio the service took in twice."""
+    """Seconds of user audio the service's final state holds twice."""
     tool_calls_stranded: int
     """Tool calls never answered to the session that made them, plus results sent to a
     session that never made the call."""
@@ -87,10 +89,6 @@ class Figures:
             or not self.survived
             or self.answered < self.questions
         )
-
-    @property
-    def input_stalls(self) -> tuple[float, ...]:
-        return tuple(m.input_stall for m in self.moves)
 
     def to_json(self) -> dict[str, Any]:
         """The figures as plain JSON values (seconds rounded to milliseconds)."""
@@ -180,9 +178,11 @@ def _audio_arrivals(conn: ConnectionRecord) -> list[float]:
     return [m.time for m in conn.client_messages if m.audio_seqs]
 
 
-def _moves(run: LaneRun, lost_at: list[float]) -> list[Move]:
+def _moves(run: LaneRun, summary: LedgerSummary, lost_at: list[float]) -> list[Move]:
     conns = _connections(run)
-    arrivals = sorted((t, id(c)) for _, c in conns for t in _audio_arrivals(c))
+    # The emulator's own account of each move, by the connection it moved to.
+    measured = {(sid, m.to_connection): m for sid, s in summary.sessions.items() for m in s.moves}
+    arrivals = sorted(t for _, c in conns for t in _audio_arrivals(c))
     faults: list[tuple[str, float]] = []
     for _, conn in conns:
         for m in conn.server_messages:
@@ -196,41 +196,36 @@ def _moves(run: LaneRun, lost_at: list[float]) -> list[Move]:
         until = faults[i + 1][1] if i + 1 < len(faults) else run.duration
         replacement = min(
             (
-                c
-                for _, c in conns
+                (s, c)
+                for s, c in conns
                 if c.established and c.setup_at is not None and at < c.setup_at <= until
             ),
-            key=lambda c: c.setup_at or 0.0,
+            key=lambda sc: sc[1].setup_at or 0.0,
             default=None,
         )
-        recovered = replacement.setup_at if replacement is not None else None
+        move = (
+            measured.get((replacement[0].session_id, replacement[1].index)) if replacement else None
+        )
+        if move is not None:
+            stall = move.input_stall or 0.0
+        else:
+            # No replacement took input: the service heard nothing more until the next fault
+            # (or the end of the call).
+            stall = until - max((t for t in arrivals if t < until), default=until)
+        recovered = replacement[1].setup_at if replacement is not None else None
         upto = recovered if recovered is not None and i + 1 < len(faults) else run.duration
         moves.append(
             Move(
                 cause=cause,
                 at=at,
                 recovered_at=recovered,
-                resumed=replacement is not None and replacement.resumed_from is not None,
-                input_stall=_stall(arrivals, replacement, until),
+                resumed=replacement is not None and replacement[1].resumed_from is not None,
+                input_stall=stall,
                 audio_lost=sum(1 for t in lost_at if since <= t < upto) * MIC_CHUNK,
             )
         )
         since = upto
     return moves
-
-
-def _stall(
-    arrivals: list[tuple[float, int]], replacement: ConnectionRecord | None, until: float
-) -> float:
-    """From the last user audio the service got before the replacement's first, to that first
-    (to ``until`` if no replacement ever got any)."""
-    times = _audio_arrivals(replacement) if replacement is not None else []
-    if not times:
-        last = max((t for t, _ in arrivals if t < until), default=until)
-        return until - last
-    first = times[0]
-    earlier = [t for t, conn in arrivals if t < first and conn != id(replacement)]
-    return first - earlier[-1] if earlier else 0.0
 
 
 def _delay(asked: Asked | None) -> float | None:
@@ -251,12 +246,8 @@ def figures(run: LaneRun) -> Figures:
     """The figures of ``run``."""
     cut, heard_twice = _answers(run)
     lost = lost_audio(run)
-    duplicated = sum(
-        n - 1
-        for s in run.ledger.sessions.values()
-        for n in Counter(s.audio_consumed).values()
-        if n > 1
-    )
+    summary = run.ledger.summary(run.duration)
+    duplicated = sum(len(s.audio_duplicates) for s in summary.sessions.values())
     stranded, resent = _tools(run)
     by_question = {a.question: a for a in run.record.asked}
     final = by_question.get(FINAL)
@@ -274,7 +265,7 @@ def figures(run: LaneRun) -> Figures:
         tool_calls_stranded=stranded,
         tool_results_resent=resent,
         survived=survived,
-        moves=tuple(_moves(run, [a.at - run.origin for a in lost])),
+        moves=tuple(_moves(run, summary, [a.at - run.origin for a in lost])),
         move_question_delay=_delay(by_question.get(DURING_MOVE)),
         at_rest_delay=_delay(by_question.get(AFTER_MOVE)),
         errors=tuple(text for _, text in run.record.errors),

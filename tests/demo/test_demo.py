@@ -59,7 +59,12 @@ def test_stock_pipecat_dies_silently_after_a_refused_reconnect(report: dict[str,
     assert stack["errors"] == []
     drop = stack["moves"][-1]
     assert drop["cause"] == "drop" and drop["recovered_at"] is None
-    assert stack["user_audio_lost"] > 0
+    # It ignores the goAway and reconnects when the server closes: what the user says while
+    # the replacement sets up is dropped, the question asked then included.
+    go_away = stack["moves"][0]
+    assert go_away["cause"] == "goAway" and go_away["recovered_at"] is not None
+    assert go_away["audio_lost"] >= 0.8 * SHORT.slow_setup
+    assert stack["move_question_delay"] is None
     # It re-sends the earlier tool result after the reconnect.
     assert stack["tool_results_resent"] >= 1
 
@@ -68,8 +73,12 @@ def test_stock_livekit_cuts_the_answer_and_a_failed_reconnect_is_fatal(
     report: dict[str, Any],
 ) -> None:
     stack = _stack(report, "livekit-stock")
-    # goAway: it closes at once, mid-answer.
+    # goAway: it closes at once, mid-answer, and holds the user's audio until the replacement
+    # is set up.
     assert stack["answers_cut"] >= 1
+    go_away = stack["moves"][0]
+    assert go_away["cause"] == "goAway" and go_away["recovered_at"] is not None
+    assert go_away["input_stall"] >= 0.8 * SHORT.slow_setup
     assert not stack["survived"]
     assert any("fatal" in error for error in stack["errors"])
     drop = stack["moves"][-1]
