@@ -35,7 +35,3 @@ class InputAudio:
             )
         return [f.data.tobytes() for f in self._resampler.push(frame) if f.samples_per_channel]
 
-    @staticmethod
-    def seconds(pcm: bytes) -> float:
-        """Duration of 16 kHz mono PCM16."""
-        return len(pcm) / (2 * INPUT_SAMPLE_RATE)

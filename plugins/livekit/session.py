@@ -30,6 +30,7 @@ from realtime_resumption.transport import (
     ReconnectState,
     SessionLostError,
     SessionUpdate,
+    NotConnectedError,
     ToolCall,
     TransportError,
     TransportErrorEvent,
@@ -43,7 +44,6 @@ from .generations import Generation, GenerationStreams
 from .log import logger
 from .metrics import answer_metrics
 from .options import Options
-from .startup import StartupHold
 from .transcripts import Utterance
 
 if TYPE_CHECKING:
@@ -72,8 +72,9 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._tools = llm.ToolContext.empty()
         self._mirror = ChatMirror()
         self._input_audio = InputAudio()
-        self._hold = StartupHold()
         self._phase: _Phase = "idle"
+        self._before_dial: list[Callable[[], None]] = []
+        self._in_activity = False
         self._pending_config: SessionUpdate | None = None
         self._streams = GenerationStreams(
             audio_output=options.response_modality == "audio",
@@ -128,7 +129,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     async def update_chat_ctx(self, chat_ctx: llm.ChatContext) -> None:
         """Send what ``chat_ctx`` holds that the server lacks: turns as context (no answer
         is asked for), tool results as tool responses."""
-        first = self._phase != "ready" and not self._hold.released
+        first = self._phase != "ready"
         outgoing = self._mirror.update(
             chat_ctx,
             vertexai=self._opts.vertexai,
@@ -178,13 +179,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     def push_audio(self, frame: rtc.AudioFrame) -> None:
         """User audio, resampled to 16 kHz mono; held during a move and delivered after."""
         for pcm in self._input_audio.convert(frame):
-            if self._hold.released:
-                self._transport.send_audio(pcm)
-            else:
-                self._hold.hold(
-                    lambda pcm=pcm: self._transport.send_audio(pcm),
-                    audio_seconds=InputAudio.seconds(pcm),
-                )
+            self._send(lambda pcm=pcm: self._transport.send_audio(pcm))
 
     def push_video(self, frame: rtc.VideoFrame) -> None:
         """A video frame, encoded as the model's ``image_encode_options`` say."""
@@ -209,6 +204,9 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             previous.cancel("superseded by a new generate_reply call")
         fut: asyncio.Future[llm.GenerationCreatedEvent] = loop.create_future()
         self._reply = fut
+        if self._in_activity:
+            self._in_activity = False
+            self._send(self._transport.send_activity_end)
         text = instructions if is_given(instructions) else None
         self._send(lambda: self._elicit(text))
 
@@ -244,9 +242,20 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         """Stop the answer in progress (``cancel_response``): the rest of its output is
         dropped and its generation ends. Nothing happens when none is in progress, or when
         ``activity_handling`` is ``NO_INTERRUPTION``."""
-        if self._quiet_interrupt or not self._opts.interrupts or not self._streams.answering:
+        if self._quiet_interrupt or not self._opts.interrupts:
             return
-        self._spawn(self._transport.cancel_response())
+        if self._opts.manual_activity:
+            # The client marks the user's turns: a new activity is what interrupts.
+            self.start_user_activity()
+        if self._streams.answering:
+            self._spawn(self._transport.cancel_response())
+
+    def start_user_activity(self) -> None:
+        """The user began speaking, with automatic activity detection disabled
+        (``activityStart``); ``generate_reply`` ends the activity."""
+        if self._opts.manual_activity and not self._in_activity:
+            self._in_activity = True
+            self._send(self._transport.send_activity_start)
 
     def truncate(
         self,
@@ -264,7 +273,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         if self._phase == "closed":
             return
         self._phase = "closed"
-        self._hold.discard()
+        self._before_dial.clear()
         self._main.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._main
@@ -283,16 +292,19 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         # AgentActivity configures a new session (instructions, chat context, tools) right
         # after making it: let that land in the first setup.
         await asyncio.sleep(0)
-        self._phase = "dialling"
         conn = self._opts.conn_options
-        handle = self._opts.resumption_handle
         for attempt in range(conn.max_retry + 1):
             started = time.perf_counter()
+            dial = asyncio.create_task(self._dial(), name="realtime-resumption-dial")
+            # The dial runs up to its first wait before this task goes on: from now on the
+            # transport holds what is sent until the setup completes.
+            await asyncio.sleep(0)
+            self._phase = "dialling"
+            before, self._before_dial = self._before_dial, []
+            for send in before:
+                self._deliver(send)
             try:
-                if handle is not None:
-                    await self._transport.reconnect(ReconnectState(resumption_handle=handle))
-                else:
-                    await self._transport.connect()
+                await dial
             except TransportError as error:
                 last = attempt == conn.max_retry
                 logger.warning(
@@ -302,7 +314,6 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
                 self._emit_error(error, recoverable=not last)
                 if last:
                     self._phase = "closed"
-                    self._hold.discard()
                     self._streams.close()
                     return
                 await asyncio.sleep(conn.retry_interval)
@@ -310,19 +321,31 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             self._report_connection_acquired(time.perf_counter() - started)
             break
         self._phase = "ready"
-        self._hold.release()
         pending, self._pending_config = self._pending_config, None
         if pending is not None:
             await self._transport.update_session(pending)
 
-    def _send(self, send: Callable[[], None]) -> None:
-        """Deliver now, or once the first setup completed."""
-        if self._phase == "closed":
-            logger.debug("send after the session closed dropped")
-        elif self._hold.released:
-            send()
+    async def _dial(self) -> None:
+        handle = self._opts.resumption_handle
+        if handle is not None:
+            await self._transport.reconnect(ReconnectState(resumption_handle=handle))
         else:
-            self._hold.hold(send)
+            await self._transport.connect()
+
+    def _send(self, send: Callable[[], None]) -> None:
+        """Deliver now (the transport holds it while a connection sets up or the session
+        moves), or, before the first dial began, as soon as it does."""
+        if self._phase == "idle":
+            self._before_dial.append(send)
+        elif self._phase != "closed":
+            self._deliver(send)
+
+    def _deliver(self, send: Callable[[], None]) -> None:
+        try:
+            send()
+        except NotConnectedError:
+            # Only between failed first attempts: nothing takes input then.
+            logger.debug("input dropped: no connection is being set up")
 
     async def _update(self, update: SessionUpdate) -> None:
         if self._phase == "dialling":
