@@ -127,5 +127,13 @@ async def test_three_moves_in_a_voice_call_cut_nothing_and_lose_no_audio() -> No
     tool_items = [i.type for i in session.history.items if i.type.startswith("function_call")]
     assert tool_items == ["function_call", "function_call_output"]
 
+    finals = [t.transcript for t in recorder.transcripts if t.is_final]
+    assert finals == [u.text_content for u in users]
+    assert any(not t.is_final for t in recorder.transcripts)
+    answers = [m for m in recorder.metrics if m.request_id]
+    assert len(answers) == 4
+    assert all(m.ttft >= 0 and m.input_tokens > 0 for m in answers)
+    assert sum(m.output_tokens for m in answers) == 4 * CHUNKS
+
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
