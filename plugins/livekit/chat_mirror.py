@@ -123,4 +123,3 @@ class ChatMirror:
 
 def _role(role: str | None) -> Literal["user", "model"]:
     return "model" if role == "model" else "user"
-

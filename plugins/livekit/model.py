@@ -97,7 +97,9 @@ class RealtimeModel(llm.RealtimeModel):
             if is_given(vertexai)
             else os.environ.get("GOOGLE_GENAI_USE_VERTEXAI", "0").lower() in ("true", "1")
         )
-        model_name = model if is_given(model) else (DEFAULT_VERTEX_MODEL if use_vertexai else DEFAULT_MODEL)
+        model_name = (
+            model if is_given(model) else (DEFAULT_VERTEX_MODEL if use_vertexai else DEFAULT_MODEL)
+        )
         modality = "audio"
         if is_given(modalities) and types.Modality.AUDIO not in modalities:
             modality = "text"
@@ -105,9 +107,7 @@ class RealtimeModel(llm.RealtimeModel):
             input_audio_transcription is not None if is_given(input_audio_transcription) else True
         )
         output_transcription = (
-            output_audio_transcription is not None
-            if is_given(output_audio_transcription)
-            else True
+            output_audio_transcription is not None if is_given(output_audio_transcription) else True
         )
 
         key = api_key if is_given(api_key) else os.environ.get("GOOGLE_API_KEY")
@@ -125,9 +125,7 @@ class RealtimeModel(llm.RealtimeModel):
                     "Vertex AI needs a project: pass project= or set GOOGLE_CLOUD_PROJECT"
                 )
         elif not key:
-            raise ValueError(
-                "the Gemini API needs a key: pass api_key= or set GOOGLE_API_KEY"
-            )
+            raise ValueError("the Gemini API needs a key: pass api_key= or set GOOGLE_API_KEY")
         elif credentials is not None:
             logger.warning("'credentials' only applies to Vertex AI; ignored for the Gemini API")
             credentials = None
@@ -189,7 +187,9 @@ class RealtimeModel(llm.RealtimeModel):
                 if is_given(image_encode_options)
                 else DEFAULT_IMAGE_ENCODE_OPTIONS
             ),
-            realtime_input_config=realtime_input_config if is_given(realtime_input_config) else None,
+            realtime_input_config=realtime_input_config
+            if is_given(realtime_input_config)
+            else None,
             context_window_compression=(
                 context_window_compression if is_given(context_window_compression) else None
             ),

@@ -80,9 +80,7 @@ class Options:
     def interrupts(self) -> bool:
         """User activity interrupts the model (the provider's default)."""
         config = self.realtime_input_config
-        return (
-            config is None or config.activity_handling != types.ActivityHandling.NO_INTERRUPTION
-        )
+        return config is None or config.activity_handling != types.ActivityHandling.NO_INTERRUPTION
 
     def transport(self, tools: list[types.Tool]) -> GeminiLiveTransport:
         """A transport for one session, set up with these settings and ``tools``."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -26,12 +27,14 @@ from realtime_resumption.moves import MoveOutcome, MoveReport
 from realtime_resumption.transport import (
     ContentTurn,
     GenerationEndReason,
+    NotConnectedError,
     RealtimeLLMUsage,
     ReconnectState,
+    ReplayItem,
     SessionLostError,
     SessionUpdate,
-    NotConnectedError,
     ToolCall,
+    ToolResult,
     TransportError,
     TransportErrorEvent,
     UnknownToolCallError,
@@ -147,7 +150,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             else:
                 self._send(lambda: self._send_turns(outgoing.turns, outgoing.user_text))
         for result in outgoing.results:
-            self._send(lambda result=result: self._send_tool_result(result))
+            self._send(functools.partial(self._send_tool_result, result))
 
     def update_options(
         self,
@@ -179,7 +182,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     def push_audio(self, frame: rtc.AudioFrame) -> None:
         """User audio, resampled to 16 kHz mono; held during a move and delivered after."""
         for pcm in self._input_audio.convert(frame):
-            self._send(lambda pcm=pcm: self._transport.send_audio(pcm))
+            self._send(functools.partial(self._transport.send_audio, pcm))
 
     def push_video(self, frame: rtc.VideoFrame) -> None:
         """A video frame, encoded as the model's ``image_encode_options`` say."""
@@ -361,8 +364,6 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         return tools
 
     def _replay(self, turns: Sequence[ContentTurn]) -> None:
-        from realtime_resumption.transport import ReplayItem
-
         self._transport.replay_history([ReplayItem(t.role, text=t.text) for t in turns])
 
     def _send_turns(self, turns: Sequence[ContentTurn], user_text: Sequence[str]) -> None:
@@ -375,7 +376,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             return
         self._transport.send_content(turns, turn_complete=False)
 
-    def _send_tool_result(self, result: Any) -> None:
+    def _send_tool_result(self, result: ToolResult) -> None:
         try:
             self._transport.send_tool_result(result)
         except UnknownToolCallError as error:

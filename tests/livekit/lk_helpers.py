@@ -36,12 +36,13 @@ def make_model(kind: ModelKind, emu: Emulator, **kwargs: Any) -> llm.RealtimeMod
     return factory(api_key="test-key", http_options=emu.http_options(), **kwargs)
 
 
-async def until(predicate: Callable[[], bool], timeout: float = WAIT, what: str = "") -> None:
+async def until(predicate: Callable[[], bool], timeout: float = WAIT) -> None:
     """Wait (bounded) until ``predicate()`` holds."""
+    # Polling: the conditions span the AgentSession, its history and the emulator's ledger,
+    # none of which signals a change.
     async with asyncio.timeout(timeout):
-        while not predicate():
+        while not predicate():  # noqa: ASYNC110
             await asyncio.sleep(0.005)
-    del what
 
 
 class Speaker(AudioOutput):

@@ -90,9 +90,7 @@ def test_input_audio_is_downmixed_and_resampled_to_16_khz() -> None:
     stereo = np.zeros((480 * 50, 2), dtype=np.int16)
     stereo[:, 0] = 1000
     stereo[:, 1] = 3000
-    frames = [
-        rtc.AudioFrame(chunk.tobytes(), 48_000, 2, 480) for chunk in np.split(stereo, 50)
-    ]
+    frames = [rtc.AudioFrame(chunk.tobytes(), 48_000, 2, 480) for chunk in np.split(stereo, 50)]
     pcm = b"".join(b"".join(audio.convert(frame)) for frame in frames)
     samples = np.frombuffer(pcm, dtype=np.int16)
     # 500 ms at 16 kHz, less the few tens of ms the resampler holds back.

@@ -59,9 +59,11 @@ async def test_three_moves_in_a_voice_call_cut_nothing_and_lose_no_audio() -> No
 
         async def answered(count: int) -> None:
             await until(
-                lambda: len(_assistant_messages(session)) >= count
-                and session.agent_state == "listening"
-                and not speaker.playing
+                lambda: (
+                    len(_assistant_messages(session)) >= count
+                    and session.agent_state == "listening"
+                    and not speaker.playing
+                )
             )
 
         try:
