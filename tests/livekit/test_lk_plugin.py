@@ -96,8 +96,15 @@ def test_input_audio_is_downmixed_and_resampled_to_16_khz() -> None:
     # 500 ms at 16 kHz, less the few tens of ms the resampler holds back.
     assert 7000 <= len(samples) <= 8000
     assert abs(int(np.median(samples)) - 2000) <= 20
-    same = rtc.AudioFrame(b"\x01\x00" * 320, 16_000, 1, 320)
-    assert audio.convert(same) == [b"\x01\x00" * 320]
+
+
+def test_input_audio_at_16_khz_passes_through_in_50_ms_chunks() -> None:
+    audio = InputAudio()
+    frames = [rtc.AudioFrame(bytes([n, 0]) * 320, 16_000, 1, 320) for n in range(1, 4)]
+    out = [audio.convert(frame) for frame in frames]
+    # 20 ms frames: the third completes the first 50 ms chunk, byte for byte.
+    assert out[:2] == [[], []]
+    assert out[2] == [b"\x01\x00" * 320 + b"\x02\x00" * 320 + b"\x03\x00" * 160]
 
 
 async def test_the_chat_context_mirrors_the_server_so_history_is_sent_once() -> None:
