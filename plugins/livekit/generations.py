@@ -43,6 +43,8 @@ class Generation:
     audio_ch: utils.aio.Chan[rtc.AudioFrame] = field(default_factory=utils.aio.Chan)
     output_text: str = ""
     function_calls: list[llm.FunctionCall] = field(default_factory=list)
+    requested_at: float | None = None
+    """When the user's turn ended or the reply was asked for (None: unknown)."""
     first_audio_at: float | None = None
     completed_at: float | None = None
     end_reason: GenerationEndReason | None = None

@@ -16,15 +16,14 @@ def answer_metrics(
     usage: RealtimeLLMUsage,
     generation: Generation,
     *,
-    requested_at: float | None,
     label: str,
     model: str,
     provider: str,
 ) -> RealtimeModelMetrics:
     """Metrics of ``generation``: its tokens, duration, and time to first audio (text with
-    the text modality) from ``requested_at`` — when the user's turn ended or the reply was
-    asked for — or from the generation's creation when that is unknown; -1 without output."""
-    start = requested_at if requested_at is not None else generation.created_at
+    the text modality) from when the user's turn ended or the reply was asked for, or from
+    the generation's creation when that is unknown; -1 without output."""
+    start = generation.requested_at or generation.created_at
     first = generation.first_audio_at
     ttft = max(0.0, first - start) if first is not None else -1.0
     duration = (generation.completed_at or time.time()) - generation.created_at

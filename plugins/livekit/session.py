@@ -90,7 +90,6 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._reply: asyncio.Future[llm.GenerationCreatedEvent] | None = None
         self._reply_requested_at: float | None = None
         self._user_turn_ended_at: float | None = None
-        self._requested_at: dict[str, float | None] = {}
         self._last_generation: Generation | None = None
         self._answer_elicited = False
         self._fatal = False
@@ -132,7 +131,8 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     async def update_chat_ctx(self, chat_ctx: llm.ChatContext) -> None:
         """Send what ``chat_ctx`` holds that the server lacks: turns as context (no answer
         is asked for), tool results as tool responses."""
-        first = self._phase != "ready"
+        # The chat context AgentActivity gives a new session is its history: quiet context.
+        first = self._phase == "idle"
         outgoing = self._mirror.update(
             chat_ctx,
             vertexai=self._opts.vertexai,
@@ -206,6 +206,9 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             logger.warning("generate_reply called while another is pending; cancelling it")
             previous.cancel("superseded by a new generate_reply call")
         fut: asyncio.Future[llm.GenerationCreatedEvent] = loop.create_future()
+        if self._phase == "closed":
+            fut.set_exception(llm.RealtimeError("the session is closed"))
+            return fut
         self._reply = fut
         if self._in_activity:
             self._in_activity = False
@@ -245,7 +248,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         """Stop the answer in progress (``cancel_response``): the rest of its output is
         dropped and its generation ends. Nothing happens when none is in progress, or when
         ``activity_handling`` is ``NO_INTERRUPTION``."""
-        if self._quiet_interrupt or not self._opts.interrupts:
+        if self._quiet_interrupt or not self._opts.interrupts or self._phase == "closed":
             return
         if self._opts.manual_activity:
             # The client marks the user's turns: a new activity is what interrupts.
@@ -429,12 +432,11 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     def _generation_opened(self, generation: Generation) -> None:
         self._last_generation = generation
         if generation.continuation:
-            self._requested_at[generation.response_id] = None
             self.emit("generation_created", generation.event(user_initiated=False))
             return
         reply = self._reply
         user_initiated = reply is not None and not reply.done()
-        self._requested_at[generation.response_id] = (
+        generation.requested_at = (
             self._reply_requested_at if user_initiated else self._user_turn_ended_at
         )
         if not user_initiated:
@@ -546,7 +548,6 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             answer_metrics(
                 usage,
                 generation,
-                requested_at=self._requested_at.pop(generation.response_id, None),
                 label=self._model.label,
                 model=self._model.model,
                 provider=self._model.provider,
