@@ -8,14 +8,15 @@ to the bundled emulator over TLS with the real google-genai SDK.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from livekit import rtc
-from livekit.agents import AgentSession, llm
+from livekit.agents import Agent, AgentSession, llm
 from livekit.agents.voice.io import AudioInput, AudioOutput, AudioOutputCapabilities
 from livekit.plugins import google
 from livekit.plugins import realtime_resumption as rr
@@ -221,3 +222,63 @@ class Recorder:
 
     def _speech(self, _: object) -> None:
         self.speech_started += 1
+
+
+@dataclass
+class VoiceCall:
+    """An AgentSession with our model, a paced microphone and a real-time speaker."""
+
+    session: AgentSession
+    agent: Agent
+    mic: Microphone
+    speaker: Speaker
+    recorder: Recorder
+
+    def messages(self, role: str | None = None) -> list[llm.ChatMessage]:
+        """The session's history messages (of ``role``, if given)."""
+        return [
+            item
+            for item in self.session.history.items
+            if item.type == "message" and role in (None, item.role)
+        ]
+
+    async def settled(self, messages: int) -> None:
+        """Wait until the history holds ``messages`` messages and the agent is silent."""
+        await until(
+            lambda: (
+                len(self.messages()) >= messages
+                and self.session.agent_state == "listening"
+                and not self.speaker.playing
+            )
+        )
+
+
+@contextlib.asynccontextmanager
+async def voice_call(emu: Emulator, agent: Agent, *, pace: float) -> AsyncIterator[VoiceCall]:
+    """A started voice call against ``emu``, closed on exit (microphone, session, speaker).
+
+    The AgentSession runs with ``aec_warmup_duration=None``: during its echo-cancellation
+    warmup LiveKit replaces the caller's audio with silence by design, which would hide the
+    microphone's frame numbers from the ledger and the caller's words from the model.
+    """
+    call = VoiceCall(
+        session=AgentSession(
+            llm=rr.RealtimeModel(api_key="test-key", http_options=emu.http_options()),
+            aec_warmup_duration=None,
+        ),
+        agent=agent,
+        mic=Microphone(pace=pace),
+        speaker=Speaker(),
+        recorder=Recorder(),
+    )
+    call.session.input.audio = call.mic
+    call.session.output.audio = call.speaker
+    call.recorder.attach(call.session)
+    try:
+        await call.session.start(agent)
+        call.recorder.attach_realtime(agent.realtime_llm_session)
+        yield call
+    finally:
+        call.mic.close()
+        await call.session.aclose()
+        await call.speaker.aclose()

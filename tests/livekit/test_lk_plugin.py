@@ -23,8 +23,6 @@ from realtime_resumption.resumption import ResumptionOptions
 
 from .lk_helpers import Recorder, until
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
 OURS_ONLY = {"resumption", "input_buffer", "retry_budget", "resume_watchdog", "transparent"}
 
 

@@ -4,14 +4,12 @@ refused), checked against the emulator's ledger."""
 
 from __future__ import annotations
 
-import pytest
-from livekit.agents import Agent, AgentSession, function_tool, llm
-from livekit.plugins import realtime_resumption as rr
+from livekit.agents import Agent, function_tool
 
 from realtime_resumption.emulator import Emulator, EmulatorConfig, answer_text_ids
 from realtime_resumption.moves import MoveOutcome, MoveReason
 
-from .lk_helpers import Microphone, Recorder, Speaker, until
+from .lk_helpers import until, voice_call
 
 SCALE = 0.25
 """Emulator time scale; the microphone streams at the same pace."""
@@ -29,72 +27,39 @@ async def lookup(what: str = "") -> str:
     return "found it"
 
 
-def _assistant_messages(session: AgentSession) -> list[llm.ChatMessage]:
-    return [
-        item
-        for item in session.history.items
-        if item.type == "message" and item.role == "assistant"
-    ]
-
-
 async def test_three_moves_in_a_voice_call_cut_nothing_and_lose_no_audio() -> None:
-    """The AgentSession runs with ``aec_warmup_duration=None``: during its echo-cancellation
-    warmup LiveKit replaces the caller's audio with silence by design, which would hide the
-    microphone's frame numbers from the ledger (it is no loss of ours)."""
     calls.clear()
-    async with Emulator(EmulatorConfig(time_scale=SCALE, answer_chunks=CHUNKS)) as emu:
-        mic = Microphone(pace=SCALE)
-        speaker = Speaker()
-        session = AgentSession(
-            llm=rr.RealtimeModel(api_key="test-key", http_options=emu.http_options()),
-            aec_warmup_duration=None,
-        )
-        session.input.audio = mic
-        session.output.audio = speaker
-        recorder = Recorder()
-        recorder.attach(session)
-        agent = Agent(instructions="You are helpful.", tools=[lookup])
-        await session.start(agent)
-        recorder.attach_realtime(agent.realtime_llm_session)
+    agent = Agent(instructions="You are helpful.", tools=[lookup])
+    async with (
+        Emulator(EmulatorConfig(time_scale=SCALE, answer_chunks=CHUNKS)) as emu,
+        voice_call(emu, agent, pace=SCALE) as call,
+    ):
+        mic, recorder = call.mic, call.recorder
+        # 1. goAway while the tool call is pending: the move waits for the answer.
+        emu.faults.go_away_at(on_tool_call=True, time_left=NOTICE)
+        mic.say(["please", "lookup", "flights"])
+        await call.settled(messages=2)
+        await until(lambda: len(recorder.moves) == 1)
+        # 2. The connection drops while idle.
+        assert emu.faults.drop() == 1
+        await until(lambda: len(recorder.moves) == 2)
+        mic.say(["how", "are", "you"])
+        await call.settled(messages=4)
+        # 3. goAway mid-answer, and the first attempt of the move is refused.
+        emu.faults.refuse_next(1)
+        emu.faults.go_away_at(turn=2, chunk=3, time_left=NOTICE)
+        mic.say(["tell", "me", "more"])
+        await call.settled(messages=6)
+        await until(lambda: len(recorder.moves) == 3)
+        mic.say(["goodbye"])
+        await call.settled(messages=8)
 
-        async def answered(count: int) -> None:
-            await until(
-                lambda: (
-                    len(_assistant_messages(session)) >= count
-                    and session.agent_state == "listening"
-                    and not speaker.playing
-                )
-            )
-
-        try:
-            # 1. goAway while the tool call is pending: the move waits for the answer.
-            emu.faults.go_away_at(on_tool_call=True, time_left=NOTICE)
-            mic.say(["please", "lookup", "flights"])
-            await answered(1)
-            await until(lambda: len(recorder.moves) == 1)
-            # 2. The connection drops while idle.
-            assert emu.faults.drop() == 1
-            await until(lambda: len(recorder.moves) == 2)
-            mic.say(["how", "are", "you"])
-            await answered(2)
-            # 3. goAway mid-answer, and the first attempt of the move is refused.
-            emu.faults.refuse_next(1)
-            emu.faults.go_away_at(turn=2, chunk=3, time_left=NOTICE)
-            mic.say(["tell", "me", "more"])
-            await answered(3)
-            await until(lambda: len(recorder.moves) == 3)
-            mic.say(["goodbye"])
-            await answered(4)
-
-            sent = list(mic.sent)
-            (record,) = emu.ledger.sessions.values()
-            await until(lambda: set(sent) <= set(record.audio_received))
-            (summary,) = emu.ledger.summary().sessions.values()
-            closed_during_the_call = list(recorder.closed)
-        finally:
-            mic.close()
-            await session.aclose()
-            await speaker.aclose()
+        sent = list(mic.sent)
+        (record,) = emu.ledger.sessions.values()
+        await until(lambda: set(sent) <= set(record.audio_received))
+        (summary,) = emu.ledger.summary().sessions.values()
+        closed_during_the_call = list(recorder.closed)
+        history = list(call.session.history.items)
 
     assert summary.answers_cut == ()
     assert summary.audio_lost == ()
@@ -113,20 +78,20 @@ async def test_three_moves_in_a_voice_call_cut_nothing_and_lose_no_audio() -> No
     assert closed_during_the_call == []
 
     assert calls == [""]
-    messages = _assistant_messages(session)
+    messages = [i for i in history if i.type == "message" and i.role == "assistant"]
     assert [answer_text_ids(m.text_content or "") for m in messages] == [
         [(turn, k) for k in range(CHUNKS)] for turn in range(4)
     ]
     assert not any(m.interrupted for m in messages)
-    assert sorted(speaker.heard) == [(turn, k) for turn in range(4) for k in range(CHUNKS)]
-    users = [i for i in session.history.items if i.type == "message" and i.role == "user"]
+    assert sorted(call.speaker.heard) == [(turn, k) for turn in range(4) for k in range(CHUNKS)]
+    users = [i for i in history if i.type == "message" and i.role == "user"]
     assert [u.text_content for u in users] == [
         "please lookup flights",
         "how are you",
         "tell me more",
         "goodbye",
     ]
-    tool_items = [i.type for i in session.history.items if i.type.startswith("function_call")]
+    tool_items = [i.type for i in history if i.type.startswith("function_call")]
     assert tool_items == ["function_call", "function_call_output"]
 
     finals = [t.transcript for t in recorder.transcripts if t.is_final]
@@ -136,6 +101,3 @@ async def test_three_moves_in_a_voice_call_cut_nothing_and_lose_no_audio() -> No
     assert len(answers) == 4
     assert all(m.ttft >= 0 and m.input_tokens > 0 for m in answers)
     assert sum(m.output_tokens for m in answers) == 4 * CHUNKS
-
-
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -3,7 +3,6 @@ moves to a connection set up with them (the emulator's ledger records each setup
 
 from __future__ import annotations
 
-import pytest
 from livekit.agents import Agent, AgentSession, function_tool
 from livekit.plugins import realtime_resumption as rr
 
@@ -11,8 +10,6 @@ from realtime_resumption.emulator import Emulator, EmulatorConfig
 from realtime_resumption.moves import MoveOutcome, MoveReason
 
 from .lk_helpers import Recorder, until
-
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 @function_tool
