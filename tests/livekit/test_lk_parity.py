@@ -20,7 +20,9 @@ async def lookup(city: str = "") -> str:
 
 
 # The stock plugin still sets LiveConnectConfig.generation_config, which google-genai deprecates.
-@pytest.mark.filterwarnings("ignore:Setting `LiveConnectConfig.generation_config`:DeprecationWarning")
+@pytest.mark.filterwarnings(
+    "ignore:Setting `LiveConnectConfig.generation_config`:DeprecationWarning"
+)
 @pytest.mark.parametrize("kind", ["stock", "ours"])
 async def test_answers_a_tool_call_and_an_interruption_as_the_stock_model_does(
     kind: ModelKind,
