@@ -10,7 +10,6 @@ LiveKit events: ``generation_created`` (see ``generations``), speech and transcr
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -55,7 +54,8 @@ if TYPE_CHECKING:
 GENERATE_REPLY_TIMEOUT = 5.0
 """Seconds ``generate_reply`` waits for its generation, as the Google plugin does."""
 
-_Phase = Literal["idle", "dialling", "ready", "closed"]
+_Phase = Literal["idle", "dialling", "ready", "lost", "closed"]
+"""``lost``: the first connection could not be set up; ``closed``: ``aclose`` was called."""
 
 
 class RealtimeSession(llm.RealtimeSession[SessionMoved]):
@@ -77,6 +77,8 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._input_audio = InputAudio()
         self._phase: _Phase = "idle"
         self._before_dial: list[Callable[[], None]] = []
+        self._dialled: list[Callable[[], None]] = []
+        """Sends (but audio) handed to the transport during a first dial that may fail."""
         self._in_activity = False
         self._pending_config: SessionUpdate | None = None
         self._streams = GenerationStreams(
@@ -182,7 +184,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     def push_audio(self, frame: rtc.AudioFrame) -> None:
         """User audio, resampled to 16 kHz mono; held during a move and delivered after."""
         for pcm in self._input_audio.convert(frame):
-            self._send(functools.partial(self._transport.send_audio, pcm))
+            self._send(functools.partial(self._transport.send_audio, pcm), audio=True)
 
     def push_video(self, frame: rtc.VideoFrame) -> None:
         """A video frame, encoded as the model's ``image_encode_options`` say."""
@@ -206,8 +208,8 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             logger.warning("generate_reply called while another is pending; cancelling it")
             previous.cancel("superseded by a new generate_reply call")
         fut: asyncio.Future[llm.GenerationCreatedEvent] = loop.create_future()
-        if self._phase == "closed":
-            fut.set_exception(llm.RealtimeError("the session is closed"))
+        if self._phase in ("lost", "closed"):
+            fut.set_exception(llm.RealtimeError(f"the session is {self._phase}"))
             return fut
         self._reply = fut
         if self._in_activity:
@@ -248,7 +250,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         """Stop the answer in progress (``cancel_response``): the rest of its output is
         dropped and its generation ends. Nothing happens when none is in progress, or when
         ``activity_handling`` is ``NO_INTERRUPTION``."""
-        if self._quiet_interrupt or not self._opts.interrupts or self._phase == "closed":
+        if self._quiet_interrupt or not self._opts.interrupts or self._phase in ("lost", "closed"):
             return
         if self._opts.manual_activity:
             # The client marks the user's turns: a new activity is what interrupts.
@@ -281,8 +283,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._phase = "closed"
         self._before_dial.clear()
         self._main.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._main
+        await asyncio.wait({self._main})
         await self._transport.disconnect()
         for task in list(self._tasks):
             task.cancel()
@@ -302,14 +303,14 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         for attempt in range(conn.max_retry + 1):
             started = time.perf_counter()
             dial = asyncio.create_task(self._dial(), name="realtime-resumption-dial")
-            # The dial runs up to its first wait before this task goes on: from now on the
-            # transport holds what is sent until the setup completes.
-            await asyncio.sleep(0)
-            self._phase = "dialling"
-            before, self._before_dial = self._before_dial, []
-            for send in before:
-                self._deliver(send)
             try:
+                # The dial runs up to its first wait before this task goes on: from now on
+                # the transport holds what is sent until the setup completes.
+                await asyncio.sleep(0)
+                self._phase = "dialling"
+                before, self._before_dial = self._before_dial, []
+                for send in before:
+                    self._send(send)
                 await dial
             except TransportError as error:
                 last = attempt == conn.max_retry
@@ -319,11 +320,24 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
                 )
                 self._emit_error(error, recoverable=not last)
                 if last:
-                    self._phase = "closed"
+                    self._phase = "lost"
                     self._streams.close()
                     return
+                # The failed dial discarded what it held: all but audio goes to the next one,
+                # and so does what arrives meanwhile (audio in that gap is lost, as on a drop).
+                self._phase = "idle"
+                self._before_dial[:0] = self._dialled
+                self._dialled = []
+                pending, self._pending_config = self._pending_config, None
+                if pending is not None:
+                    await self._transport.update_session(pending)
                 await asyncio.sleep(conn.retry_interval)
                 continue
+            finally:
+                if not dial.done():
+                    dial.cancel()
+                    await asyncio.wait({dial})
+            self._dialled = []
             self._report_connection_acquired(time.perf_counter() - started)
             break
         self._phase = "ready"
@@ -338,12 +352,16 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         else:
             await self._transport.connect()
 
-    def _send(self, send: Callable[[], None]) -> None:
+    def _send(self, send: Callable[[], None], *, audio: bool = False) -> None:
         """Deliver now (the transport holds it while a connection sets up or the session
-        moves), or, before the first dial began, as soon as it does."""
+        moves), or, before a first dial began, as soon as it does; audio that arrives while
+        no connection is being set up (between failed first attempts) is dropped."""
         if self._phase == "idle":
-            self._before_dial.append(send)
-        elif self._phase != "closed":
+            if not audio:
+                self._before_dial.append(send)
+        elif self._phase in ("dialling", "ready"):
+            if self._phase == "dialling" and not audio:
+                self._dialled.append(send)
             self._deliver(send)
 
     def _deliver(self, send: Callable[[], None]) -> None:
@@ -357,7 +375,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         if self._phase == "dialling":
             # The dial in flight was set up without it: apply it once connected (a move).
             self._pending_config = _merge(self._pending_config, update)
-        elif self._phase != "closed":
+        elif self._phase in ("idle", "ready"):
             await self._transport.update_session(update)
 
     def _gemini_tools(self) -> list[types.Tool]:

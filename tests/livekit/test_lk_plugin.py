@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from google.genai import types
 from livekit import rtc
-from livekit.agents import Agent, AgentSession, Plugin
+from livekit.agents import Agent, AgentSession, APIConnectOptions, Plugin
 from livekit.agents.voice.events import CloseReason
 from livekit.plugins import google
 from livekit.plugins import realtime_resumption as rr
@@ -182,3 +182,33 @@ def _ours(task: asyncio.Task[object]) -> bool:
     clean-up tasks (google-genai closes a collected client in a task) are not ours."""
     code = getattr(task.get_coro(), "cr_code", None)
     return code is not None and rr.__file__.rsplit("/", 2)[0] in code.co_filename
+
+
+@pytest.mark.parametrize("refused", [1, 2])
+async def test_the_first_connection_is_retried_as_conn_options_say(refused: int) -> None:
+    """``conn_options``: ``max_retry`` retries ``retry_interval`` apart; each failed attempt
+    is a recoverable error but the last, which closes the AgentSession."""
+    async with Emulator(EmulatorConfig(time_scale=0.1)) as emu:
+        emu.faults.refuse_next(refused)
+        model = rr.RealtimeModel(
+            api_key="k",
+            http_options=emu.http_options(),
+            conn_options=APIConnectOptions(max_retry=1, retry_interval=0.01, timeout=5.0),
+        )
+        session = AgentSession(llm=model, aec_warmup_duration=None)
+        recorder = Recorder()
+        recorder.attach(session)
+        agent = Agent(instructions="Be brief.")
+        await session.start(agent)
+        recorder.attach_realtime(agent.realtime_llm_session)
+        try:
+            if refused == 1:
+                result = await session.run(user_input="hello")
+                result.expect.next_event().is_message(role="assistant")
+            else:
+                await until(lambda: bool(recorder.closed))
+        finally:
+            await session.aclose()
+    assert [e.recoverable for e in recorder.errors] == [True, False][:refused]
+    if refused == 2:
+        assert recorder.closed[0].reason is CloseReason.ERROR
