@@ -106,6 +106,9 @@ class Generation:
         if self.completed_at is None:
             self.completed_at = time.time()
         if not self.text_ch.closed:
+            if not self.output_text:
+                # LiveKit's transcription synchroniser waits for a first text, even an empty one.
+                self.text_ch.send_nowait("")
             self.text_ch.close()
         if not self.audio_ch.closed:
             self.audio_ch.close()

@@ -431,10 +431,12 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         t.on_generation_start = self._streams.answer_started
         t.on_generation_end = self._answer_ended
         t.on_audio_output = self._streams.audio
-        t.on_text_output = self._streams.text
         t.on_text_done = self._streams.media_done
-        if self._opts.response_modality == "audio":
+        if self._opts.response_modality == "audio" and self._opts.output_audio_transcription:
+            # What the model says; its text parts are not spoken and stay out of captions.
             t.on_output_transcription = self._streams.text
+        else:
+            t.on_text_output = self._streams.text
         t.on_tool_call = self._tool_calls
         t.on_tool_call_cancel = self._tool_calls_cancelled
         t.on_input_transcription = self._input_transcription
@@ -452,6 +454,8 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         if generation.continuation:
             self.emit("generation_created", generation.event(user_initiated=False))
             return
+        if self._utterance is not None:
+            self._utterance.answered = True
         reply = self._reply
         user_initiated = reply is not None and not reply.done()
         generation.requested_at = (
@@ -474,7 +478,8 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self.emit("generation_created", event)
 
     def _generation_closed(self, generation: Generation) -> None:
-        self._finish_utterance()
+        if self._utterance is not None and self._utterance.answered:
+            self._finish_utterance()
         for call in generation.function_calls:
             self._mirror.add(call)
         if generation.output_text:
@@ -554,8 +559,9 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             self._speech_started()
 
     def _turn_complete(self, server_turn_id: int | None) -> None:
-        if self._streams.current is None:
-            self._finish_utterance()
+        if self._streams.current is None and self._utterance is not None:
+            if self._utterance.answered:
+                self._finish_utterance()
 
     def _usage(self, usage: RealtimeLLMUsage) -> None:
         generation = self._last_generation
