@@ -33,6 +33,7 @@ from realtime_resumption.transport import (
     SessionLostError,
     SessionUpdate,
     ToolCall,
+    ToolCallOrphanedError,
     ToolResult,
     TransportError,
     TransportErrorEvent,
@@ -400,10 +401,14 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     def _send_tool_result(self, result: ToolResult) -> None:
         try:
             self._transport.send_tool_result(result)
-        except UnknownToolCallError as error:
-            # A result for a call of a session a move left behind, or of an earlier session
-            # (history): sending it would strand the model.
-            logger.warning("tool result not sent", extra={"call_id": result.id, "why": str(error)})
+        except ToolCallOrphanedError as error:
+            # The call's session was left behind by a move (its answer ended): the model may
+            # ask again. Worth an event, not the end of the session.
+            logger.warning("tool result not sent", extra={"call_id": result.id})
+            self._emit_error(error, recoverable=True)
+        except UnknownToolCallError:
+            # A call of an earlier session, from history: sending it would strand the model.
+            logger.info("tool result of another session not sent", extra={"call_id": result.id})
 
     def _elicit(self, instructions: str | None) -> None:
         self._reply_requested_at = time.time()

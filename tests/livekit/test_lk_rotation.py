@@ -1,15 +1,16 @@
 """Rotation through a real AgentSession: microphone audio in, real-time playout out, three
 moves (a goAway during a tool call, a drop, a goAway mid-answer whose first attempt is
-refused), checked against the emulator's ledger."""
+refused), checked against the emulator's ledger; and a drop while a tool call runs."""
 
 from __future__ import annotations
 
-from livekit.agents import Agent, function_tool
+from livekit.agents import Agent, AgentSession, function_tool
+from livekit.plugins import realtime_resumption as rr
 
 from realtime_resumption.emulator import Emulator, EmulatorConfig, answer_text_ids
 from realtime_resumption.moves import MoveOutcome, MoveReason
 
-from .lk_helpers import until, voice_call
+from .lk_helpers import Recorder, until, voice_call
 
 SCALE = 0.25
 """Emulator time scale; the microphone streams at the same pace."""
@@ -101,3 +102,63 @@ async def test_three_moves_in_a_voice_call_cut_nothing_and_lose_no_audio() -> No
     assert len(answers) == 4
     assert all(m.ttft >= 0 and m.input_tokens > 0 for m in answers)
     assert sum(m.output_tokens for m in answers) == 4 * CHUNKS
+
+
+async def test_a_drop_during_a_tool_call_strands_nothing_and_the_question_is_answered() -> None:
+    """The resumed session predates the call (Gemini issues no handle while a tool call is
+    pending): the call's result is not sent to a session that never issued it (a recoverable
+    ``error``), the question is replayed and the model asks for the tool again."""
+    recorder = Recorder()
+    async with Emulator(EmulatorConfig(time_scale=0.1)) as emu:
+
+        @function_tool
+        async def search(what: str = "") -> str:
+            """Search for something."""
+            if not recorder.moves:
+                assert emu.faults.drop() == 1
+                await until(lambda: len(recorder.moves) == 1)
+            return "found it"
+
+        session = AgentSession(
+            llm=rr.RealtimeModel(api_key="test-key", http_options=emu.http_options()),
+            aec_warmup_duration=None,
+        )
+        agent = Agent(instructions="You are helpful.", tools=[search])
+        await session.start(agent)
+        recorder.attach_realtime(agent.realtime_llm_session)
+        try:
+            # A first turn, so the session has a handle from after a turn to resume from.
+            await session.run(user_input="hello")
+            result = await session.run(user_input="please search flights")
+            result.expect.next_event().is_function_call(name="search")
+            await session.run(user_input="thanks")
+            history = list(session.history.items)
+        finally:
+            await session.aclose()
+    # Which run LiveKit files the repeated call under depends on timing; the history does not.
+    kinds = [
+        item.type if item.type != "message" else f"{item.role}: {item.text_content}"
+        for item in history
+        if item.type in ("message", "function_call", "function_call_output")
+    ]
+    assert kinds[:3] == ["user: hello", "assistant: " + _answer(0), "user: please search flights"]
+    assert kinds[3:] == [
+        "function_call",
+        "function_call_output",
+        "function_call",
+        "function_call_output",
+        "assistant: " + _answer(2),
+        "user: thanks",
+        "assistant: " + _answer(3),
+    ]
+    (summary,) = emu.ledger.summary().sessions.values()
+    assert summary.stranded_tool_responses == ()
+    assert [(type(e.error).__name__, e.recoverable) for e in recorder.errors] == [
+        ("ToolCallOrphanedError", True)
+    ]
+    assert [m.report.outcome for m in recorder.moves] == [MoveOutcome.RESUMED]
+    assert recorder.reconnected == 1
+
+
+def _answer(turn: int, chunks: int = 10) -> str:
+    return "".join(f"[{turn}.{k}] " for k in range(chunks))
