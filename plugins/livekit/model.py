@@ -17,9 +17,8 @@ from livekit.agents.types import (
 )
 from livekit.agents.utils import images, is_given
 
+from realtime_resumption import OutboxLimits, ResumptionOptions
 from realtime_resumption.gemini import DEFAULT_MODEL
-from realtime_resumption.gemini.outbox import OutboxLimits
-from realtime_resumption.resumption import ResumptionOptions
 
 from .log import logger
 from .options import DEFAULT_IMAGE_ENCODE_OPTIONS, Options

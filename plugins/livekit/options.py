@@ -9,10 +9,9 @@ from google.genai import types
 from livekit.agents.types import NOT_GIVEN, APIConnectOptions, NotGivenOr
 from livekit.agents.utils import images, is_given
 
+from realtime_resumption import OutboxLimits, ResumptionOptions
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.redaction import redact
-from realtime_resumption.resumption import ResumptionOptions
 
 DEFAULT_IMAGE_ENCODE_OPTIONS = images.EncodeOptions(
     format="JPEG",
