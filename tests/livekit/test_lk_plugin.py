@@ -178,10 +178,15 @@ async def test_closing_the_session_leaves_no_task_behind() -> None:
 
 
 def _ours(task: asyncio.Task[object]) -> bool:
-    """A task running this package's code (the plugin's or the transport's). The SDK's own
-    clean-up tasks (google-genai closes a collected client in a task) are not ours."""
+    """A task running the plugin's or the transport's code. The emulator's tasks, and the
+    SDK's own clean-up tasks (google-genai closes a collected client in a task), are not."""
     code = getattr(task.get_coro(), "cr_code", None)
-    return code is not None and rr.__file__.rsplit("/", 2)[0] in code.co_filename
+    package = rr.__file__.rsplit("/", 2)[0]
+    return (
+        code is not None
+        and code.co_filename.startswith(package)
+        and not code.co_filename.startswith(f"{package}/emulator/")
+    )
 
 
 @pytest.mark.parametrize("refused", [1, 2])

@@ -38,6 +38,10 @@ async def test_new_instructions_and_tools_move_the_session_to_a_new_setup() -> N
 
             await agent.update_instructions("Second instructions.")
             await until(lambda: len(recorder.moves) == 1)
+            # A resumed connection says nothing until there is something to say: the next
+            # move waits for the handle after this turn.
+            result = await session.run(user_input="hello again")
+            result.expect.next_event().is_message(role="assistant")
             await agent.update_tools([lookup, book])
             await until(lambda: len(recorder.moves) == 2)
 
