@@ -282,3 +282,20 @@ async def voice_call(emu: Emulator, agent: Agent, *, pace: float) -> AsyncIterat
         call.mic.close()
         await call.session.aclose()
         await call.speaker.aclose()
+
+
+@contextlib.asynccontextmanager
+async def text_call(
+    model: llm.RealtimeModel, agent: Agent | None = None
+) -> AsyncIterator[tuple[AgentSession, Recorder]]:
+    """A started AgentSession (no audio) with ``model`` and its recorder, closed on exit."""
+    agent = agent or Agent(instructions="Be brief.")
+    session = AgentSession(llm=model, aec_warmup_duration=None)
+    recorder = Recorder()
+    recorder.attach(session)
+    try:
+        await session.start(agent)
+        recorder.attach_realtime(agent.realtime_llm_session)
+        yield session, recorder
+    finally:
+        await session.aclose()

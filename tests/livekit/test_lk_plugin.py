@@ -21,7 +21,7 @@ from realtime_resumption.emulator import Emulator, EmulatorConfig
 from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.resumption import ResumptionOptions
 
-from .lk_helpers import Recorder, until
+from .lk_helpers import text_call, until
 
 OURS_ONLY = {"resumption", "input_buffer", "retry_budget", "resume_watchdog", "transparent"}
 
@@ -141,20 +141,12 @@ async def test_a_session_that_cannot_be_moved_is_lost_and_closes_the_agent_sessi
             resumption=ResumptionOptions(retry_delays=(0.0, 0.05)),
             retry_budget=2,
         )
-        session = AgentSession(llm=model, aec_warmup_duration=None)
-        recorder = Recorder()
-        recorder.attach(session)
-        agent = Agent(instructions="Be brief.")
-        await session.start(agent)
-        recorder.attach_realtime(agent.realtime_llm_session)
-        try:
+        async with text_call(model) as (session, recorder):
             result = await session.run(user_input="hello")
             result.expect.next_event().is_message(role="assistant")
             emu.faults.refuse_next(10)
             emu.faults.drop()
             await until(lambda: bool(recorder.closed))
-        finally:
-            await session.aclose()
     assert len(recorder.fatal_errors) == 1
     assert [m.report.outcome for m in recorder.moves] == [MoveOutcome.LOST]
     assert recorder.reconnected == 0
@@ -200,20 +192,12 @@ async def test_the_first_connection_is_retried_as_conn_options_say(refused: int)
             http_options=emu.http_options(),
             conn_options=APIConnectOptions(max_retry=1, retry_interval=0.01, timeout=5.0),
         )
-        session = AgentSession(llm=model, aec_warmup_duration=None)
-        recorder = Recorder()
-        recorder.attach(session)
-        agent = Agent(instructions="Be brief.")
-        await session.start(agent)
-        recorder.attach_realtime(agent.realtime_llm_session)
-        try:
+        async with text_call(model) as (session, recorder):
             if refused == 1:
                 result = await session.run(user_input="hello")
                 result.expect.next_event().is_message(role="assistant")
             else:
                 await until(lambda: bool(recorder.closed))
-        finally:
-            await session.aclose()
     assert [e.recoverable for e in recorder.errors] == [True, False][:refused]
     if refused == 2:
         assert recorder.closed[0].reason is CloseReason.ERROR
