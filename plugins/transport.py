@@ -416,7 +416,16 @@ class TransportErrorEvent:
 
 # --- Diagnostics ------------------------------------------------------------------------------
 
-SendKind = Literal["audio", "video", "text", "content", "tool_response", "audio_stream_end"]
+SendKind = Literal[
+    "audio",
+    "video",
+    "text",
+    "content",
+    "tool_response",
+    "audio_stream_end",
+    "activity_start",
+    "activity_end",
+]
 """Kinds of client message a transport counts."""
 
 

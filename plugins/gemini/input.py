@@ -35,6 +35,8 @@ SEND_KINDS: Final[tuple[SendKind, ...]] = (
     "content",
     "tool_response",
     "audio_stream_end",
+    "activity_start",
+    "activity_end",
 )
 
 
@@ -147,6 +149,11 @@ class InputPath:
         user's turn waits, with everything after it, for the next connection: an answer
         the old connection started would be cut by the switch."""
         if conn is None or not conn.accepting or conn.busy:
+            return
+        if self.outbox.activity_to_reopen:
+            # Before the audio replayed to it: the user is still speaking.
+            index = conn.enqueue(ClientMessage.activity_start())
+            self.outbox.activity_reopened(conn.dial_gen, index)
             return
         entry = self.outbox.next_unsent()
         if entry is None or (media_only and entry.kind not in _MEDIA):

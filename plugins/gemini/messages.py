@@ -93,6 +93,16 @@ class ClientMessage:
         return ClientMessage("audio_stream_end", None, 0)
 
     @staticmethod
+    def activity_start() -> ClientMessage:
+        """The user began speaking (automatic activity detection off)."""
+        return ClientMessage("activity_start", None, 0)
+
+    @staticmethod
+    def activity_end() -> ClientMessage:
+        """The user stopped speaking (automatic activity detection off)."""
+        return ClientMessage("activity_end", None, 0)
+
+    @staticmethod
     def history(items: Sequence[ReplayItem]) -> ClientMessage | None:
         """Prior turns as quiet context (content that does not complete the turn); None when
         there are none. Raises ValueError for an item with nothing in it."""
@@ -138,5 +148,9 @@ async def write(session: live.AsyncSession, message: ClientMessage) -> None:
         )
     elif isinstance(payload, ToolResponse):
         await session.send_tool_response(function_responses=list(payload.responses))
+    elif message.kind == "activity_start":
+        await session.send_realtime_input(activity_start=types.ActivityStart())
+    elif message.kind == "activity_end":
+        await session.send_realtime_input(activity_end=types.ActivityEnd())
     else:
         await session.send_realtime_input(audio_stream_end=True)

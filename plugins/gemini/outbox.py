@@ -55,6 +55,17 @@ retained resumption point already holds are pruned: the outbox keeps the newest
 entries written within ``handle_margin`` of now (the next handle may need them), so memory
 follows the conversation's recent past, not its length.
 
+Activity
+--------
+With automatic activity detection off, the client marks the user's speech with
+``activityStart``/``activityEnd``. An open activity belongs to a connection, not to the
+snapshot: a resumed (or rebuilt) session starts with none open, and audio it receives outside
+an activity is not heard as speech. So when the user's activity is open at the point a new
+connection's session starts from (the first marker queued for it is an ``activityEnd``, or
+none is queued while the activity is open), :attr:`Outbox.activity_to_reopen` asks the writer
+to send one ``activityStart`` before anything else, and :meth:`Outbox.activity_reopened`
+records it.
+
 Writes
 ------
 Call :meth:`Outbox.mark_sent` before awaiting the socket write, so a switch or a handle that
@@ -327,6 +338,8 @@ class Outbox(Generic[T]):
         self._turn_mark = 0
         self._frontier = 0
         self._held: set[str] = set()
+        self._activity_open = False
+        self._reopen_activity = False
         self._clock = -math.inf
         self._rebuild_lost = _Losses()
         self._gap_dropped = _Losses()
@@ -366,6 +379,8 @@ class Outbox(Generic[T]):
         elif kind is MessageKind.VIDEO:
             self._video.append(entry)
             self._video_frames += 1
+        elif kind is MessageKind.ACTIVITY_START or kind is MessageKind.ACTIVITY_END:
+            self._activity_open = kind is MessageKind.ACTIVITY_START
         self._enforce_bounds(now)
         self._prune()
         return entry
@@ -385,6 +400,25 @@ class Outbox(Generic[T]):
     def live_connection(self) -> int | None:
         """The id of the connection new writes go to, or None during a gap."""
         return self._live.id if self._live is not None else None
+
+    @property
+    def activity_to_reopen(self) -> bool:
+        """The live connection must get an ``activityStart`` before anything queued for it:
+        the user's activity was open at the point its session starts from (see *Activity*)."""
+        return self._reopen_activity and self._live is not None
+
+    def activity_reopened(self, connection: int, index: int) -> None:
+        """An ``activityStart`` that no entry carries was written to the live ``connection``
+        at ``index``, reopening the user's activity there."""
+        live = self._live
+        if live is None or live.id != connection:
+            raise ValueError(f"connection {connection} is not the live connection")
+        if index <= live.last_index:
+            raise ValueError(
+                f"index {index} on connection {connection} does not follow {live.last_index}"
+            )
+        live.last_index = index
+        self._reopen_activity = False
 
     def next_unsent(self) -> Entry[T] | None:
         """The next entry to write to the live connection, in order; None when there is
@@ -551,18 +585,25 @@ class Outbox(Generic[T]):
         return replay
 
     def attach_fresh(
-        self, connection: int, now: float, *, round_trip: float | None = None
+        self,
+        connection: int,
+        now: float,
+        *,
+        round_trip: float | None = None,
+        seeded: bool = True,
     ) -> Replay:
         """``connection`` opened a fresh session (first connection, or a rebuild seeded with
         the history) and takes every write from now. Queues what came after the last
         completed turn; discards tool responses; forgets every handle (they belong to the
-        old session)."""
+        old session). ``seeded=False``: nothing seeds the session (the first connection), so
+        ``RESUMED``-scope messages are queued too."""
         self._enforce_bounds(now)
         needed: list[Entry[T]] = []
         discarded: list[Entry[T]] = []
         replayed = buffered = 0
+        scopes = (ReplayScope.SESSION,) if seeded else (ReplayScope.SESSION, ReplayScope.RESUMED)
         for entry in self._log.values():
-            if entry.seq <= self._turn_mark or entry.scope is not ReplayScope.SESSION:
+            if entry.seq <= self._turn_mark or entry.scope not in scopes:
                 continue
             if entry.kind is MessageKind.TOOL_RESPONSE:
                 discarded.append(entry)
@@ -605,6 +646,7 @@ class Outbox(Generic[T]):
         self._handles.clear()
         self._held.clear()
         self._live = self._last_conn = None
+        self._activity_open = self._reopen_activity = False
 
     # -- diagnostics ----------------------------------------------------------------------
 
@@ -806,12 +848,23 @@ class Outbox(Generic[T]):
             entry._queued = True
         self._pending = deque(needed)
         self._dead_pending = 0
+        self._reopen_activity = self._activity_open_before(needed)
         if self._live is not None:
             self._last_conn = self._live
         self._live = conn
         self._gap_dropped = _Losses()
         self._held.clear()
         self._refresh()
+
+    def _activity_open_before(self, needed: list[Entry[T]]) -> bool:
+        """Whether the user's activity is open where ``needed`` (what a new connection gets
+        queued) begins: the opposite of the first activity marker in it, else as it is now."""
+        for entry in needed:
+            if entry.kind is MessageKind.ACTIVITY_START:
+                return False
+            if entry.kind is MessageKind.ACTIVITY_END:
+                return True
+        return self._activity_open
 
     @staticmethod
     def _replay(replayed: int, buffered: int, possibly_duplicated: int, lost: _Losses) -> Replay:

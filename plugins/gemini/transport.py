@@ -279,6 +279,7 @@ class GeminiLiveTransport:
         self._end_waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._quiesced = False
         self._disconnected = False
+        self._connecting = False
         self._setup_stale = False
         self._realtime_sent = False
 
@@ -376,11 +377,14 @@ class GeminiLiveTransport:
         """Open a connection (resuming from ``resumption_handle`` when there is one) and return
         once its setup completed. ``config`` is applied first.
 
+        Sends made meanwhile are held (``input_buffer`` bounds them, as during a move) and
+        delivered once the setup completed; a failed dial discards them.
+
         Raises ``ConnectError`` when the dial fails (its ``failure`` says why),
         ``DialAbandonedError`` when ``abort_incumbent`` or ``disconnect`` overtook it, and
-        ``TransportError`` when already connected.
+        ``TransportError`` when already connected (or connecting).
         """
-        if self._active:
+        if self._active or self._connecting:
             raise TransportError(f"{self} is already connected")
         if config is not None:
             self._options = self._options.updated(config)
@@ -477,9 +481,19 @@ class GeminiLiveTransport:
         self._user_turn.clear()
         self._realtime_sent = False
         self._disconnected = False
-        conn = await self._dialler.dial(handle)
+        self._connecting = True
+        try:
+            conn = await self._dialler.dial(handle)
+        except BaseException:
+            self._input.clear()
+            raise
+        finally:
+            self._connecting = False
         self._tools.connected(conn.dial_gen, resumed_from=None)
-        self._input.outbox.attach_fresh(conn.dial_gen, self._now(), round_trip=conn.setup_seconds)
+        # Nothing seeds this session: history replayed while it dialled goes to it as sent.
+        self._input.outbox.attach_fresh(
+            conn.dial_gen, self._now(), round_trip=conn.setup_seconds, seeded=False
+        )
         self._active = True
         self._install(conn)
 
@@ -591,7 +605,7 @@ class GeminiLiveTransport:
         held during a move. The one send path: it counts every message and refuses, with an
         error, what no session can take. ``scope``: which later connections may get it
         again."""
-        if not self._active:
+        if not self._takes_input:
             raise self._input.refuse(
                 message.kind,
                 NotConnectedError(
@@ -603,6 +617,11 @@ class GeminiLiveTransport:
         now = self._now()
         self._input.submit(message, now, scope)
         self._feed()
+
+    @property
+    def _takes_input(self) -> bool:
+        """A session is up, or ``connect`` is dialling its first connection."""
+        return self._active or (self._connecting and not self._disconnected)
 
     def _feed(self) -> None:
         # While a move is under way the incumbent takes only audio and video: a turn it
@@ -643,6 +662,21 @@ class GeminiLiveTransport:
     def commit_audio(self) -> None:
         """The user's audio stream paused (``audioStreamEnd``): the provider may end the turn."""
         self._send(ClientMessage.audio_stream_end())
+        self._rotation.user_turn()
+
+    def send_activity_start(self) -> None:
+        """The user began speaking (``activityStart``), for a ``realtime_input_config`` with
+        automatic activity detection disabled. Held and replayed across moves like any
+        input; an activity open at a move is reopened on the new connection before the
+        audio replayed to it."""
+        if self._rotation.switching:
+            self._rotation.hold_input()
+        self._send(ClientMessage.activity_start())
+        self._rotation.user_turn()
+
+    def send_activity_end(self) -> None:
+        """The user stopped speaking (``activityEnd``): the provider ends the turn."""
+        self._send(ClientMessage.activity_end())
         self._rotation.user_turn()
 
     def clear_audio(self) -> None:
@@ -758,7 +792,7 @@ class GeminiLiveTransport:
         if message is None:
             return
         if (
-            self._active
+            self._takes_input
             and self._options.initial_history_in_client_content
             and (self._realtime_sent)
         ):

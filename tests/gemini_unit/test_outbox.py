@@ -942,3 +942,52 @@ def test_a_write_pruned_while_in_flight_comes_back_when_it_fails() -> None:
     outbox.detach(1)
     outbox.attach_resumed(2, "h1", 0.3)
     assert wire.flush(0.3) == ["a1"]
+
+
+# -- activity markers ----------------------------------------------------------------------
+
+
+def test_an_activity_open_where_the_new_session_starts_is_reopened_first() -> None:
+    outbox, wire = make()
+    outbox.attach_fresh(1, 0.0)
+    start, end = MessageKind.ACTIVITY_START, MessageKind.ACTIVITY_END
+    outbox.submit("s1", start, 0.0)
+    send(outbox, wire, 0.0, "a1")
+    wire.flush(0.0)
+    assert outbox.record_handle("h1", 1, 1.0)  # the snapshot holds s1 and a1
+    send(outbox, wire, 1.1, "a2")
+    outbox.detach(1)
+    outbox.attach_resumed(2, "h1", 1.2)
+    # a2 is replayed; the activity s1 opened is open there: reopen it before a2.
+    assert outbox.activity_to_reopen
+    outbox.activity_reopened(2, 1)
+    assert not outbox.activity_to_reopen
+    wire.index[2] = 1
+    assert wire.flush(1.2) == ["a2"]
+    outbox.submit("e1", end, 1.3)
+    wire.flush(1.3)
+    assert outbox.record_handle("h2", 2, 2.0)
+    outbox.detach(2)
+    outbox.attach_resumed(3, "h2", 2.1)
+    assert not outbox.activity_to_reopen  # closed in the snapshot
+    outbox.submit("s2", start, 2.2)
+    outbox.detach(3)
+    outbox.attach_resumed(4, "h2", 2.3)
+    assert not outbox.activity_to_reopen  # s2 itself is replayed, first
+    assert wire.flush(2.3) == ["s2"]
+
+
+def test_a_replay_that_begins_inside_an_activity_reopens_it() -> None:
+    outbox, wire = make()
+    outbox.attach_fresh(1, 0.0)
+    outbox.submit("s1", MessageKind.ACTIVITY_START, 0.0)
+    wire.flush(0.0)
+    assert outbox.record_handle("h1", 1, 1.0)
+    send(outbox, wire, 1.1, "a1")
+    outbox.submit("e1", MessageKind.ACTIVITY_END, 1.2)
+    wire.flush(1.2)
+    outbox.detach(1)
+    outbox.attach_resumed(2, "h1", 1.3)
+    assert outbox.activity_to_reopen
+    with pytest.raises(ValueError, match="not the live connection"):
+        outbox.activity_reopened(1, 1)
