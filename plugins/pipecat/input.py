@@ -113,32 +113,38 @@ class ImageThrottle:
         return buffer.getvalue()
 
 
-EARLY_AUDIO_LIMIT: Final = 10.0
-"""Seconds of 16 kHz audio held while the first connection is being set up."""
+PREROLL: Final = 0.5
+"""Seconds of audio kept before an activity starts, when the upstream VAD's own start delay
+is not known (server VAD disabled)."""
+PREROLL_MARGIN: Final = 0.1
+"""Seconds added to the upstream VAD's ``start_secs`` when it sizes the pre-roll."""
 
 
-class EarlyAudio:
-    """Audio that arrives before the first setup completed, held (bounded) until it can be
-    sent: past ``limit`` seconds the oldest chunk goes, and is counted."""
+class Preroll:
+    """The most recent ``seconds`` of 16 kHz mono audio, kept while no activity is open (server
+    VAD disabled) and sent after ``activityStart``, so the onset of speech is not clipped."""
 
-    def __init__(self, limit: float = EARLY_AUDIO_LIMIT) -> None:
-        self._limit_bytes = int(limit * TARGET_RATE) * 2
+    def __init__(self, seconds: float = PREROLL) -> None:
         self._chunks: deque[bytes] = deque()
         self._bytes = 0
-        self.dropped = 0
-        """Chunks dropped because the hold was full."""
+        self.seconds = seconds
 
-    def hold(self, pcm: bytes) -> None:
-        """Keep ``pcm`` (16 kHz mono) for ``release``."""
+    def keep(self, pcm: bytes) -> None:
+        """Keep ``pcm``; the oldest audio beyond ``seconds`` goes."""
         self._chunks.append(pcm)
         self._bytes += len(pcm)
-        while self._bytes > self._limit_bytes and len(self._chunks) > 1:
+        limit = int(self.seconds * TARGET_RATE) * 2
+        while self._bytes > limit and self._chunks:
             self._bytes -= len(self._chunks.popleft())
-            self.dropped += 1
 
-    def release(self) -> list[bytes]:
-        """Everything held, oldest first; the hold is empty after."""
-        chunks = list(self._chunks)
+    def take(self) -> bytes:
+        """Everything kept, oldest first; empty after."""
+        pcm = b"".join(self._chunks)
         self._chunks.clear()
         self._bytes = 0
-        return chunks
+        return pcm
+
+    def clear(self) -> None:
+        """Forget what was kept."""
+        self._chunks.clear()
+        self._bytes = 0

@@ -35,6 +35,7 @@ from pipecat.frames.frames import (
     LLMMessagesAppendFrame,
     LLMServiceMetadataFrame,
     LLMSetToolsFrame,
+    SpeechControlParamsFrame,
     StartFrame,
     UserStartedSpeakingFrame,
     UserStoppedSpeakingFrame,
@@ -65,10 +66,12 @@ from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET
 from realtime_resumption.gemini.watchdog import DEFAULT_RESUME_WATCHDOG
 from realtime_resumption.pipecat import settings as settings_map
 from realtime_resumption.pipecat.input import (
+    PREROLL,
+    PREROLL_MARGIN,
     AudioConverter,
-    EarlyAudio,
     ImageThrottle,
     MalformedInputError,
+    Preroll,
 )
 from realtime_resumption.pipecat.output import ResponseFrames
 from realtime_resumption.resumption import ResumptionOptions
@@ -183,7 +186,11 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         self._frames.bind(self._transport)
         self._audio = AudioConverter()
         self._images = ImageThrottle()
-        self._early = EarlyAudio()
+        self._preroll = Preroll(
+            user_audio_preroll_secs if user_audio_preroll_secs is not None else PREROLL
+        )
+        self._vad_disabled = settings_map.vad_disabled(self._settings)
+        self._user_speaking = False
         self._session_up = False
         self._connect_task: asyncio.Task[None] | None = None
         self._frames_task: asyncio.Task[None] | None = None
@@ -265,6 +272,9 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             self._pending_update = None
         self._frames_task = self.create_task(self._frames.run(), "gemini-live-frames")
         self._connect_task = self.create_task(self._connect(), "gemini-live-connect")
+        # Let the dial begin before the next frame: from then on the transport holds what is
+        # sent until the setup completes.
+        await asyncio.sleep(0)
 
     async def stop(self, frame: EndFrame) -> None:
         """Disconnect; the frames of what the connection said last are pushed first."""
@@ -292,11 +302,6 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             )
             return
         self._session_up = True
-        held = self._early.release()
-        if self._early.dropped:
-            logger.warning(f"{self}: {self._early.dropped} early audio chunk(s) dropped")
-        for pcm in held:
-            self._send_pcm(pcm)
 
     async def _close(self, *, drain: bool) -> None:
         if self._closed:
@@ -355,9 +360,15 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             await self._frames.interrupted_locally()
             await self.push_frame(frame, direction)
         elif isinstance(frame, UserStartedSpeakingFrame):
+            self._user_started_speaking()
             await self.push_frame(frame, direction)
         elif isinstance(frame, UserStoppedSpeakingFrame):
+            self._user_stopped_speaking()
             await self.start_ttfb_metrics()
+            await self.push_frame(frame, direction)
+        elif isinstance(frame, SpeechControlParamsFrame):
+            if self._user_audio_preroll_secs is None and frame.vad_params is not None:
+                self._preroll.seconds = frame.vad_params.start_secs + PREROLL_MARGIN
             await self.push_frame(frame, direction)
         elif isinstance(frame, LLMMessagesAppendFrame):
             await self._append_messages(frame)
@@ -388,8 +399,9 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         except MalformedInputError as error:
             await self.push_error(f"{self}: audio frame not sent: {error}", exception=error)
             return
-        if not self._session_up and not self._closed:
-            self._early.hold(pcm)
+        if self._vad_disabled and not self._user_speaking:
+            # Outside an activity the service discards audio: keep the onset for it.
+            self._preroll.keep(pcm)
             return
         self._send_pcm(pcm)
 
@@ -399,6 +411,29 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         except NotConnectedError as error:
             logger.debug(f"{self}: audio not sent: {error}")
 
+    def _user_started_speaking(self) -> None:
+        self._user_speaking = True
+        if not self._vad_disabled:
+            return
+        try:
+            self._transport.send_activity_start()
+        except NotConnectedError as error:
+            logger.debug(f"{self}: activityStart not sent: {error}")
+            return
+        onset = self._preroll.take()
+        if onset:
+            self._send_pcm(onset)
+
+    def _user_stopped_speaking(self) -> None:
+        self._user_speaking = False
+        self._preroll.clear()
+        if not self._vad_disabled:
+            return
+        try:
+            self._transport.send_activity_end()
+        except NotConnectedError as error:
+            logger.debug(f"{self}: activityEnd not sent: {error}")
+
     async def _send_image(self, frame: InputImageRawFrame) -> None:
         if self._video_input_paused:
             return
@@ -407,7 +442,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         except MalformedInputError as error:
             await self.push_error(f"{self}: image frame not sent: {error}", exception=error)
             return
-        if jpeg is None or not await self._session_ready():
+        if jpeg is None:
             return
         try:
             self._transport.send_file(jpeg, "image/jpeg")
@@ -415,9 +450,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             logger.debug(f"{self}: image not sent: {error}")
 
     async def _send_text(self, turns: Sequence[ContentTurn]) -> None:
-        if not turns or not await self._session_ready():
-            return
-        if not self._transport.send_live_text(turns):
+        if turns and not self._transport.send_live_text(turns):
             logger.warning(f"{self}: text not sent (no session)")
 
     async def _append_messages(self, frame: LLMMessagesAppendFrame) -> None:
@@ -426,11 +459,14 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             for text in (standard_message_text(m) for m in frame.messages)
             if text
         ]
-        if not turns or not await self._session_ready():
+        if not turns:
             return
         if frame.run_llm is False:
             # Context for later, no answer now.
-            self._transport.send_content(turns, turn_complete=False)
+            try:
+                self._transport.send_content(turns, turn_complete=False)
+            except NotConnectedError as error:
+                logger.debug(f"{self}: messages not sent: {error}")
             return
         await self.start_ttfb_metrics()
         await self._send_text(turns)

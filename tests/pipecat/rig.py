@@ -9,13 +9,14 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
-from pipecat.frames.frames import CancelFrame, EndFrame, Frame, StartFrame
+from pipecat.frames.frames import CancelFrame, EndFrame, Frame, InputAudioRawFrame, StartFrame
+from pipecat.observers.base_observer import BaseObserver, FramePushed
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.workers.runner import WorkerRunner
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
+from realtime_resumption.emulator import EmulatorConfig, user_audio
 from realtime_resumption.resumption import ResumptionOptions
 
 MODEL = "gemini-live-2.5-flash-preview"
@@ -136,7 +137,30 @@ class Rig:
                     await task
 
 
-async def run_emulator(config: EmulatorConfig) -> Emulator:
-    emu = Emulator(config)
-    await emu.start()
-    return emu
+class PushLog(BaseObserver):
+    """Every frame ``source`` pushed, in push order (what an observer sees)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.source: FrameProcessor | None = None
+        self.pushed: list[tuple[Frame, FrameDirection]] = []
+
+    async def on_push_frame(self, data: FramePushed) -> None:
+        if data.source is self.source:
+            self.pushed.append((data.frame, data.direction))
+
+    def frames(self, direction: FrameDirection = FrameDirection.DOWNSTREAM) -> list[Frame]:
+        return [f for f, d in self.pushed if d is direction]
+
+    def count(self, kind: type[Frame] | tuple[type[Frame], ...]) -> int:
+        return sum(1 for f in self.frames() if isinstance(f, kind))
+
+
+async def stream_audio(
+    rig: Rig, first: int, count: int, *, speech: bool, word: str | None = None
+) -> None:
+    """``count`` numbered 20 ms chunks of user audio into the pipeline, at the emulator's pace."""
+    for seq in range(first, first + count):
+        audio = user_audio(seq, speech=speech, word=word)
+        await rig.queue(InputAudioRawFrame(audio=audio, sample_rate=16_000, num_channels=1))
+        await asyncio.sleep(0.02 * TIME_SCALE)
