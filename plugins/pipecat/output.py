@@ -123,6 +123,7 @@ class ResponseFrames:
         self._usage: LLMTokenUsage | None = None
         self._grounding: Mapping[str, Any] | None = None
         self._answer_text = ""
+        self._answers = 0
 
     # --- state the service reads --------------------------------------------------------------
 
@@ -130,6 +131,11 @@ class ResponseFrames:
     def responding(self) -> bool:
         """An answer is open (between its start and its end)."""
         return self._generation is not None
+
+    @property
+    def answers(self) -> int:
+        """Answers opened so far."""
+        return self._answers
 
     # --- wiring -------------------------------------------------------------------------------
 
@@ -201,6 +207,7 @@ class ResponseFrames:
     # --- the answer ---------------------------------------------------------------------------
 
     async def _generation_start(self, generation_id: str) -> None:
+        self._answers += 1
         self._generation = generation_id
         self._response_started = False
         self._tts_started = False

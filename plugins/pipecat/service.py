@@ -550,6 +550,11 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         if update != SessionUpdate():
             await self._transport.update_session(update)
         await self._send_completed_tool_calls(send=False)
+        if self._frames.answers:
+            # The conversation is under way (the first context came with a later turn): the
+            # session has it already, and a seed now would be answered again.
+            logger.debug(f"{self}: the first context arrived mid-conversation; not seeded")
+            return
         messages: list[types.Content] = list(params["messages"])
         if not messages and self._inference_on_context_initialization:
             if not self._system_instruction_from_init:
