@@ -1,0 +1,191 @@
+"""Our service on the emulator, frame by frame: settings and tool updates move the session,
+manual activity (server VAD disabled) across a move, malformed input, a lost session, the
+EndFrame hold, input resampling, and the lifecycle frames' secrets."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pipecat.frames.frames import (
+    EndFrame,
+    ErrorFrame,
+    InputAudioRawFrame,
+    InputImageRawFrame,
+    InputTextRawFrame,
+    LLMFullResponseEndFrame,
+    LLMSetToolsFrame,
+    LLMUpdateSettingsFrame,
+    TTSAudioRawFrame,
+    UserStartedSpeakingFrame,
+    UserStoppedSpeakingFrame,
+)
+from pipecat.services.google.gemini_live.llm import GeminiVADParams
+
+from realtime_resumption.emulator import Emulator, user_audio
+from realtime_resumption.frames import (
+    GenerationEndedFrame,
+    SessionLostFrame,
+    SessionMovedFrame,
+    SessionResumptionUpdateFrame,
+)
+from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.pipecat import GeminiLiveLLMService
+from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.transport import GenerationEndReason
+
+from . import services
+from .rig import TIME_SCALE, Rig, emulator_config
+
+
+def _only(emu: Emulator):  # type: ignore[no-untyped-def]
+    (session,) = emu.ledger.sessions.values()
+    return session
+
+
+def _kinds(connection) -> list[str]:  # type: ignore[no-untyped-def]
+    return [m.kind for m in connection.client_messages if m.kind != "setup"]
+
+
+async def _speak(rig: Rig, first: int, words: list[str], *, speech: bool = True) -> int:
+    for seq, word in enumerate(words, start=first):
+        audio = user_audio(seq, speech=speech, word=word or None)
+        await rig.queue(InputAudioRawFrame(audio=audio, sample_rate=16_000, num_channels=1))
+        await asyncio.sleep(0.02 * TIME_SCALE)
+    return first + len(words)
+
+
+async def test_a_settings_update_mid_call_moves_the_session_to_the_new_setup() -> None:
+    async with Emulator(emulator_config()) as emu:
+        service = services.ours(emu)
+        async with Rig([service]) as rig:
+            await rig.wait(lambda: rig.count(SessionResumptionUpdateFrame) >= 1)
+            delta = GeminiLiveLLMService.Settings(system_instruction="Be brief.", voice="Puck")
+            await rig.queue(LLMUpdateSettingsFrame(delta=delta))
+            await rig.wait(lambda: rig.count(SessionMovedFrame) >= 1)
+            await rig.queue(LLMSetToolsFrame(tools=services.LOOKUP))
+            await rig.wait(lambda: rig.count(SessionMovedFrame) >= 2)
+            await rig.queue(InputTextRawFrame("hello there"))
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+        session = _only(emu)
+    reports = [f.report for f in rig.of(SessionMovedFrame)]
+    assert [(r.reason, r.outcome) for r in reports] == [
+        (MoveReason.CONFIG, MoveOutcome.RESUMED),
+        (MoveReason.CONFIG, MoveOutcome.RESUMED),
+    ]
+    first, second, third = (c.setup for c in session.connections)
+    assert first is not None and second is not None and third is not None
+    assert (first.system_instruction, first.voice, first.tools) == ("", "Charon", ())
+    assert (second.system_instruction, second.voice, second.tools) == ("Be brief.", "Puck", ())
+    assert (third.system_instruction, third.voice, third.tools) == (
+        "Be brief.",
+        "Puck",
+        ("lookup",),
+    )
+    assert session.turns[0].connection == 2  # answered on the connection with the new setup
+    assert rig.of(ErrorFrame, up=True) == []
+
+
+async def test_manual_activity_survives_a_move_with_the_onset_kept() -> None:
+    vad = GeminiVADParams(disabled=True)
+    async with Emulator(emulator_config()) as emu:
+        service = services.ours(emu, settings={"vad": vad})
+        async with Rig([service]) as rig:
+            await rig.wait(lambda: rig.count(SessionResumptionUpdateFrame) >= 1)
+            # Before the pipeline's VAD says the user speaks: kept as the onset.
+            seq = await _speak(rig, 1, ["are"])
+            await rig.queue(UserStartedSpeakingFrame())
+            seq = await _speak(rig, seq, ["you", ""])
+            assert emu.faults.drop() == 1
+            await rig.wait(lambda: rig.count(SessionMovedFrame) >= 1)
+            seq = await _speak(rig, seq, ["there", ""])
+            await rig.queue(UserStoppedSpeakingFrame())
+            await rig.wait(lambda: rig.count(GenerationEndedFrame) >= 1)
+        session = _only(emu)
+    (moved,) = rig.of(SessionMovedFrame)
+    assert (moved.report.reason, moved.report.outcome) == (MoveReason.LOST, MoveOutcome.RESUMED)
+    assert [t.user_text for t in session.turns.values()] == ["are you there"]
+    (ended,) = rig.of(GenerationEndedFrame)
+    assert ended.reason is GenerationEndReason.GENERATION_COMPLETE
+    summary = emu.ledger.summary().sessions[session.session_id]
+    assert summary.audio_lost == () and summary.answers_cut == ()
+    # The new connection opened the activity again before the audio replayed to it.
+    kinds = _kinds(session.connections[1])
+    assert kinds[0] == "activity_start" and kinds[-1] == "activity_end"
+    assert rig.of(ErrorFrame, up=True) == []
+
+
+async def test_malformed_input_frames_get_a_clear_non_fatal_error() -> None:
+    async with Emulator(emulator_config()) as emu:
+        service = services.ours(emu)
+        async with Rig([service]) as rig:
+            await rig.queue(
+                InputAudioRawFrame(audio=b"\x00\x01\x02", sample_rate=16_000, num_channels=1)
+            )
+            await rig.queue(InputAudioRawFrame(audio=b"\x00\x00", sample_rate=0, num_channels=1))
+            await rig.queue(InputImageRawFrame(image=b"\x00" * 5, size=(4, 4), format="RGB"))
+            await rig.wait(lambda: rig.count(ErrorFrame, up=True) >= 3)
+            # The service goes on.
+            await rig.queue(InputTextRawFrame("hello there"))
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+    errors = rig.of(ErrorFrame, up=True)
+    assert [e.fatal for e in errors] == [False, False, False]
+    assert "not whole PCM16 frames" in errors[0].error
+    assert "sample_rate must be a positive int" in errors[1].error
+    assert "does not hold a RGB image of size (4, 4)" in errors[2].error
+
+
+async def test_audio_at_any_rate_reaches_the_model_as_16_khz_mono() -> None:
+    async with Emulator(emulator_config()) as emu:
+        service = services.ours(emu)
+        async with Rig([service]) as rig:
+            await rig.wait(lambda: rig.count(SessionResumptionUpdateFrame) >= 1)
+            # 200 ms of 48 kHz stereo in 20 ms frames (samples doubled for each channel).
+            mono = user_audio(1, speech=True, ms=200)
+            stereo = bytes(b for i in range(0, len(mono), 2) for b in mono[i : i + 2] * 2)
+            upsampled = bytes(b for i in range(0, len(stereo), 4) for b in stereo[i : i + 4] * 3)
+            for i in range(0, len(upsampled), 3840):
+                chunk = upsampled[i : i + 3840]
+                await rig.queue(InputAudioRawFrame(audio=chunk, sample_rate=48_000, num_channels=2))
+            await rig.queue(InputTextRawFrame("hello there"))
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+        session = _only(emu)
+    (connection,) = session.connections
+    audio = [m for m in connection.client_messages if m.kind == "audio"]
+    assert audio and all(t == "audio/pcm;rate=16000" for m in audio for t in m.mime_types)
+
+
+async def test_a_lost_session_pushes_session_lost_and_one_fatal_error() -> None:
+    options = ResumptionOptions(deadline_margin=1.0, retry_delays=(0.0, 0.01), attempt_timeout=1.0)
+    async with Emulator(emulator_config()) as emu:
+        service = services.ours(emu, resumption=options, retry_budget=2)
+        async with Rig([service]) as rig:
+            await rig.wait(lambda: rig.count(SessionResumptionUpdateFrame) >= 1)
+            emu.faults.refuse_next(10)
+            emu.faults.drop()
+            await rig.wait(lambda: rig.count(ErrorFrame, up=True) >= 1)
+    assert rig.count(SessionLostFrame) == 1
+    (error,) = rig.of(ErrorFrame, up=True)
+    assert "session lost" in error.error
+    assert rig.of(SessionMovedFrame) == []
+
+
+async def test_end_frame_waits_for_the_answer_in_progress() -> None:
+    async with Emulator(emulator_config(answer_chunks=30)) as emu:
+        service = services.ours(emu)
+        async with Rig([service]) as rig:
+            await rig.queue(InputTextRawFrame("hello there"))
+            await rig.wait(lambda: rig.count(TTSAudioRawFrame) >= 1)
+            await rig.queue(EndFrame())
+            await rig.wait(lambda: rig.count(EndFrame) >= 1)
+        session = _only(emu)
+    (turn,) = session.turns.values()
+    assert (turn.outcome, turn.delivered) == ("complete", 30)
+    kinds = [type(f) for f in rig.down.frames]
+    assert kinds.index(LLMFullResponseEndFrame) < kinds.index(EndFrame)
+
+
+def test_the_resumption_frame_never_shows_its_handle() -> None:
+    handle = "CiQ0ZjVmYjY4My1lNzQ0LTRmYTktOWVkNy1kZTI2Y2U5MjE0ZWUSC2F1ZGlvLWNoYXQ"
+    frame = SessionResumptionUpdateFrame(resumable=True, handle=handle)
+    assert handle not in repr(frame) and handle not in str(frame)
+    assert frame.handle == handle
