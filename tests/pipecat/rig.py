@@ -164,3 +164,10 @@ async def stream_audio(
         audio = user_audio(seq, speech=speech, word=word)
         await rig.queue(InputAudioRawFrame(audio=audio, sample_rate=16_000, num_channels=1))
         await asyncio.sleep(0.02 * TIME_SCALE)
+
+
+async def until(predicate: Callable[[], bool], timeout: float = WAIT) -> None:
+    """Poll ``predicate`` (state outside the pipeline, e.g. the ledger) within ``timeout``."""
+    async with asyncio.timeout(timeout):
+        while not predicate():  # noqa: ASYNC110
+            await asyncio.sleep(0.01)

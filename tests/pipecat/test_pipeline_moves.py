@@ -5,7 +5,6 @@ across that one. Checked against the emulator's ledger and the frames the servic
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 
 from pipecat.frames.frames import (
@@ -29,7 +28,7 @@ from realtime_resumption.moves import MoveOutcome, MoveReason
 
 from . import services
 from .devices import Microphone, Speaker
-from .rig import PushLog, Rig, emulator_config
+from .rig import PushLog, Rig, emulator_config, until
 
 SCALE = 0.2
 """Emulator time at 1/5: a 20 ms chunk streams every 4 ms."""
@@ -72,9 +71,7 @@ async def test_three_moves_lose_nothing_and_keep_every_answer_whole() -> None:
             await rig.wait(lambda: answered(3) and moved(3))
             # Everything streamed until now reaches the service (a bounded wait).
             streamed = mic.sent
-            async with asyncio.timeout(5.0):
-                while streamed not in emu.ledger.sessions[_only(emu)].audio_received:  # noqa: ASYNC110
-                    await asyncio.sleep(0.01)
+            await until(lambda: streamed in emu.ledger.sessions[_only(emu)].audio_received)
             await mic.mute()
             errors = rig.of(ErrorFrame, up=True) + rig.of(ErrorFrame)
 
