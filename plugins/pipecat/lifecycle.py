@@ -151,5 +151,5 @@ class GenerationLifecycleProcessor(FrameProcessor):  # type: ignore[misc]
 
     async def cleanup(self) -> None:
         """Stop the grace timer."""
-        await super().cleanup()
+        await super().cleanup()  # type: ignore[no-untyped-call]
         await self._stop_timer()

@@ -37,7 +37,6 @@ from pipecat.frames.frames import (
     LLMThoughtEndFrame,
     LLMThoughtStartFrame,
     LLMThoughtTextFrame,
-    TextType,
     TranscriptionFrame,
     TTSAudioRawFrame,
     TTSStartedFrame,
@@ -47,6 +46,7 @@ from pipecat.frames.frames import (
 from pipecat.metrics.metrics import LLMTokenUsage
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.google.frames import LLMSearchOrigin, LLMSearchResponseFrame, LLMSearchResult
+from pipecat.utils.text.base_text_aggregator import TextType
 from pipecat.utils.time import time_now_iso8601
 
 from realtime_resumption.frames import (
@@ -359,12 +359,15 @@ class ResponseFrames:
 
     async def _error(self, event: TransportErrorEvent) -> None:
         error = event.error
+        exception = error if isinstance(error, Exception) else None
         if event.recoverable:
-            await self._sink.push_error(f"Gemini Live: {error}", exception=error)
+            await self._sink.push_error(f"Gemini Live: {error}", exception=exception)
             return
         await self._sink.push_frame(SessionLostFrame(error=str(error)))
         await self._sink.push_error(
-            f"Gemini Live session lost: {error}", exception=error, force_treat_as_permanent=True
+            f"Gemini Live session lost: {error}",
+            exception=exception,
+            force_treat_as_permanent=True,
         )
 
 

@@ -56,7 +56,7 @@ from pipecat.services.google.gemini_live.llm import (
 )
 from pipecat.services.google.utils import update_google_client_http_options
 from pipecat.services.llm_service import LLMService
-from pipecat.services.settings import LLMSettings
+from pipecat.services.settings import ServiceSettings
 from pipecat.transcriptions.language import Language
 from pipecat.utils.types import assert_given, is_given
 
@@ -288,7 +288,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
 
     async def cleanup(self) -> None:
         """Release everything at pipeline teardown."""
-        await super().cleanup()
+        await super().cleanup()  # type: ignore[no-untyped-call]
         await self._close(drain=False)
 
     async def _connect(self) -> None:
@@ -488,12 +488,12 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         else:
             self.create_task(self._transport.update_session(update), "gemini-live-update")
 
-    async def _update_settings(self, delta: LLMSettings) -> dict[str, Any]:
+    async def _update_settings(self, delta: ServiceSettings) -> dict[str, Any]:
         """Apply a settings delta: instructions, voice and modality reach the model through a
         planned move; the rest is stored (logged)."""
         if isinstance(delta, self.Settings) and isinstance(delta.language, Language):
             delta.language = language_to_gemini_language(delta.language)
-        changed = await super()._update_settings(delta)
+        changed: dict[str, Any] = await super()._update_settings(delta)  # type: ignore[arg-type]
         if not changed:
             return changed
         update = SessionUpdate(
@@ -504,9 +504,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             ),
             voice=assert_given(self._settings.voice) if "voice" in changed else None,
             response_modality=(
-                cast(Any, settings_map.response_modality(self._settings))
-                if "modalities" in changed
-                else None
+                settings_map.response_modality(self._settings) if "modalities" in changed else None
             ),
         )
         if update != SessionUpdate():
@@ -517,7 +515,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             if k not in ("system_instruction", "voice", "modalities", "model")
         }
         if unhandled:
-            self._warn_unhandled_updated_settings(unhandled)
+            self._warn_unhandled_updated_settings(unhandled)  # type: ignore[no-untyped-call]
         return changed
 
     # --- the context --------------------------------------------------------------------------

@@ -24,6 +24,8 @@ from pipecat.services.google.gemini_live.llm import (
 from pipecat.transcriptions.language import Language
 from pipecat.utils.types import NotGiven, is_given
 
+from realtime_resumption.transport import ResponseModality
+
 DEFAULT_VOICE: Final = "Charon"
 _S = TypeVar("_S", bound=GeminiLiveLLMSettings)
 _T = TypeVar("_T")
@@ -178,7 +180,7 @@ def context_window_compression(
     return config
 
 
-def response_modality(settings: GeminiLiveLLMSettings) -> str:
+def response_modality(settings: GeminiLiveLLMSettings) -> ResponseModality:
     """``text`` for the TEXT modality, else ``audio``."""
     return "text" if _given(settings.modalities) == GeminiModalities.TEXT else "audio"
 

@@ -73,7 +73,7 @@ def test_deprecated_arguments_warn_as_stock_and_land_in_the_settings() -> None:
     ours = GeminiLiveLLMService(**kwargs)
     stock = StockService(**kwargs)
     for field in ("model", "voice", "temperature", "language", "max_tokens", "modalities"):
-        assert getattr(ours._settings, field) == getattr(stock._settings, field), field
+        assert getattr(ours.settings, field) == getattr(stock.settings, field), field
 
 
 def test_vertex_refuses_an_api_key_as_stock_does() -> None:

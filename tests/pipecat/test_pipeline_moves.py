@@ -51,6 +51,10 @@ async def test_three_moves_lose_nothing_and_keep_every_answer_whole() -> None:
         def answered(n: int) -> bool:
             return log.count(GenerationEndedFrame) >= n
 
+        def heard(n: int) -> bool:
+            """The bot finished speaking answer ``n``: it is in the context."""
+            return sum(m.get("role") == "assistant" for m in _messages(context)) >= n
+
         async with Rig(
             [mic, pair.user(), service, speaker, pair.assistant()], observers=[log]
         ) as rig:
@@ -59,9 +63,11 @@ async def test_three_moves_lose_nothing_and_keep_every_answer_whole() -> None:
             emu.faults.go_away_at(turn=0, chunk=5, time_left=30.0)
             mic.say(["hello"])
             await rig.wait(lambda: answered(1) and moved(1))
+            await until(lambda: heard(1))
             # 2: the connection drops between answers.
             mic.say(["tell", "me", "more"])
             await rig.wait(lambda: answered(2))
+            await until(lambda: heard(2))
             assert emu.faults.drop() == 1
             await rig.wait(lambda: moved(2))
             # 3: goAway while a tool call is pending; the first attempt is refused.
@@ -145,3 +151,7 @@ async def test_three_moves_lose_nothing_and_keep_every_answer_whole() -> None:
 def _only(emu: Emulator) -> str:
     (session_id,) = emu.ledger.sessions
     return session_id
+
+
+def _messages(context: LLMContext) -> list[dict[str, object]]:
+    return [m for m in context.get_messages() if isinstance(m, dict)]
