@@ -3,7 +3,9 @@
 Every frame here is a ``SystemFrame``: processed at once and never dropped by an interruption,
 so a processor that counts starts and ends, or moves, never misses one. The service
 (``realtime_resumption.pipecat.GeminiLiveLLMService``) and ``GenerationLifecycleProcessor``
-push them **downstream**, interleaved with the stock frames in this order:
+push them **downstream**, interleaved with the stock frames in this order (the push order, as
+observers see it; a processor further down takes system frames at once, so one can reach it
+ahead of data frames queued before it):
 
 - ``GenerationStartedFrame`` opens an answer, before anything of it: before
   ``TTSStartedFrame``/``LLMFullResponseStartFrame`` and before the function-call frames of a
