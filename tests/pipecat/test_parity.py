@@ -17,6 +17,7 @@ from pipecat.frames.frames import (
     LLMFullResponseEndFrame,
     LLMServiceMetadataFrame,
     LLMTextFrame,
+    MetricsFrame,
     StartFrame,
     TTSStartedFrame,
 )
@@ -182,3 +183,29 @@ async def test_tool_call_after_turn_complete_stays_in_the_answers_pair() -> None
     assert our_names.count("LLMFullResponseStartFrame") == 1
     _assert_paired(frames)
     assert sum(isinstance(f, lifecycle.GenerationStartedFrame) for f in frames) == 1
+
+
+def _with_metrics(frames: list[Frame]) -> list[str]:
+    names = []
+    for frame in frames:
+        if isinstance(frame, MetricsFrame):
+            names.extend(type(d).__name__ for d in frame.data)
+        elif not isinstance(frame, _IGNORED):
+            names.append(type(frame).__name__)
+    return [n for n in names if n not in ("TTSAudioRawFrame", "LLMTextFrame", "TTSTextFrame")]
+
+
+async def test_ttfb_and_usage_metrics_come_as_with_stock() -> None:
+    async def run(service: Any) -> list[str]:
+        log = PushLog()
+        log.source = service
+        async with Rig([service], observers=[log], metrics=True) as rig:
+            await _ask(rig, log)
+        return _with_metrics(log.frames())
+
+    async with Emulator(emulator_config()) as emu:
+        stock_names = await run(services.stock(emu))
+        our_names = await run(services.ours(emu))
+    assert our_names == stock_names
+    assert "TTFBMetricsData" in stock_names and "LLMUsageMetricsData" in stock_names
+    assert stock_names.index("LLMUsageMetricsData") > stock_names.index("LLMFullResponseEndFrame")

@@ -13,6 +13,7 @@ from pipecat.frames.frames import (
     InputImageRawFrame,
     InputTextRawFrame,
     LLMFullResponseEndFrame,
+    LLMMessagesAppendFrame,
     LLMSetToolsFrame,
     LLMUpdateSettingsFrame,
     TTSAudioRawFrame,
@@ -30,6 +31,7 @@ from realtime_resumption.frames import (
 )
 from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.pipecat import GeminiLiveLLMService
+from realtime_resumption.pipecat.output import search_response, token_usage
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.transport import GenerationEndReason
 
@@ -189,3 +191,60 @@ def test_the_resumption_frame_never_shows_its_handle() -> None:
     frame = SessionResumptionUpdateFrame(resumable=True, handle=handle)
     assert handle not in repr(frame) and handle not in str(frame)
     assert frame.handle == handle
+
+
+async def test_images_go_as_jpeg_at_most_once_a_second_and_appends_as_live_text() -> None:
+    async with Emulator(emulator_config()) as emu:
+        service = services.ours(emu)
+        async with Rig([service]) as rig:
+            image = bytes(range(48))  # 4 x 4 RGB
+            for _ in range(3):
+                await rig.queue(InputImageRawFrame(image=image, size=(4, 4), format="RGB"))
+            messages = [{"role": "user", "content": "hello there"}]
+            await rig.queue(LLMMessagesAppendFrame(messages=messages, run_llm=True))
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+        session = _only(emu)
+    (connection,) = session.connections
+    assert _kinds(connection) == ["video", "text"]
+    (video,) = [m for m in connection.client_messages if m.kind == "video"]
+    assert video.mime_types == ("image/jpeg",)
+    assert [t.user_text for t in session.turns.values()] == ["hello there"]
+    assert rig.of(ErrorFrame, up=True) == []
+
+
+def test_grounding_metadata_becomes_a_search_response() -> None:
+    metadata = {
+        "search_entry_point": {"rendered_content": "<div>chips</div>"},
+        "grounding_chunks": [{"web": {"uri": "https://example.org", "title": "Example"}}],
+        "grounding_supports": [
+            {
+                "segment": {"text": "Sunny in Paris."},
+                "grounding_chunk_indices": [0],
+                "confidence_scores": [0.9],
+            }
+        ],
+    }
+    frame = search_response(metadata, "Sunny in Paris today.")
+    assert frame.search_result == "Sunny in Paris today."
+    assert frame.rendered_content == "<div>chips</div>"
+    (origin,) = frame.origins
+    assert (origin.site_uri, origin.site_title) == ("https://example.org", "Example")
+    assert [(r.text, r.confidence) for r in origin.results] == [("Sunny in Paris.", [0.9])]
+
+
+def test_usage_counts_tool_prompts_as_input_and_thoughts_as_output() -> None:
+    usage = token_usage(
+        {
+            "prompt_token_count": 10,
+            "tool_use_prompt_token_count": 2,
+            "response_token_count": 5,
+            "thoughts_token_count": 3,
+            "prompt_tokens_details": [{"modality": "AUDIO", "token_count": 7}],
+        }
+    )
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (12, 8, 20)
+    assert (usage.reasoning_tokens, usage.input_audio_tokens, usage.output_audio_tokens) == (
+        3,
+        7,
+        None,
+    )
