@@ -25,12 +25,11 @@ async def answer_lookup(params: FunctionCallParams) -> None:
     await params.result_callback({"flight": "LH 123"})
 
 
-def ours(emu: Emulator, *, tools: bool = False, **options: Any) -> GeminiLiveLLMService:
-    options.setdefault("resumption", FAST)
-    service = GeminiLiveLLMService(
+def _build(cls: Any, emu: Emulator, tools: bool, options: dict[str, Any]) -> Any:
+    service = cls(
         api_key="emulator-key",
         http_options=emu.http_options(),
-        settings=GeminiLiveLLMService.Settings(model=MODEL, **options.pop("settings", {})),
+        settings=cls.Settings(model=MODEL, **options.pop("settings", {})),
         tools=LOOKUP if tools else None,
         **options,
     )
@@ -39,14 +38,14 @@ def ours(emu: Emulator, *, tools: bool = False, **options: Any) -> GeminiLiveLLM
     return service
 
 
+def ours(emu: Emulator, *, tools: bool = False, **options: Any) -> GeminiLiveLLMService:
+    """Our service on ``emu``, with fast retries."""
+    options.setdefault("resumption", FAST)
+    service: GeminiLiveLLMService = _build(GeminiLiveLLMService, emu, tools, options)
+    return service
+
+
 def stock(emu: Emulator, *, tools: bool = False, **options: Any) -> StockService:
-    service = StockService(
-        api_key="emulator-key",
-        http_options=emu.http_options(),
-        settings=StockService.Settings(model=MODEL, **options.pop("settings", {})),
-        tools=LOOKUP if tools else None,
-        **options,
-    )
-    if tools:
-        service.register_function("lookup", answer_lookup)
+    """The stock service on ``emu``."""
+    service: StockService = _build(StockService, emu, tools, options)
     return service

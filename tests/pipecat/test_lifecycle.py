@@ -27,12 +27,15 @@ def _context(text: str) -> LLMContextFrame:
     return LLMContextFrame(LLMContext(messages=[{"role": "user", "content": text}]))
 
 
-def _generation_frames(frames: list[Frame]) -> list[tuple[str, str]]:
-    return [
-        (type(f).__name__, f.generation_id)
-        for f in frames
-        if isinstance(f, (GenerationStartedFrame, GenerationEndedFrame))
+def _one_generation(frames: list[Frame]) -> GenerationEndReason:
+    """The one generation the processor bracketed; returns why it ended."""
+    pushed = [f for f in frames if isinstance(f, (GenerationStartedFrame, GenerationEndedFrame))]
+    assert [(type(f).__name__, f.generation_id) for f in pushed] == [
+        ("GenerationStartedFrame", "gen_1"),
+        ("GenerationEndedFrame", "gen_1"),
     ]
+    reason: GenerationEndReason = pushed[1].reason
+    return reason
 
 
 async def test_a_tool_call_after_turn_complete_is_one_generation_behind_stock() -> None:
@@ -43,12 +46,7 @@ async def test_a_tool_call_after_turn_complete_is_one_generation_behind_stock() 
             await rig.wait(lambda: rig.count(GenerationEndedFrame) >= 1)
     # Stock pushed two response pairs for the one answer; the processor one generation.
     assert rig.count(LLMFullResponseStartFrame) == 2
-    assert _generation_frames(rig.down.frames) == [
-        ("GenerationStartedFrame", "gen_1"),
-        ("GenerationEndedFrame", "gen_1"),
-    ]
-    (ended,) = rig.of(GenerationEndedFrame)
-    assert ended.reason is GenerationEndReason.GENERATION_COMPLETE
+    assert _one_generation(rig.down.frames) is GenerationEndReason.GENERATION_COMPLETE
     kinds = [type(f) for f in rig.down.frames]
     assert kinds.index(GenerationStartedFrame) < kinds.index(TTSAudioRawFrame)
 
@@ -82,11 +80,6 @@ async def test_the_answer_a_rotation_leaves_open_behind_stock_is_ended() -> None
     # Stock reconnected and never ended the answer it was giving.
     assert rig.count(LLMFullResponseStartFrame) == 1
     assert rig.count(LLMFullResponseEndFrame) == 0
-    assert _generation_frames(rig.down.frames) == [
-        ("GenerationStartedFrame", "gen_1"),
-        ("GenerationEndedFrame", "gen_1"),
-    ]
-    (ended,) = rig.of(GenerationEndedFrame)
-    assert ended.reason is GenerationEndReason.CANCELLED
+    assert _one_generation(rig.down.frames) is GenerationEndReason.CANCELLED
     kinds = [type(f) for f in rig.down.frames]
     assert kinds.index(GenerationEndedFrame) < kinds.index(CancelFrame)
