@@ -1,1 +1,152 @@
-"""Keeps realtime voice-agent sessions alive across a provider's connection rotation."""
+"""Keeps realtime voice-agent sessions alive across a provider's connection rotation.
+
+Everything a user needs is importable from here::
+
+    from realtime_resumption import GeminiLiveTransport, OutboxLimits, ResumptionOptions
+
+The names load on first use, so ``import realtime_resumption`` stays cheap (google-genai and
+the emulator are imported only when one of their names is).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from realtime_resumption.emulator import Emulator, EmulatorConfig
+    from realtime_resumption.gemini import (
+        Credential,
+        CredentialProvider,
+        GeminiLiveTransport,
+    )
+    from realtime_resumption.gemini.history import HistoryLimits
+    from realtime_resumption.gemini.outbox import OutboxLimits
+    from realtime_resumption.moves import (
+        HandleKind,
+        MoveOutcome,
+        MoveReason,
+        MoveReport,
+    )
+    from realtime_resumption.redaction import Secret, redact
+    from realtime_resumption.resumption import (
+        ResumptionOptions,
+        SessionResumption,
+    )
+    from realtime_resumption.transport import (
+        CancelResponseOptions,
+        ConnectError,
+        ConnectFailure,
+        ContentTurn,
+        DialAbandonedError,
+        GenerationEndReason,
+        LLMTransport,
+        NotConnectedError,
+        ReconnectState,
+        ReplayItem,
+        RetainedUserTurn,
+        SendQueueFullError,
+        SessionLostError,
+        SessionUpdate,
+        ToolCall,
+        ToolCallOrphanedError,
+        ToolResult,
+        TransportError,
+        TransportErrorEvent,
+        UnknownToolCallError,
+    )
+
+_EXPORTS: Final[dict[str, str]] = {
+    # the transport and its settings
+    "GeminiLiveTransport": "realtime_resumption.gemini",
+    "Credential": "realtime_resumption.gemini",
+    "CredentialProvider": "realtime_resumption.gemini",
+    "OutboxLimits": "realtime_resumption.gemini.outbox",
+    "HistoryLimits": "realtime_resumption.gemini.history",
+    "ResumptionOptions": "realtime_resumption.resumption",
+    "SessionResumption": "realtime_resumption.resumption",
+    # moves
+    "MoveReport": "realtime_resumption.moves",
+    "MoveOutcome": "realtime_resumption.moves",
+    "MoveReason": "realtime_resumption.moves",
+    "HandleKind": "realtime_resumption.moves",
+    # what the transport takes and reports
+    "LLMTransport": "realtime_resumption.transport",
+    "ContentTurn": "realtime_resumption.transport",
+    "ReplayItem": "realtime_resumption.transport",
+    "RetainedUserTurn": "realtime_resumption.transport",
+    "ReconnectState": "realtime_resumption.transport",
+    "SessionUpdate": "realtime_resumption.transport",
+    "ToolCall": "realtime_resumption.transport",
+    "ToolResult": "realtime_resumption.transport",
+    "CancelResponseOptions": "realtime_resumption.transport",
+    "GenerationEndReason": "realtime_resumption.transport",
+    "TransportErrorEvent": "realtime_resumption.transport",
+    "ConnectFailure": "realtime_resumption.transport",
+    # errors
+    "TransportError": "realtime_resumption.transport",
+    "NotConnectedError": "realtime_resumption.transport",
+    "SendQueueFullError": "realtime_resumption.transport",
+    "UnknownToolCallError": "realtime_resumption.transport",
+    "ToolCallOrphanedError": "realtime_resumption.transport",
+    "SessionLostError": "realtime_resumption.transport",
+    "ConnectError": "realtime_resumption.transport",
+    "DialAbandonedError": "realtime_resumption.transport",
+    # secrets
+    "Secret": "realtime_resumption.redaction",
+    "redact": "realtime_resumption.redaction",
+    # the emulator, for users' own tests
+    "Emulator": "realtime_resumption.emulator",
+    "EmulatorConfig": "realtime_resumption.emulator",
+}
+
+__all__ = [
+    "CancelResponseOptions",
+    "ConnectError",
+    "ConnectFailure",
+    "ContentTurn",
+    "Credential",
+    "CredentialProvider",
+    "DialAbandonedError",
+    "Emulator",
+    "EmulatorConfig",
+    "GeminiLiveTransport",
+    "GenerationEndReason",
+    "HandleKind",
+    "HistoryLimits",
+    "LLMTransport",
+    "MoveOutcome",
+    "MoveReason",
+    "MoveReport",
+    "NotConnectedError",
+    "OutboxLimits",
+    "ReconnectState",
+    "ReplayItem",
+    "ResumptionOptions",
+    "RetainedUserTurn",
+    "Secret",
+    "SendQueueFullError",
+    "SessionLostError",
+    "SessionResumption",
+    "SessionUpdate",
+    "ToolCall",
+    "ToolCallOrphanedError",
+    "ToolResult",
+    "TransportError",
+    "TransportErrorEvent",
+    "UnknownToolCallError",
+    "redact",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -27,14 +27,14 @@ from realtime_resumption.redaction import redact
 
 
 class MoveReason(StrEnum):
-    """Why a move happened.
-
-    Also accepts the resumption helper's spelling: its ``"deadline"`` (a planned move the
-    ``goAway`` deadline forced) is ``PLANNED``.
-    """
+    """Why a move happened (the one spelling, shared with the resumption helper)."""
 
     PLANNED = "planned"
-    """The provider announced the connection's end (goAway)."""
+    """The provider announced the connection's end (goAway) and the move came at a resumable
+    point."""
+    DEADLINE = "deadline"
+    """The provider announced the connection's end and no resumable point came before the
+    deadline: the move resumed from the latest handle, cutting the turn in progress."""
     LOST = "lost"
     """The connection closed without notice, or a resumed session stopped answering."""
     CONFIG = "config"
@@ -42,28 +42,23 @@ class MoveReason(StrEnum):
     REQUESTED = "requested"
     """The framework asked for a new connection (``reconnect``, credential expiry)."""
 
-    @classmethod
-    def _missing_(cls, value: object) -> MoveReason | None:
-        return cls.PLANNED if value == "deadline" else None
-
 
 class HandleKind(StrEnum):
-    """Which resumption point the move resumed from.
+    """The kind of the handle a move resumed from (the one spelling, shared with the
+    resumption helper). Also accepts underscores (``"after_turn"``)."""
 
-    Also accepts the resumption helper's hyphenated spelling (``"after-turn"``).
-    """
-
-    AFTER_TURN = "after_turn"
-    """A handle issued while no turn was in progress: nothing is cut."""
-    MID_TURN = "mid_turn"
-    """A handle issued during a turn (the fallback, when the deadline forced the move)."""
+    AFTER_TURN = "after-turn"
+    """A resumable point: issued while no turn was in progress, none started since."""
+    MID_TURN = "mid-turn"
+    """A fallback: issued during a turn, marked not resumable, or followed by a turn; used
+    only because the deadline or a lost connection left no choice."""
     NONE = "none"
     """No handle: a fresh session."""
 
     @classmethod
     def _missing_(cls, value: object) -> HandleKind | None:
         if isinstance(value, str):
-            spelled = value.replace("-", "_")
+            spelled = value.replace("_", "-")
             return next((kind for kind in cls if kind.value == spelled), None)
         return None
 
@@ -110,7 +105,8 @@ class MoveReport:
     handle: str
     outcome: MoveOutcome
     gap_ms: float
-    """Time during which no connection could take input (0 for a make-before-break switch)."""
+    """Time during which no connection could take input: input held for the next connection
+    counts (0 when the incumbent took everything until the switch)."""
     messages_buffered: int
     """Client messages held while no connection could take them, delivered after."""
     messages_replayed: int
@@ -123,6 +119,8 @@ class MoveReport:
     finished_at: float
     error: str | None = None
     """Why the last attempt failed (scrubbed), when one did."""
+    turn_cut: bool = False
+    """The move cut a turn: an answer in progress (or its open tool calls) ended with it."""
 
     def __post_init__(self) -> None:
         if self.number < 1:
@@ -184,6 +182,7 @@ class MoveInProgress:
         self._attempts = 0
         self._gap = 0.0
         self._gap_since: float | None = None
+        self._turn_cut = False
         self._finished = False
 
     @property
@@ -206,6 +205,10 @@ class MoveInProgress:
         if handle:
             self._handles.append(handle)
         return self._attempts
+
+    def turn_was_cut(self) -> None:
+        """The move cut the turn in progress."""
+        self._turn_cut = True
 
     def input_stopped(self, now: float) -> None:
         """No connection can take input from ``now`` (the old one closed or was lost)."""
@@ -251,6 +254,7 @@ class MoveInProgress:
             started_at=self.started_at,
             finished_at=max(now, self.started_at),
             error=None if error is None else scrub(error, self._handles),
+            turn_cut=self._turn_cut,
         )
         self._log._finished(self, report)
         return report

@@ -16,10 +16,10 @@ import dataclasses
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
 
 from loguru import logger
 
+from .moves import HandleKind, MoveReason
 from .redaction import redact
 
 MIN_DEADLINE_MARGIN = 1.0
@@ -50,22 +50,11 @@ it is not. It must honour cancellation: the helper cancels it at the attempt tim
 ReconnectFailed = Callable[[Exception], None]
 """Called once, with the last attempt's error, when every attempt of a move failed."""
 
-HandleKind = Literal["after-turn", "mid-turn"]
-"""Where the handle a move resumes from was issued.
-
-``after-turn``: a resumable point (no turn in progress since it was issued). ``mid-turn``: a
-fallback — issued during a turn, marked not resumable, or followed by a turn — used only because
-the deadline or a lost connection left no choice; resuming from it drops what came after it.
-"""
-
-MoveReason = Literal["planned", "deadline", "lost"]
-"""Why a move started: a resumable point after ``goAway``, the ``goAway`` deadline, or
-``connection_lost()``."""
-
 
 @dataclass(frozen=True, repr=False)
 class MoveDecision:
-    """One attempt of a move: the handle it resumes from, that handle's kind, and why."""
+    """One attempt of a move: the handle it resumes from, that handle's kind
+    (``after-turn`` or ``mid-turn``), and why (``planned``, ``deadline`` or ``lost``)."""
 
     handle: str
     kind: HandleKind
@@ -75,8 +64,8 @@ class MoveDecision:
 
     def __repr__(self) -> str:
         return (
-            f"MoveDecision(handle={redact(self.handle)}, kind={self.kind!r}, "
-            f"reason={self.reason!r}, attempt={self.attempt})"
+            f"MoveDecision(handle={redact(self.handle)}, kind={str(self.kind)!r}, "
+            f"reason={str(self.reason)!r}, attempt={self.attempt})"
         )
 
 
@@ -237,7 +226,7 @@ class SessionResumption:
             "resumable point" if self._at_point else "fallback",
         )
         if self._at_point and self._fallback_at is not None:
-            self._start_move("planned")
+            self._start_move(MoveReason.PLANNED)
 
     def turn_started(self) -> None:
         """A turn started or continued: a planned move waits until it ends. Repeats change
@@ -284,7 +273,7 @@ class SessionResumption:
         )
         self._cancel_timer()
         if self._at_point:
-            self._start_move("planned")
+            self._start_move(MoveReason.PLANNED)
         elif fallback_at <= now:
             self._deadline_reached()
         else:
@@ -305,7 +294,7 @@ class SessionResumption:
             self._clear_go_away()
             logger.info("connection lost with no handle to resume from")
             return False
-        self._start_move("lost")
+        self._start_move(MoveReason.LOST)
         return True
 
     def dispose(self) -> None:
@@ -319,7 +308,7 @@ class SessionResumption:
     def _start_move(self, reason: MoveReason) -> None:
         handle = self._latest_handle
         assert handle is not None, "a move needs a handle"
-        kind: HandleKind = "after-turn" if self._at_point else "mid-turn"
+        kind = HandleKind.AFTER_TURN if self._at_point else HandleKind.MID_TURN
         self._clear_go_away()
         # The handle is being spent: the next resumable point comes from the new connection.
         self._at_point = False
@@ -397,7 +386,7 @@ class SessionResumption:
             logger.warning("goAway deadline near and no handle to resume from; notice lapses")
             self._clear_go_away()
             return
-        self._start_move("deadline")
+        self._start_move(MoveReason.DEADLINE)
 
     def _clear_go_away(self) -> None:
         self._fallback_at = None

@@ -41,16 +41,20 @@ def report(**overrides: Any) -> MoveReport:
 
 
 def test_enums_carry_the_documented_values() -> None:
-    assert [r.value for r in MoveReason] == ["planned", "lost", "config", "requested"]
-    assert [k.value for k in HandleKind] == ["after_turn", "mid_turn", "none"]
+    assert [r.value for r in MoveReason] == ["planned", "deadline", "lost", "config", "requested"]
+    assert [k.value for k in HandleKind] == ["after-turn", "mid-turn", "none"]
     assert [o.value for o in MoveOutcome] == ["resumed", "rebuilt", "lost"]
     assert MoveOutcome("rebuilt") is MoveOutcome.REBUILT
 
 
-def test_enums_accept_the_resumption_helpers_spelling() -> None:
-    assert HandleKind("after-turn") is HandleKind.AFTER_TURN
-    assert HandleKind("mid-turn") is HandleKind.MID_TURN
-    assert MoveReason("deadline") is MoveReason.PLANNED
+def test_one_move_reason_and_one_handle_kind_serve_the_helper_and_the_reports() -> None:
+    from realtime_resumption import resumption
+
+    assert resumption.MoveReason is MoveReason
+    assert resumption.HandleKind is HandleKind
+    assert HandleKind("after_turn") is HandleKind.AFTER_TURN
+    assert HandleKind("mid_turn") is HandleKind.MID_TURN
+    assert MoveReason("deadline") is MoveReason.DEADLINE
     with pytest.raises(ValueError):
         HandleKind("sideways-turn")
     with pytest.raises(ValueError):

@@ -23,6 +23,7 @@ from loguru import logger
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from realtime_resumption.gemini.messages import ClientMessage, write
+from realtime_resumption.redaction import secret
 from realtime_resumption.transport import (
     ConnectError,
     ConnectFailure,
@@ -41,6 +42,9 @@ CLOSE_TIMEOUT: Final = 2.0
 """Seconds a close may take before the socket is dropped without the closing handshake."""
 
 _PROVIDER_TEXT_LIMIT: Final = 300
+
+_BAD_FRAME: Final = (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError)
+"""What the SDK raises for a frame it cannot parse."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +157,10 @@ class _Connection:
             raise ConnectError(failure) from None
         except Exception as error:
             await self._release_client()
-            raise ConnectError(_failure(error)) from error
+            # The SDK's frames hold the request headers (the credential) and the setup (the
+            # handle): chain the cause without them, so a traceback logged with its variables
+            # shows neither.
+            raise ConnectError(_failure(error)) from _without_frames(error)
         self._cm = cm
         self._session = session
         self.session_id = session.session_id
@@ -267,35 +274,52 @@ class _Connection:
     async def _receive_loop(self) -> None:
         session = self._session
         assert session is not None
-        code: int | None = None
-        reason: str | None = None
-        while True:
+        close: tuple[int | None, str | None] | None = None
+        while close is None:
+            # ``receive()`` ends after each turnComplete: call it again until the socket closes.
+            frames = session.receive()
             received = False
-            try:
-                async for message in session.receive():
+            while True:
+                try:
+                    message = await anext(frames)
+                except StopAsyncIteration:
+                    break
+                except Exception as error:
                     received = True
-                    self._hooks.message(self, message)
-            except errors.APIError as error:
-                if isinstance(error.details, dict):
-                    self._hooks.receive_error(self, error)
-                    continue
-                # The SDK reports every close, 1000 included, as an APIError with its code.
-                code, reason = error.code, error.details
-                break
-            except ConnectionClosed as error:
-                code = error.rcvd.code if error.rcvd else 1006
-                reason = error.rcvd.reason if error.rcvd else None
-                break
-            except (TypeError, ValueError) as error:
-                # A frame the SDK cannot read (unknown keys only, bad JSON): skip it.
-                self._hooks.receive_error(self, error)
-                continue
+                    close = self._receive_failed(error)
+                    break
+                received = True
+                _seal(message)
+                self._hooks.message(self, message)
             if not received:
-                break
+                close = (None, None)
+        code, reason = close
         if self._state == "closing" and not reason:
             reason = "closed by the client"
         await self._release()
         self._report_closed(code, reason)
+
+    def _receive_failed(self, error: Exception) -> tuple[int | None, str | None] | None:
+        """What an exception out of the SDK's receive means: None for a frame it could not
+        read (reported, skipped: the socket is fine), else the close (code, reason). Never a
+        third outcome, so the session never looks connected while nothing is received."""
+        if isinstance(error, errors.APIError):
+            if isinstance(error.details, dict):
+                self._hooks.receive_error(self, error)  # an error frame from the server
+                return None
+            # The SDK reports every close, 1000 included, as an APIError with its code.
+            return error.code, error.details
+        if isinstance(error, ConnectionClosed):
+            if error.rcvd is None:
+                return 1006, None
+            return error.rcvd.code, error.rcvd.reason
+        if isinstance(error, _BAD_FRAME):
+            # Unknown keys only, bad JSON, JSON that is not an object, nesting too deep.
+            self._hooks.receive_error(self, error)
+            return None
+        # Anything else leaves the socket in an unknown state: drop it, so the session moves.
+        logger.warning("{!r}: the receive failed ({}); dropping", self, type(error).__name__)
+        return 1006, f"the receive failed ({type(error).__name__})"
 
     # --- closing ------------------------------------------------------------------------------
 
@@ -324,8 +348,11 @@ class _Connection:
             except TimeoutError:
                 clean = False
                 receiver.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await receiver
+                # wait, not await: the caller's own cancellation must still propagate.
+                await asyncio.wait({receiver})
+            except Exception as error:
+                clean = False
+                logger.debug("{!r}: the receive loop failed ({})", self, type(error).__name__)
         self._report_closed(1000, "closed by the client")
         return "closed" if clean else "forced"
 
@@ -344,8 +371,7 @@ class _Connection:
         writer = self._writer
         if writer is not None and writer is not asyncio.current_task():
             writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await writer
+            await asyncio.wait({writer})
         self._drained.set()
         if self._outbox:
             lost = list(self._outbox)
@@ -390,6 +416,25 @@ class _Connection:
             return
         self._close_reported = True
         self._hooks.closed(self, code, reason)
+
+
+def _seal(message: types.LiveServerMessage) -> None:
+    """Make a resumption handle a :class:`Secret` as soon as it arrives, so every value and
+    record downstream of the receive loop shows it redacted."""
+    update = message.session_resumption_update
+    if update is not None and update.new_handle:
+        update.new_handle = secret(update.new_handle)
+
+
+def _without_frames(error: BaseException) -> BaseException:
+    """``error`` and the exceptions chained to it, without their tracebacks."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        current.__traceback__ = None
+        current = current.__cause__ or current.__context__
+    return error
 
 
 def _provider_text(value: object) -> str | None:

@@ -15,7 +15,7 @@ from google import genai
 from loguru import logger
 
 from realtime_resumption.gemini.config import Auth, Credential, CredentialProvider, LiveOptions
-from realtime_resumption.gemini.connection import _Connection
+from realtime_resumption.gemini.connection import ConnectionHooks, _Connection
 from realtime_resumption.redaction import redact
 from realtime_resumption.transport import (
     AttemptClose,
@@ -28,7 +28,7 @@ from realtime_resumption.transport import (
 )
 
 if TYPE_CHECKING:
-    from realtime_resumption.gemini.transport import GeminiLiveTransport
+    from realtime_resumption.gemini.session import Session
 
 
 class Dialler:
@@ -36,15 +36,17 @@ class Dialler:
 
     def __init__(
         self,
-        transport: GeminiLiveTransport,
+        session: Session,
         *,
+        hooks: ConnectionHooks,
         auth: Auth,
         client: genai.Client | None,
         credential_provider: CredentialProvider | None,
         setup_timeout: float,
         transparent: bool,
     ) -> None:
-        self._t = transport
+        self._s = session
+        self._hooks = hooks
         self._auth = auth
         self._credential_provider = credential_provider
         self._injected_client = client
@@ -68,6 +70,11 @@ class Dialler:
         """Move the dial generation on: a dial in flight can no longer be installed."""
         self.gen += 1
 
+    def take(self, conn: _Connection) -> tuple[LiveOptions, float | None]:
+        """The setup ``conn`` was dialled with and when its credential expires, as it is
+        installed (forgotten here)."""
+        return self.dialled_with.pop(conn, self._s.options), self.expires_at.pop(conn, None)
+
     def forget(self, conn: _Connection) -> None:
         """``conn`` closed or was given up before it was installed."""
         self.dialled_with.pop(conn, None)
@@ -83,13 +90,15 @@ class Dialler:
             dial.cancel()
         await asyncio.wait(dials, timeout=timeout)
 
-    async def close_client(self) -> None:
-        """Close the client the transport made for itself (not one it was given)."""
+    async def close_client(self, timeout: float) -> None:
+        """Close the client the transport made for itself (not one it was given), within
+        ``timeout`` seconds; never raises (but the caller's own cancellation)."""
         if self._client is None or self._injected_client is not None:
             return
         client, self._client = self._client, None
         with contextlib.suppress(Exception):
-            await client.aio.aclose()
+            async with asyncio.timeout(timeout):
+                await client.aio.aclose()
         with contextlib.suppress(Exception):
             client.close()
 
@@ -100,7 +109,6 @@ class Dialler:
         Raises ``ConnectError`` when the dial fails and ``DialAbandonedError`` when the dial
         generation moved on before it completed.
         """
-        t = self._t
         self.gen += 1
         gen = self.gen
         caller = asyncio.current_task()
@@ -120,11 +128,11 @@ class Dialler:
             raise DialAbandonedError(f"{conn.attempt_id} completed after the transport moved on")
         self.transport_generation += 1
         conn.transport_generation = self.transport_generation
-        t._lifecycle(SetupOk(conn.attempt_id, self.transport_generation, conn.session_id))
+        self._s.lifecycle(SetupOk(conn.attempt_id, self.transport_generation, conn.session_id))
         return conn
 
     async def _open(self, gen: int, handle: str | None) -> _Connection:
-        t = self._t
+        s = self._s
         try:
             client, owns_client, credential = await self._client_for_dial()
         except Exception as error:
@@ -134,19 +142,19 @@ class Dialler:
             if gen == self.gen:
                 self.gen += 1
             raise ConnectError(failure) from error
-        options = t._options
+        options = s.options
         conn = _Connection(
             client=client,
             model=options.model,
             config=options.live_connect_config(handle=handle, transparent=self._transparent),
             dial_gen=gen,
             handle_supplied=handle is not None,
-            hooks=t._hooks,
+            hooks=self._hooks,
             owns_client=owns_client,
         )
         if gen == self.gen:
-            t._lifecycle(ConnectAttempt(conn.attempt_id, handle is not None))
-        logger.debug("{}: dialling {} (handle {})", t, conn.attempt_id, redact(handle))
+            s.lifecycle(ConnectAttempt(conn.attempt_id, handle is not None))
+        logger.debug("{}: dialling {} (handle {})", s.callbacks, conn.attempt_id, redact(handle))
         try:
             await conn.open(self._setup_timeout)
         except ConnectError as error:
@@ -154,11 +162,11 @@ class Dialler:
                 self.gen += 1
                 failure = error.failure
                 if failure.kind == "closed":
-                    t._lifecycle(
-                        AttemptClose(conn.attempt_id, failure.code, t._clean(failure.provider_text))
+                    s.lifecycle(
+                        AttemptClose(conn.attempt_id, failure.code, s.clean(failure.provider_text))
                     )
-                t._lifecycle(SetupFailed(conn.attempt_id, failure))
-            logger.warning("{}: {} failed: {}", t, conn.attempt_id, error)
+                s.lifecycle(SetupFailed(conn.attempt_id, failure))
+            logger.warning("{}: {} failed: {}", s.callbacks, conn.attempt_id, error)
             raise
         self.dialled_with[conn] = options
         if credential is not None and credential.expires_at is not None:
@@ -172,5 +180,5 @@ class Dialler:
             return self._client, False, None
         async with asyncio.timeout(self._setup_timeout):
             credential = await self._credential_provider()
-        self._t._secrets.add(credential.token)
+        self._s.secrets.add(credential.token)
         return self._auth.client(credential), True, credential

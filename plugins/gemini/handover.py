@@ -11,29 +11,52 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
 
 from google.genai import types
 from loguru import logger
 
 from realtime_resumption.gemini.connection import CLOSE_TIMEOUT
 from realtime_resumption.gemini.messages import ClientMessage
-from realtime_resumption.gemini.rotation import RESUME_SETTLE
-from realtime_resumption.moves import MoveInProgress, MoveOutcome
+from realtime_resumption.moves import MoveInProgress, MoveOutcome, MoveReport
 from realtime_resumption.transport import GenerationEndReason
 
 if TYPE_CHECKING:
     from realtime_resumption.gemini.connection import _Connection
-    from realtime_resumption.gemini.transport import GeminiLiveTransport
+    from realtime_resumption.gemini.dialling import Dialler
+    from realtime_resumption.gemini.session import Session
 
 Close = tuple[int | None, str | None]
 
+RESUME_SETTLE: Final = 0.5
+"""Seconds a new connection may stay silent after its setup before it counts as accepted.
+
+Gemini may refuse a resume right after ``setupComplete`` (a close 1011 while the incumbent is
+still open, or 1007/1008 for a handle it no longer knows); a connection that says anything
+first was accepted, so the switch happens as soon as it does. The incumbent keeps serving
+meanwhile, so on a planned move the wait costs no input gap."""
+
 
 class Handover:
-    """Settles, switches to and retires connections; see the module documentation."""
+    """Settles, switches to and retires connections; see the module documentation.
 
-    def __init__(self, transport: GeminiLiveTransport) -> None:
-        self._t = transport
+    ``deliver`` applies a message of the current connection (the receiver); ``turn_cut``
+    tells the rotation that a move cut the turn in progress.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        dialler: Dialler,
+        *,
+        deliver: Callable[[_Connection, types.LiveServerMessage], None],
+        turn_cut: Callable[[], None],
+    ) -> None:
+        self._s = session
+        self._dialler = dialler
+        self._deliver = deliver
+        self._turn_cut = turn_cut
         self._held: dict[_Connection, list[types.LiveServerMessage]] = {}
         self._settling: dict[_Connection, asyncio.Future[None]] = {}
         self._closes: dict[_Connection, Close] = {}
@@ -73,11 +96,10 @@ class Handover:
 
     def release(self, conn: _Connection) -> None:
         """Deliver what ``conn`` said while held, in order, if it is the current connection."""
-        t = self._t
         for message in self._held.pop(conn, None) or ():
-            if conn is not t._current:
+            if conn is not self._s.current:
                 return
-            t._receiver.message(conn, message)
+            self._deliver(conn, message)
 
     # --- settling -----------------------------------------------------------------------------
 
@@ -106,47 +128,49 @@ class Handover:
 
     def drop(self, conn: _Connection) -> None:
         """Give up a connection that was dialled for a move and not switched to."""
-        t = self._t
         self._held.pop(conn, None)
         self._closes.pop(conn, None)
-        t._dialler.forget(conn)
+        self._dialler.forget(conn)
         if not conn.closed:
-            t._spawn_close(conn)
+            self._s.spawn_close(conn)
 
     # --- switching ----------------------------------------------------------------------------
 
-    def switch(self, conn: _Connection, move: MoveInProgress, handle: str | None) -> None:
+    def switch(self, conn: _Connection, move: MoveInProgress, handle: str | None) -> MoveReport:
         """Make ``conn`` (set up, settled; resumed from ``handle``, or a fresh session when
         None) the session's connection, in one step: the answer a switch cuts ends, calls the
         new session never issued are orphaned, the input it lacks is queued (after the
-        history, for a fresh session), the incumbent is retired, and ``move`` finishes."""
-        t = self._t
-        now = t._now()
-        old = t._current
-        if old is not None:
-            self.cut_turn(now, GenerationEndReason.MOVED)
-        orphaned = t._tools.connected(conn.dial_gen, resumed_from=handle)
+        history, for a fresh session), the incumbent is retired, and ``move`` finishes; its
+        report is returned (``on_move`` has it)."""
+        s = self._s
+        now = s.now()
+        old = s.current
+        if old is not None and self.cut_turn(now, GenerationEndReason.MOVED):
+            move.turn_was_cut()
+        orphaned = s.tools.connected(conn.dial_gen, resumed_from=handle)
         for call_id in orphaned:
-            t._input.withdraw_result(call_id)
-        outbox = t._input.outbox
+            s.input.withdraw_result(call_id)
+        outbox = s.input.outbox
         if handle is not None:
             replay = outbox.attach_resumed(
                 conn.dial_gen, handle, now, round_trip=conn.setup_seconds
             )
         else:
             replay = outbox.attach_fresh(conn.dial_gen, now, round_trip=conn.setup_seconds)
-            t._handle = None  # the old session's handles resume nothing any more
-            history = ClientMessage.history(list(t._seeded) + t._history.replay_items())
+            s.handle = None  # the old session's handles resume nothing any more
+            history = ClientMessage.history(list(s.seeded) + s.history.replay_items())
             if history is not None:
                 # Before anything else reaches the fresh session (Gemini 3.x takes history
                 # only before the first realtime input).
                 conn.enqueue(history)
         if old is not None:
             self.retire(old)
-        t._install(conn)
+        s.install(conn, *self._dialler.take(conn))
         if orphaned:
             # Results already written, to a session the new one does not continue.
-            logger.info("{}: {} answered tool call(s) left behind by the move", t, len(orphaned))
+            logger.info(
+                "{}: {} answered tool call(s) left behind by the move", s.callbacks, len(orphaned)
+            )
         move.input_resumed(now)
         report = move.finish(
             MoveOutcome.RESUMED if handle is not None else MoveOutcome.REBUILT,
@@ -158,7 +182,7 @@ class Handover:
         )
         logger.info(
             "{}: move {} {} on {} (gap {:.1f} ms, {} buffered, {} replayed)",
-            t,
+            s.callbacks,
             report.number,
             report.outcome.value,
             conn.attempt_id,
@@ -166,18 +190,18 @@ class Handover:
             report.messages_buffered,
             report.messages_replayed,
         )
-        t._call(t.on_move, report)
-        t._rotation.switched(conn, move, report)
-        t._feed()
-        # What the new connection said while it settled is delivered once the helper has
+        s.call(s.callbacks.on_move, report)
+        # What the new connection said while it settled is delivered once the rotation has
         # recorded the move, so its first handle counts as a resumable point.
         asyncio.get_running_loop().call_soon(self.release, conn)
+        return report
 
     async def break_incumbent(self, conn: _Connection, move: MoveInProgress) -> None:
         """Break-before-make: close the incumbent before dialling (input is held meanwhile)."""
-        now = self._t._now()
+        now = self._s.now()
         move.input_stopped(now)
-        self.cut_turn(now, GenerationEndReason.MOVED)
+        if self.cut_turn(now, GenerationEndReason.MOVED):
+            move.turn_was_cut()
         task = self.retire(conn)
         # The provider refuses a resume while the old connection is open: let it close.
         await asyncio.wait({task}, timeout=2 * CLOSE_TIMEOUT)
@@ -185,36 +209,35 @@ class Handover:
     def retire(self, conn: _Connection) -> asyncio.Task[Any]:
         """Detach ``conn`` (a move replaced it) and close it; its close is reported as a
         lifecycle event only."""
-        t = self._t
-        if conn is t._current:
-            t._current = None
-            t._input.outbox.detach(conn.dial_gen)
-            t._cancel_expiry()
-        return t._spawn_close(conn)
+        self._s.detach(conn)
+        return self._s.spawn_close(conn)
 
-    def cut_turn(self, now: float, reason: GenerationEndReason) -> None:
+    def cut_turn(self, now: float, reason: GenerationEndReason) -> bool:
         """The connection serving the session's turn is gone: an answer in progress ends
         with ``reason``, and the history and the helper learn that the turn was cut. Tool
         calls still open are orphaned (a resumed session does not continue the answer they
         belong to): their results are never sent, the framework hears them cancelled, and
-        their answer ends as ``tool_call_orphaned``."""
-        t = self._t
-        tracker, tools = t._tracker, t._tools
+        their answer ends as ``tool_call_orphaned``. True when an answer was cut."""
+        s = self._s
+        tracker, tools = s.tracker, s.tools
         cut = tracker.answer_in_progress
         open_calls = tools.orphan(tools.pending_ids() + tools.unsent_ids())
         if open_calls:
             for call_id in open_calls:
-                t._input.withdraw_result(call_id)
+                s.input.withdraw_result(call_id)
             reason = GenerationEndReason.TOOL_CALL_ORPHANED
-        t._apply(tracker.connection_lost(now, reason))
+        s.apply(tracker.connection_lost(now, reason))
         if open_calls:
-            logger.warning("{}: {} open tool call(s) orphaned by the move", t, len(open_calls))
-            t._call(t.on_tool_call_cancel, open_calls)
+            logger.warning(
+                "{}: {} open tool call(s) orphaned by the move", s.callbacks, len(open_calls)
+            )
+            s.call(s.callbacks.on_tool_call_cancel, open_calls)
         if not cut:
-            return
-        history = t._history
+            return False
+        history = s.history
         if history.answer_started:
             history.interrupted()
             history.turn_complete()
-            t._input.outbox.turn_completed()
-        t._rotation.turn_ended()
+            s.input.outbox.turn_completed()
+        self._turn_cut()
+        return True

@@ -118,19 +118,33 @@ class InputPath:
 
     # --- the framework's side -----------------------------------------------------------------
 
+    def admit(self, message: ClientMessage) -> None:
+        """Raise ValueError (counted as refused) for a message the input bounds cannot
+        hold: an audio chunk longer than ``OutboxLimits.max_audio_seconds`` would be dropped
+        at once, or evict earlier audio."""
+        try:
+            self.outbox.admit(MessageKind(message.kind), audio_seconds(message))
+        except ValueError as error:
+            raise self.refuse(message.kind, error) from None
+
     def submit(
         self, message: ClientMessage, now: float, scope: ReplayScope = ReplayScope.SESSION
     ) -> Entry[ClientMessage]:
-        """Queue ``message`` for the current connection (or the next one)."""
+        """Queue ``message`` for the current connection (or the next one). Raises
+        ValueError (counted as refused) for a message the input bounds cannot hold."""
+        try:
+            entry = self.outbox.submit(
+                message,
+                MessageKind(message.kind),
+                now,
+                audio_seconds=audio_seconds(message),
+                scope=scope,
+            )
+        except ValueError as error:
+            raise self.refuse(message.kind, error) from None
         self._sends[message.kind].attempted += 1
         self._total[message.kind].attempted += 1
-        return self.outbox.submit(
-            message,
-            MessageKind(message.kind),
-            now,
-            audio_seconds=audio_seconds(message),
-            scope=scope,
-        )
+        return entry
 
     def submit_result(self, message: ClientMessage, result: ToolResult, now: float) -> None:
         """Queue a tool result; :meth:`withdraw_result` can take it back until it is written."""

@@ -7,6 +7,7 @@ that turns one into an SDK call.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -104,30 +105,31 @@ class ClientMessage:
 
     @staticmethod
     def history(items: Sequence[ReplayItem]) -> ClientMessage | None:
-        """Prior turns as quiet context (content that does not complete the turn); None when
-        there are none. Raises ValueError for an item with nothing in it."""
+        """Prior turns as quiet context (content that does not complete the turn), tool calls
+        and results as text; None when there are none. Raises ValueError for an item with
+        nothing in it."""
         contents = tuple(_replay_content(item) for item in items)
         return ClientMessage.content(contents, False) if contents else None
 
 
 def _replay_content(item: ReplayItem) -> types.Content:
+    # Gemini Live closes a connection whose seeded history holds native functionCall or
+    # functionResponse parts (1007): tool traffic is written into history as text.
     if item.tool_call is not None:
         call = item.tool_call
-        part = types.Part(
-            function_call=types.FunctionCall(id=call.id, name=call.name, args=dict(call.args))
-        )
-        return types.Content(role="model", parts=[part])
+        text = f"[called {call.name} (call {call.id}) with {_json(call.args)}]"
+        return types.Content(role="model", parts=[types.Part(text=text)])
     if item.tool_result is not None:
         result = item.tool_result
-        part = types.Part(
-            function_response=types.FunctionResponse(
-                id=result.id, name=result.name, response=dict(result.response)
-            )
-        )
-        return types.Content(role="user", parts=[part])
+        text = f"[{result.name} (call {result.id}) returned {_json(result.response)}]"
+        return types.Content(role="user", parts=[types.Part(text=text)])
     if item.text is None:
         raise ValueError("a replay item needs text, a tool call or a tool result")
     return types.Content(role=item.role, parts=[types.Part(text=item.text)])
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 async def write(session: live.AsyncSession, message: ClientMessage) -> None:

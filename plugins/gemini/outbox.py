@@ -351,6 +351,23 @@ class Outbox(Generic[T]):
 
     # -- the framework's side -------------------------------------------------------------
 
+    def admit(self, kind: MessageKind, audio_seconds: float = 0.0) -> None:
+        """Raise ValueError for a message :meth:`submit` would refuse: one the bounds could
+        never hold (taking it would release it, or earlier audio, at once)."""
+        if not math.isfinite(audio_seconds) or audio_seconds < 0:
+            raise ValueError(f"audio_seconds must be a finite number >= 0, got {audio_seconds!r}")
+        if kind is not MessageKind.AUDIO and audio_seconds:
+            raise ValueError(f"audio_seconds is only for audio, not {kind.value}")
+        limits = self._limits
+        if audio_seconds > limits.max_audio_seconds + 1e-9:
+            raise ValueError(
+                f"a {audio_seconds:g} s audio chunk is longer than the input buffer holds "
+                f"(OutboxLimits.max_audio_seconds = {limits.max_audio_seconds:g} s): send "
+                "shorter chunks (20-100 ms is usual)"
+            )
+        if kind is MessageKind.VIDEO and limits.max_video_frames == 0:
+            raise ValueError("the input buffer holds no video frames (max_video_frames is 0)")
+
     def submit(
         self,
         message: T,
@@ -363,10 +380,7 @@ class Outbox(Generic[T]):
         """Queue a client message; returns its entry (send it when :meth:`next_unsent`
         returns it). ``audio_seconds`` is the duration of an audio chunk; ``scope`` says
         which later connections it may be replayed to."""
-        if not math.isfinite(audio_seconds) or audio_seconds < 0:
-            raise ValueError(f"audio_seconds must be a finite number >= 0, got {audio_seconds!r}")
-        if kind is not MessageKind.AUDIO and audio_seconds:
-            raise ValueError(f"audio_seconds is only for audio, not {kind.value}")
+        self.admit(kind, audio_seconds)
         self._clock = max(self._clock, now)
         entry: Entry[T] = Entry(self._next_seq, message, kind, audio_seconds, now, scope)
         self._next_seq += 1

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Final, Literal, ParamSpec
+from typing import Any, ClassVar, Final, Literal
 
 from google import genai
 from google.genai import types
 from loguru import logger
 
+from realtime_resumption.gemini import validation
 from realtime_resumption.gemini.config import (
     DEFAULT_MODEL,
     DEFAULT_SETUP_TIMEOUT,
@@ -23,6 +23,7 @@ from realtime_resumption.gemini.config import (
 )
 from realtime_resumption.gemini.connection import ConnectionHooks, _Connection
 from realtime_resumption.gemini.dialling import Dialler
+from realtime_resumption.gemini.failures import RetryPolicy
 from realtime_resumption.gemini.handover import Handover
 from realtime_resumption.gemini.history import ConversationHistory, HistoryLimits
 from realtime_resumption.gemini.input import InputPath
@@ -30,6 +31,7 @@ from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.gemini.outbox import OutboxLimits, ReplayScope
 from realtime_resumption.gemini.receive import Receiver
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET, Rotation
+from realtime_resumption.gemini.session import Session
 from realtime_resumption.gemini.tool_calls import ResultVerdict, ToolCallTracker
 from realtime_resumption.gemini.watchdog import (
     DEFAULT_RESUME_WATCHDOG,
@@ -39,16 +41,8 @@ from realtime_resumption.gemini.watchdog import (
 from realtime_resumption.generation import (
     CANCEL_BOUND,
     TOOL_CALL_GRACE,
-    Effect,
-    FirstAudio,
     GenerationEnded,
-    GenerationStarted,
     GenerationTracker,
-    ReasoningDone,
-    ReasoningStarted,
-    TextDone,
-    TurnCompleted,
-    TurnInterrupted,
 )
 from realtime_resumption.moves import (
     HandleKind,
@@ -56,14 +50,13 @@ from realtime_resumption.moves import (
     MoveReason,
     MoveReport,
 )
-from realtime_resumption.redaction import redact
+from realtime_resumption.redaction import filter_websockets_headers, secret
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.transport import (
     AudioFormatSpec,
     CancelResponseOptions,
     ConnectionLifecycleEvent,
     ContentTurn,
-    GenerationClose,
     GenerationEndReason,
     GenerationOverrides,
     NotConnectedError,
@@ -87,15 +80,14 @@ from realtime_resumption.transport import (
     UnknownToolCallError,
 )
 
-_P = ParamSpec("_P")
-
 INPUT_SAMPLE_RATE: Final = 16_000
 OUTPUT_SAMPLE_RATE: Final = 24_000
 ABORT_TIMEOUT: Final = 5.0
 """Seconds ``abort_incumbent`` gives the incumbent's close before reporting ``forced``."""
 DRAIN_TIMEOUT: Final = 1.0
 """Seconds queued messages get to reach the socket when the transport closes a connection."""
-_REASON_LIMIT: Final = 200
+DISCONNECT_TIMEOUT: Final = 10.0
+"""Seconds ``disconnect`` takes at most, whatever the connections and the network do."""
 _INSTANCES: Final = itertools.count(1)
 _SCHEDULING: Final = {
     "interrupt": types.FunctionResponseScheduling.INTERRUPT,
@@ -126,7 +118,8 @@ class GeminiLiveTransport:
     ``realtime_resumption.gemini.rotation``. ``input_buffer`` bounds the input held across a
     move (``OutboxLimits``: 30 s of audio, 30 video frames, 60 s of age; past them the oldest
     audio is dropped and counted, never text or tool results). ``retry_budget`` (20) is the
-    number of failed connection attempts the whole session may spend. ``resume_watchdog``
+    number of failed connection attempts the whole session may spend, or a ``RetryPolicy``
+    (also bounding them in time, with the probation and the jitter of retries). ``resume_watchdog``
     (8 s; None turns it off) bounds how long a resumed connection may leave the user's turn
     unanswered before the transport re-sends the turn once, then rebuilds the session. With
     ``rotation=False`` the transport only reports ``goAway`` and closes; ``reconnect`` still
@@ -183,7 +176,7 @@ class GeminiLiveTransport:
         tool_call_grace: float = TOOL_CALL_GRACE,
         resumption: ResumptionOptions | None = None,
         input_buffer: OutboxLimits | None = None,
-        retry_budget: int = DEFAULT_RETRY_BUDGET,
+        retry_budget: int | RetryPolicy = DEFAULT_RETRY_BUDGET,
         resume_watchdog: float | None = DEFAULT_RESUME_WATCHDOG,
         rotation: bool = True,
         history_limits: HistoryLimits | None = None,
@@ -215,6 +208,9 @@ class GeminiLiveTransport:
                 "it (use vertexai=True, or transparent=False)"
             )
         self._id = next(_INSTANCES)
+        if api_key:
+            api_key = secret(api_key)
+        filter_websockets_headers()
         self._auth = Auth(
             api_key=api_key,
             vertexai=vertex,
@@ -223,7 +219,7 @@ class GeminiLiveTransport:
             credentials=credentials,
             http_options=http_options,
         )
-        self._options = LiveOptions(
+        options = LiveOptions(
             model=model,
             voice=voice,
             language=language,
@@ -237,16 +233,23 @@ class GeminiLiveTransport:
             initial_history_in_client_content=initial_history_in_client_content,
         )
         self._secrets: set[str] = {api_key} if api_key else set()
-        self._dialler = Dialler(
-            self,
-            auth=self._auth,
-            client=client,
-            credential_provider=credential_provider,
-            setup_timeout=setup_timeout,
-            transparent=transparent,
-        )
         self._tracker = GenerationTracker(tool_call_grace=tool_call_grace)
-        self._receiver = Receiver(self)
+        self._input = InputPath(input_buffer)
+        self._tools = ToolCallTracker()
+        self._history = ConversationHistory(history_limits)
+        self._user_turn = UserTurnRetainer(INPUT_SAMPLE_RATE)
+        self._s = Session(
+            self,
+            options=options,
+            secrets=self._secrets,
+            tracker=self._tracker,
+            input_path=self._input,
+            tools=self._tools,
+            history=self._history,
+            user_turn=self._user_turn,
+            credential_expired=self._credential_expired,
+        )
+        self._without_id = self._s.without_id
         self._hooks = ConnectionHooks(
             message=self._on_message,
             receive_error=self._on_receive_error,
@@ -254,33 +257,36 @@ class GeminiLiveTransport:
             write_failed=self._on_write_failed,
             closed=self._on_closed,
         )
-        self._input = InputPath(input_buffer)
-        self._tools = ToolCallTracker()
-        self._history = ConversationHistory(history_limits)
-        self._seeded: tuple[ReplayItem, ...] = ()
-        self._user_turn = UserTurnRetainer(INPUT_SAMPLE_RATE)
+        self._dialler = Dialler(
+            self._s,
+            hooks=self._hooks,
+            auth=self._auth,
+            client=client,
+            credential_provider=credential_provider,
+            setup_timeout=setup_timeout,
+            transparent=transparent,
+        )
+        self._handover = Handover(
+            self._s, self._dialler, deliver=self._deliver, turn_cut=self._turn_cut
+        )
         self._rotation = Rotation(
-            self,
+            self._s,
+            self._dialler,
+            self._handover,
             options=resumption if resumption is not None else ResumptionOptions(),
-            retry_budget=retry_budget,
+            policy=(
+                retry_budget
+                if isinstance(retry_budget, RetryPolicy)
+                else RetryPolicy(attempts=retry_budget)
+            ),
             resume_watchdog=resume_watchdog,
             enabled=rotation,
+            replay_turn=self._replay_retained_turn,
         )
-        self._current: _Connection | None = None
-        self._active = False
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._handover = Handover(self)
+        self._receiver = Receiver(self._s, self._rotation)
         self._stranded: set[_Connection] = set()
-        self._close_reported: set[_Connection] = set()
-        self._handle: str | None = None
-        self._without_id: set[str] = set()
-        self._tick: asyncio.TimerHandle | None = None
-        self._expiry: asyncio.TimerHandle | None = None
-        self._end_waiters: dict[str, list[asyncio.Future[None]]] = {}
-        self._quiesced = False
         self._disconnected = False
         self._connecting = False
-        self._setup_stale = False
         self._realtime_sent = False
 
         self.on_audio_output: Callable[[bytes], None] | None = None
@@ -336,6 +342,18 @@ class GeminiLiveTransport:
         return self.AUDIO_FORMAT
 
     @property
+    def _active(self) -> bool:
+        return self._s.active
+
+    @property
+    def _current(self) -> _Connection | None:
+        return self._s.current
+
+    @property
+    def _options(self) -> LiveOptions:
+        return self._s.options
+
+    @property
     def is_connected(self) -> bool:
         """A session is up and takes input: written at once, or held during a move."""
         return self._active
@@ -358,13 +376,13 @@ class GeminiLiveTransport:
     @property
     def resumption_handle(self) -> str | None:
         """The latest handle the provider marked resumable; a new session resumes from it."""
-        return self._handle
+        return self._s.handle
 
     @property
     def pending_setup_change(self) -> bool:
         """A session update changed the setup since the current connection opened; the next
         connection carries it (with rotation, a move at the next resumable point)."""
-        return self._setup_stale
+        return self._s.setup_stale
 
     @property
     def pending_tool_calls(self) -> tuple[str, ...]:
@@ -387,31 +405,50 @@ class GeminiLiveTransport:
         if self._active or self._connecting:
             raise TransportError(f"{self} is already connected")
         if config is not None:
-            self._options = self._options.updated(config)
-        await self._open_session(self._handle)
+            self._s.options = self._options.updated(config)
+        await self._open_session(self._s.handle)
 
     async def disconnect(self) -> None:
-        """End the session and everything the transport runs. Idempotent.
+        """End the session and everything the transport runs. Idempotent; never raises but
+        the caller's own cancellation; returns within ``DISCONNECT_TIMEOUT``.
 
         A move in progress is abandoned (reported as lost); queued messages get
         ``DRAIN_TIMEOUT`` to reach the socket; the open answer ends as disconnected;
         ``on_close`` reports the close. A dial in flight is abandoned.
         """
         self._disconnected = True
+        try:
+            async with asyncio.timeout(DISCONNECT_TIMEOUT):
+                await self._close_all()
+        except Exception as error:
+            # Whatever is left is dropped below: disconnect must end the session regardless.
+            logger.warning("{}: disconnect did not finish cleanly ({})", self, type(error).__name__)
+        self._force_closed()
+
+    async def _close_all(self) -> None:
         await self._rotation.close("the client closed the session during the move")
         await self._dialler.abandon(ABORT_TIMEOUT)
         conn = self._current
         if conn is not None:
             await self._retire(conn, "closed by the client")
         elif self._active:
-            self._close_session(1000, "closed by the client")
+            self._s.close(1000, "closed by the client")
         for candidate in self._handover.settling:
             self._handover.drop(candidate)
-        self._cancel_timers()
-        self._release_waiters()
-        while self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=ABORT_TIMEOUT)
-        await self._dialler.close_client()
+        self._s.cancel_timers()
+        self._s.release_waiters()
+        while self._s.tasks:
+            await asyncio.wait(self._s.tasks, timeout=ABORT_TIMEOUT)
+        await self._dialler.close_client(ABORT_TIMEOUT)
+
+    def _force_closed(self) -> None:
+        """After a disconnect that ran out of time or failed: nothing may stay up."""
+        if self._active:
+            self._s.close(1000, "closed by the client")
+        self._s.cancel_timers()
+        self._s.release_waiters()
+        for task in self._s.tasks:
+            task.cancel()
 
     async def reconnect(self, state: ReconnectState | None = None) -> None:
         """Move the session to a new connection now.
@@ -428,15 +465,17 @@ class GeminiLiveTransport:
         """
         history = tuple(state.conversation_history) if state is not None else ()
         if not self._active:
-            handle = state.resumption_handle if state and state.resumption_handle else self._handle
+            handle = (
+                state.resumption_handle if state and state.resumption_handle else self._s.handle
+            )
             await self._open_session(handle)
             if handle is None and history:
                 self.replay_history(history)
             return
-        if state is not None and state.resumption_handle not in (None, self._handle):
+        if state is not None and state.resumption_handle not in (None, self._s.handle):
             logger.warning("{}: reconnect ignores a handle the session did not issue", self)
-        if history and not self._can_rebuild():
-            self._seeded = history
+        if history and not self._s.can_rebuild():
+            self._s.seeded = history
         report = await self._rotation.request(MoveReason.REQUESTED)
         if report.outcome is MoveOutcome.LOST:
             raise SessionLostError(report.error or "the move was lost")
@@ -452,21 +491,22 @@ class GeminiLiveTransport:
         task never raises: ``closed`` when the close completed, ``forced`` on timeout or error.
         """
         self._dialler.advance()
-        conn = self._current
-        self._current = None
-        self._handle = None
+        s = self._s
+        conn = s.current
+        s.current = None
+        s.handle = None
         if conn is not None:
             self._stranded.add(conn)
         self._stranded.update(self._handover.settling)
         moves = self._rotation.abandon("the incumbent was aborted during the move")
-        self._active = False
-        self._cancel_timers()
-        self._apply(self._tracker.connection_lost(self._now()))
-        self._release_waiters()
+        s.active = False
+        s.cancel_timers()
+        s.apply(self._tracker.connection_lost(self._now()))
+        s.release_waiters()
         self._input.clear()
         self._tools.clear()
         task = asyncio.create_task(self._close_stranded(conn, moves))
-        self._own(task)
+        s.own(task)
         return task
 
     async def _open_session(self, handle: str | None) -> None:
@@ -474,7 +514,7 @@ class GeminiLiveTransport:
         connected."""
         if handle is None:
             self._history.clear()
-            self._seeded = ()
+            self._s.seeded = ()
         self._rotation.reset()
         self._input.clear()
         self._tools.clear()
@@ -494,64 +534,19 @@ class GeminiLiveTransport:
         self._input.outbox.attach_fresh(
             conn.dial_gen, self._now(), round_trip=conn.setup_seconds, seeded=False
         )
-        self._active = True
-        self._install(conn)
+        self._s.active = True
+        self._s.install(conn, *self._dialler.take(conn))
 
     # --- the connections: dial, settle, switch, retire ----------------------------------------
-
-    def _install(self, conn: _Connection) -> None:
-        """Make ``conn`` the session's connection: it delivers and takes sends from now on."""
-        self._current = conn
-        self._input.new_connection()
-        self._setup_stale = self._dialler.dialled_with.pop(conn, self._options) != self._options
-        conn.start()
-        expires_at = self._dialler.expires_at.pop(conn, None)
-        if expires_at is not None:
-            self._expiry = asyncio.get_running_loop().call_later(
-                max(0.0, expires_at - time.time()), self._credential_expired, conn
-            )
-        self._call(self.on_session_ready, conn.session_id or "")
-        self._feed()
-        self._schedule_tick()
 
     async def _retire(self, conn: _Connection, reason: str) -> None:
         """Let ``conn`` write what it queued (within ``DRAIN_TIMEOUT``), end the session on it
         (answer ended as disconnected, ``GenerationClose``, ``on_close``), then close it."""
         await conn.flush(DRAIN_TIMEOUT)
-        if conn is self._current:
-            self._current = None
-            self._input.outbox.detach(conn.dial_gen)
-            self._report_generation_close(conn, 1000, reason)
-            self._close_session(1000, reason)
+        if self._s.detach(conn):
+            self._s.report_generation_close(conn, 1000, reason)
+            self._s.close(1000, reason)
         await conn.close()
-
-    def _close_session(self, code: int | None, reason: str | None) -> None:
-        """The session is over: the answer ends, input and tool calls are forgotten, and
-        ``on_close`` reports it (once)."""
-        was_active = self._active
-        self._active = False
-        conn, self._current = self._current, None
-        if conn is not None:
-            self._spawn_close(conn)
-        self._cancel_timers()
-        self._apply(self._tracker.connection_lost(self._now()))
-        self._release_waiters()
-        self._input.clear()
-        self._tools.clear()
-        self._user_turn.clear()
-        if was_active:
-            self._call(self.on_close, code, self._clean(reason))
-
-    def _session_lost(self, error: SessionLostError, code: int | None, reason: str | None) -> None:
-        """The rotation gave up: ``on_error`` (not recoverable), then the session closes."""
-        self._call(self.on_error, TransportErrorEvent(error, recoverable=False))
-        if code is None:
-            code, reason = 1000, "the session could not be moved to a new connection"
-        self._close_session(code, reason)
-
-    def _can_rebuild(self) -> bool:
-        """There is a conversation to seed a fresh session with."""
-        return bool(self._seeded) or self._history.turns > 0
 
     def _replay_retained_turn(self) -> bool:
         """Re-send the user's unanswered turn (resume watchdog); False when there is none."""
@@ -577,26 +572,18 @@ class GeminiLiveTransport:
             logger.opt(exception=True).debug("{}: closing the stranded {!r} failed", self, conn)
             return "forced"
 
-    def _spawn_close(self, conn: _Connection) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(
-            conn.close(), name=f"gemini-live-close-{conn.attempt_id}"
-        )
-        self._own(task)
-        return task
-
     def _credential_expired(self, conn: _Connection) -> None:
-        self._expiry = None
         attempt_id: str = conn.attempt_id
         if conn is not self._current:
             return
         logger.info("{}: the credential of {} expired", self, attempt_id)
-        self._call(self.on_credential_expiry)
+        self._s.call(self.on_credential_expiry)
         if conn is not self._current:
             return
         if self._rotation.enabled:
             self._rotation.credential_expired()
         else:
-            self._own(asyncio.create_task(self._retire(conn, "credential expired")))
+            self._s.own(asyncio.create_task(self._retire(conn, "credential expired")))
 
     # --- sending: every client message goes through _send -------------------------------------
 
@@ -624,11 +611,7 @@ class GeminiLiveTransport:
         return self._active or (self._connecting and not self._disconnected)
 
     def _feed(self) -> None:
-        # While a move is under way the incumbent takes only audio and video: a turn it
-        # starts answering now would be cut by the switch.
-        if self._rotation.holding:
-            return
-        self._input.feed(self._current, self._now(), media_only=self._rotation.switching)
+        self._s.feed()
 
     def _client_turn(self, text: str | None) -> None:
         """The client sent a complete user turn (``text`` when it was text)."""
@@ -641,20 +624,22 @@ class GeminiLiveTransport:
     def send_audio(
         self, audio: bytes, *, sample_rate: int = INPUT_SAMPLE_RATE, channels: int = 1
     ) -> None:
-        """Send user audio: PCM16 little-endian mono at 16 kHz. Other rates or channel counts
-        are refused (resample first); an empty chunk sends nothing."""
+        """Send user audio: PCM16 little-endian mono at 16 kHz, as a bytes-like object
+        (``TypeError`` otherwise). Other rates or channel counts are refused (resample
+        first), and so is a chunk longer than ``input_buffer`` holds (``ValueError``); an
+        empty chunk sends nothing."""
         if sample_rate != INPUT_SAMPLE_RATE or channels != 1:
             raise ValueError(
                 f"Gemini Live takes 16 kHz mono PCM16; got {sample_rate} Hz, {channels} "
                 "channel(s): resample and downmix before sending"
             )
-        if len(audio) % 2:
-            raise ValueError(f"PCM16 audio has an even number of bytes, not {len(audio)}")
-        if audio:
-            pcm = bytes(audio)
+        pcm = validation.pcm16(audio)
+        if pcm:
+            message = ClientMessage.audio(pcm)
+            self._input.admit(message)
             if self._rotation.switching and is_speech(pcm):
                 self._rotation.hold_input()
-            self._send(ClientMessage.audio(pcm))
+            self._send(message)
             self._user_turn.audio(pcm)
             if self._rotation.watching and is_speech(pcm):
                 self._rotation.user_turn()
@@ -685,6 +670,7 @@ class GeminiLiveTransport:
     def send_content(self, turns: Sequence[ContentTurn], turn_complete: bool = True) -> None:
         """Send text turns as conversation content (``client_content``). Gemini 3.x models
         refuse content after their first turn: use ``send_live_text`` with them."""
+        turns = validation.turns(turns, "send_content")
         contents = tuple(
             types.Content(role=turn.role, parts=[types.Part(text=turn.text)]) for turn in turns
         )
@@ -700,7 +686,13 @@ class GeminiLiveTransport:
     def send_live_text(self, turns: Sequence[ContentTurn]) -> bool:
         """Send text through realtime input: it ends the user's turn and elicits an answer.
         Several turns are joined into one text, each line prefixed with its role. Never
-        raises: False when there is no text or no session."""
+        raises: False when there is no text, no session, or ``turns`` is not a sequence of
+        ``ContentTurn`` (logged as a warning saying why)."""
+        try:
+            turns = validation.turns(turns, "send_live_text")
+        except (TypeError, ValueError) as error:
+            logger.warning("{}: live text not sent: {}", self, error)
+            return False
         texts = [turn for turn in turns if turn.text]
         if not texts:
             return False
@@ -718,8 +710,9 @@ class GeminiLiveTransport:
 
     def send_file(self, data: bytes, mime_type: str) -> None:
         """Send an image or a video frame (or audio in its own format) as realtime input.
-        Other files go to ``send_inline_file``."""
-        major = mime_type.split("/", 1)[0].lower()
+        Other files go to ``send_inline_file``. ``data`` is bytes-like."""
+        data = validation.data(data, "send_file")
+        major = validation.mime_type(mime_type, "send_file").split("/", 1)[0].lower()
         if major in ("image", "video"):
             self._send(ClientMessage.media("video", data, mime_type))
         elif major == "audio":
@@ -732,6 +725,8 @@ class GeminiLiveTransport:
 
     def send_inline_file(self, data: bytes, mime_type: str) -> None:
         """Add a file of any type to the conversation, without completing the user's turn."""
+        data = validation.data(data, "send_inline_file")
+        mime_type = validation.mime_type(mime_type, "send_inline_file")
         part = types.Part(inline_data=types.Blob(data=data, mime_type=mime_type))
         self._send(ClientMessage.content((types.Content(role="user", parts=[part]),), False))
 
@@ -742,8 +737,10 @@ class GeminiLiveTransport:
         behind (its answer ended as ``tool_call_orphaned``; the model may ask again), and
         ``UnknownToolCallError`` for a call this session never issued: sending either would
         strand the model. A result for a call the provider cancelled, or a second result for
-        a call, is not sent (logged).
+        a call, is not sent (logged). Anything but a ``ToolResult`` with str ids and a mapping
+        response raises ``TypeError``/``ValueError``.
         """
+        result = validation.tool_result(result)
         if not self._active:
             raise self._input.refuse("tool_response", NotConnectedError(f"{self} is not connected"))
         verdict = self._tools.result_submitted(result.id)
@@ -788,6 +785,7 @@ class GeminiLiveTransport:
         With ``initial_history_in_client_content`` (Gemini 3.x) history is only taken before
         the session's first realtime input; replaying after it raises ``TransportError``.
         """
+        items = validation.replay_items(items)
         message = ClientMessage.history(items)
         if message is None:
             return
@@ -802,7 +800,7 @@ class GeminiLiveTransport:
         # A rebuilt session is seeded with these items again, so only a resumed one that
         # lacks them gets this message replayed.
         self._send(message, ReplayScope.RESUMED)
-        self._seeded += tuple(items)
+        self._s.seeded += tuple(items)
 
     def replay_user_turn(self, turn: RetainedUserTurn) -> bool:
         """Send a retained utterance as inline audio with an explicit turnComplete (no server
@@ -834,13 +832,13 @@ class GeminiLiveTransport:
         if self._active:
             # The next connection's setup rebuilds the prompt cache when these change.
             if options.system_instruction != self._options.system_instruction:
-                self._call(self.on_cache_bust, "instructions_changed")
+                self._s.call(self.on_cache_bust, "instructions_changed")
             if options.tools != self._options.tools:
-                self._call(self.on_cache_bust, "tools_changed")
+                self._s.call(self.on_cache_bust, "tools_changed")
         changed = self._active and options != self._options
-        self._options = options
+        self._s.options = options
         if changed:
-            self._setup_stale = True
+            self._s.setup_stale = True
             logger.info("{}: session update applies on the next connection", self)
             self._rotation.config_changed()
 
@@ -863,15 +861,14 @@ class GeminiLiveTransport:
         try:
             generation_id = self._tracker.generation_id
             effects = self._tracker.cancel(self._now())
-            asyncio.get_running_loop().call_soon(self._apply_and_schedule, effects)
+            asyncio.get_running_loop().call_soon(self._s.apply_and_schedule, effects)
             if (
                 options is not None
                 and options.wait_for_done
                 and generation_id is not None
                 and not any(isinstance(e, GenerationEnded) for e in effects)
             ):
-                waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                self._end_waiters.setdefault(generation_id, []).append(waiter)
+                waiter = self._s.wait_for_end(generation_id)
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(CANCEL_BOUND):
                         await waiter
@@ -880,17 +877,17 @@ class GeminiLiveTransport:
 
     async def quiesce(self) -> None:
         """Cancel the answer in flight and stop delivering audio until ``unquiesce``."""
-        self._quiesced = True
+        self._s.quiesced = True
         await self.cancel_response()
 
     async def unquiesce(self) -> None:
         """Deliver audio again from the next answer."""
-        self._quiesced = False
+        self._s.quiesced = False
 
     def clear_resumption(self) -> None:
         """Forget the resumption handles: the next dial (or move) opens a fresh server session
         (a move then rebuilds it from the conversation history)."""
-        self._handle = None
+        self._s.handle = None
         self._rotation.forget_handles()
 
     def get_active_server_turn_id(self) -> int | None:
@@ -922,7 +919,7 @@ class GeminiLiveTransport:
         if conn is not self._current:
             return
         logger.warning("{}: unreadable server frame skipped ({})", self, type(error).__name__)
-        self._call(self.on_error, TransportErrorEvent(error, recoverable=True))
+        self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
 
     def _on_written(self, conn: _Connection, message: ClientMessage) -> None:
         current = conn is self._current
@@ -945,7 +942,7 @@ class GeminiLiveTransport:
             type(error).__name__,
         )
         if current and refused:
-            self._call(self.on_error, TransportErrorEvent(error, recoverable=True))
+            self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
             self._feed()
 
     def _on_closed(self, conn: _Connection, code: int | None, reason: str | None) -> None:
@@ -954,8 +951,8 @@ class GeminiLiveTransport:
             self._stranded.discard(conn)
             self._handover.forget(conn)
             return
-        self._report_generation_close(conn, code, reason)
-        self._close_reported.discard(conn)
+        self._s.report_generation_close(conn, code, reason)
+        self._s.forget_close(conn)
         if self._handover.closed(conn, code, reason):
             return
         if conn is not self._current:
@@ -969,118 +966,24 @@ class GeminiLiveTransport:
 
     def _lost(self, conn: _Connection, code: int | None, reason: str | None) -> None:
         """The session's connection closed without the transport asking."""
-        logger.info("{}: {} closed ({}, {})", self, conn.attempt_id, code, self._clean(reason))
-        self._current = None
-        self._input.outbox.detach(conn.dial_gen)
-        self._cancel_expiry()
+        logger.info("{}: {} closed ({}, {})", self, conn.attempt_id, code, self._s.clean(reason))
+        self._s.detach(conn)
         if not self._rotation.enabled:
-            self._close_session(code, reason)
+            self._s.close(code, reason)
             return
-        self._handover.cut_turn(self._now(), GenerationEndReason.DISCONNECTED)
-        self._rotation.connection_lost(code, reason)
+        cut = self._handover.cut_turn(self._now(), GenerationEndReason.DISCONNECTED)
+        self._rotation.connection_lost(code, reason, turn_cut=cut)
 
-    def _report_generation_close(
-        self, conn: _Connection, code: int | None, reason: str | None
-    ) -> None:
-        if conn.transport_generation is None or conn in self._close_reported:
-            return
-        self._close_reported.add(conn)
-        self._lifecycle(
-            GenerationClose(conn.attempt_id, conn.transport_generation, code, self._clean(reason))
-        )
+    def _deliver(self, conn: _Connection, message: types.LiveServerMessage) -> None:
+        self._receiver.message(conn, message)
 
-    def _apply(self, effects: list[Effect]) -> None:
-        for effect in effects:
-            if isinstance(effect, GenerationStarted):
-                self._call(self.on_model_turn_start, effect.generation_id)
-                self._call(self.on_generation_start, effect.generation_id)
-            elif isinstance(effect, GenerationEnded):
-                self._call(self.on_generation_end, effect.generation_id, effect.reason)
-                for waiter in self._end_waiters.pop(effect.generation_id, ()):
-                    if not waiter.done():
-                        waiter.set_result(None)
-            elif isinstance(effect, FirstAudio):
-                if not self._quiesced:
-                    self._call(self.on_first_audio_chunk)
-            elif isinstance(effect, TurnCompleted):
-                self._call(self.on_turn_complete, effect.server_turn_id)
-            elif isinstance(effect, TurnInterrupted):
-                self._call(self.on_interrupted, effect.server_turn_id)
-            elif isinstance(effect, TextDone):
-                self._call(self.on_text_done)
-            elif isinstance(effect, ReasoningStarted):
-                self._call(self.on_reasoning_start)
-            elif isinstance(effect, ReasoningDone):
-                self._call(self.on_reasoning_done, ReasoningInfo(effect.duration))
-
-    def _apply_and_schedule(self, effects: list[Effect]) -> None:
-        self._apply(effects)
-        self._schedule_tick()
-
-    def _schedule_tick(self) -> None:
-        # Bounds run while the session is up, across moves; a closed session ends the answer.
-        deadline = self._tracker.next_deadline if self._active else None
-        if self._tick is not None:
-            if deadline is not None and self._tick.when() == deadline:
-                return
-            self._tick.cancel()
-            self._tick = None
-        if deadline is not None:
-            self._tick = asyncio.get_running_loop().call_at(deadline, self._on_tick)
-
-    def _on_tick(self) -> None:
-        self._tick = None
-        self._apply(self._tracker.tick(self._now()))
-        self._schedule_tick()
+    def _turn_cut(self) -> None:
+        self._rotation.turn_ended()
 
     # --- helpers ------------------------------------------------------------------------------
 
-    def _call(
-        self, callback: Callable[_P, None] | None, *args: _P.args, **kwargs: _P.kwargs
-    ) -> None:
-        if callback is None:
-            return
-        try:
-            callback(*args, **kwargs)
-        except Exception:
-            logger.exception("{}: a callback raised; the transport goes on", self)
-
-    def _lifecycle(self, event: ConnectionLifecycleEvent) -> None:
-        self._call(self.on_connection_lifecycle, event)
-
-    def _clean(self, text: str | None) -> str | None:
-        """``text`` with every secret the transport knows redacted, shortened for logs."""
-        if not text:
-            return text
-        for secret in self._secrets:
-            if secret and secret in text:
-                text = text.replace(secret, redact(secret))
-        return text[:_REASON_LIMIT]
-
     def _now(self) -> float:
-        return asyncio.get_running_loop().time()
-
-    def _own(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _cancel_expiry(self) -> None:
-        if self._expiry is not None:
-            self._expiry.cancel()
-            self._expiry = None
-
-    def _cancel_timers(self) -> None:
-        self._cancel_expiry()
-        if self._tick is not None:
-            self._tick.cancel()
-            self._tick = None
-
-    def _release_waiters(self) -> None:
-        waiters, self._end_waiters = self._end_waiters, {}
-        for futures in waiters.values():
-            for waiter in futures:
-                if not waiter.done():
-                    waiter.set_result(None)
+        return self._s.now()
 
 
 def _user_content(text: str) -> types.Content:

@@ -283,3 +283,32 @@ def test_any_event_sequence_gives_valid_bounded_items(
     calls = {i.tool_call.id for i in items if i.tool_call}
     results = {i.tool_result.id for i in items if i.tool_result}
     assert calls == results
+
+
+def test_seeded_history_carries_tool_calls_and_results_as_text() -> None:
+    """Native functionCall/functionResponse parts in seeded history get the connection
+    closed with 1007: they are written as text."""
+    from realtime_resumption.gemini.messages import ClientMessage, Content
+    from realtime_resumption.transport import ReplayItem, ToolCall, ToolResult
+
+    message = ClientMessage.history(
+        [
+            ReplayItem("user", "please look up flights"),
+            ReplayItem("model", tool_call=ToolCall("fc-1", "lookup", {"to": "Oslo"})),
+            ReplayItem("user", tool_result=ToolResult("fc-1", "lookup", {"flights": 2})),
+            ReplayItem("model", "there are two"),
+        ]
+    )
+    assert message is not None and isinstance(message.payload, Content)
+    parts = [part for turn in message.payload.turns for part in turn.parts or ()]
+    assert all(p.function_call is None and p.function_response is None for p in parts)
+    texts = [
+        (turn.role, "".join(p.text or "" for p in turn.parts or ()))
+        for turn in message.payload.turns
+    ]
+    assert texts == [
+        ("user", "please look up flights"),
+        ("model", '[called lookup (call fc-1) with {"to": "Oslo"}]'),
+        ("user", '[lookup (call fc-1) returned {"flights": 2}]'),
+        ("model", "there are two"),
+    ]

@@ -183,7 +183,9 @@ async def test_silence_after_go_away(arena: Arena, phase: Phase, profile: Profil
         expect = Expect(reasons=(PLANNED,), handle_kinds=(HandleKind.AFTER_TURN,))
     else:
         # The answer never finishes on a silent connection: the deadline forces the move.
-        expect = Expect(reasons=(PLANNED,), handle_kinds=(HandleKind.MID_TURN,), cut_allowed=True)
+        expect = Expect(
+            reasons=(MoveReason.DEADLINE,), handle_kinds=(HandleKind.MID_TURN,), cut_allowed=True
+        )
     await _finish(arena, rig, expect)
 
 

@@ -146,7 +146,7 @@ async def test_a_silent_connection_moves_at_the_deadline_and_ends_the_cut_answer
     (move,) = rec.moves
     assert (move.handle_kind, move.reason, move.outcome) == (
         HandleKind.MID_TURN,
-        MoveReason.PLANNED,
+        MoveReason.DEADLINE,
         MoveOutcome.RESUMED,
     )
     # The fallback moment: a third of the notice before the deadline, at least 1 s.

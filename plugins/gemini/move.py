@@ -1,0 +1,486 @@
+"""Every move of a session between connections, as one state machine.
+
+Read this file top to bottom to see every move the transport makes. :class:`MoveMachine` is
+pure, in the spirit of h11: no I/O, no asyncio, no clock of its own. The rotation
+(``gemini.rotation``) feeds it :data:`Event` values — a move became due, a dial set up, a
+connection closed, a turn began — and carries out the :data:`Action` values it returns (dial,
+settle, wait, switch, give up). When to move (the resumable point after a ``goAway``, the
+deadline fallback) is decided by :class:`~realtime_resumption.resumption.SessionResumption`;
+what a failure means by :func:`~realtime_resumption.gemini.failures.classify`.
+
+States (:class:`Phase`) and their transitions::
+
+    IDLE ──Wanted──► WAITING                 goAway or a setup change: wait for a resumable
+                                             point (or the deadline); the incumbent serves
+    IDLE, WAITING ──Due──► DIALLING          the helper chose the handle (or none: rebuild);
+                                             the incumbent keeps serving (make-before-break)
+                   └─Due (break first)─► DIALLING, after Break: close the incumbent first
+    DIALLING ──SetupOk──► SETTLING           the replacement is set up: let it prove that the
+                                             provider accepted it
+    SETTLING ──Settled──► IDLE               Switch: the session moves to the replacement;
+                                             it is on probation for ``RetryPolicy.probation``
+    DIALLING, SETTLING ──Failed──►           per the failure policy:
+        retry    ─► BACKOFF ──BackoffOver──► DIALLING (same handle, next delay, jittered)
+        refused  ─► DIALLING (no handle: rebuild from the history)
+        1011 with the incumbent open, once ─► DIALLING after Break (break-before-make from now)
+        fatal, budget or attempts spent ─► CLOSED (GiveUp)
+    IDLE, WAITING ──Lost──► DIALLING         the connection closed without notice: resume from
+                                             the latest handle with input held (on probation:
+                                             a failed attempt of the move that installed it,
+                                             so BACKOFF first); no handle: rebuild or GiveUp
+    DIALLING, SETTLING, BACKOFF ──Lost──►    the incumbent is gone mid-move: input is held
+                                             until the switch (same phase)
+    DIALLING, SETTLING, BACKOFF ──TurnStarted──►
+        a turn began on the incumbent during a planned move. Input is held for the
+        replacement, which gets the whole turn replayed from the handle (same phase).
+    any ──Dispose──► CLOSED
+
+A move is *lost* (the issue's "lost" state) while it runs with no incumbent (``incumbent`` is
+False: input is held), and *rebuilding* while its handle is None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from realtime_resumption.gemini.failures import (
+    REFUSED_OR_OVERLOADED,
+    Budget,
+    RetryPolicy,
+    Stage,
+    Verdict,
+    classify,
+    close_code,
+)
+from realtime_resumption.gemini.session import InputGate
+from realtime_resumption.moves import HandleKind, MoveReason
+
+
+class Phase(StrEnum):
+    """Where the session's move stands."""
+
+    IDLE = "idle"
+    """One connection serves; no move is wanted."""
+    WAITING = "waiting"
+    """A move is wanted: waiting for a resumable point or the deadline."""
+    DIALLING = "dialling"
+    """Dialling the replacement."""
+    SETTLING = "settling"
+    """The replacement is set up and proves that the provider accepted it."""
+    BACKOFF = "backoff"
+    """An attempt failed: waiting before the next one."""
+    CLOSED = "closed"
+    """Disposed, or the session is lost: nothing moves any more."""
+
+
+MOVING = frozenset({Phase.DIALLING, Phase.SETTLING, Phase.BACKOFF})
+
+
+# --- events -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """A ``goAway`` or a setup change: move at the next resumable point."""
+
+
+@dataclass(frozen=True)
+class Due:
+    """Move now: ``handle`` (None: rebuild) of ``kind`` was chosen for ``reason``."""
+
+    now: float
+    reason: MoveReason
+    handle: str | None
+    kind: HandleKind
+    incumbent: bool
+    """A connection still serves the session."""
+    can_rebuild: bool
+    """There is history to seed a fresh session with."""
+    forced: bool = False
+    """The deadline or a loss forced the move: a turn in progress is cut."""
+
+
+@dataclass(frozen=True)
+class SetupOk:
+    """The replacement completed its setup."""
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The replacement settled: the provider accepted it."""
+
+    now: float
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The attempt failed at ``stage``: ``error`` raised, or the connection closed (``code``)."""
+
+    now: float
+    stage: Stage
+    error: BaseException | None = None
+    code: int | None = None
+    can_rebuild: bool = True
+
+
+@dataclass(frozen=True)
+class BackoffOver:
+    """The pause before the next attempt is over."""
+
+
+@dataclass(frozen=True)
+class Lost:
+    """The session's connection closed without the transport asking. ``handle``/``kind``:
+    what a move would resume from (the helper's latest handle)."""
+
+    now: float
+    code: int | None
+    handle: str | None
+    kind: HandleKind
+    can_rebuild: bool
+
+
+@dataclass(frozen=True)
+class TurnStarted:
+    """A turn began on the incumbent (user speech, a client turn, model output)."""
+
+
+@dataclass(frozen=True)
+class Dispose:
+    """The session ends (disconnect, abort, the session was lost)."""
+
+
+Event = Wanted | Due | SetupOk | Settled | Failed | BackoffOver | Lost | TurnStarted | Dispose
+
+
+# --- actions ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Begin:
+    """A move begins: report it (``on_move_started``)."""
+
+    reason: MoveReason
+    handle: str | None
+    kind: HandleKind
+
+
+@dataclass(frozen=True)
+class Break:
+    """Close the incumbent before dialling (the provider refuses a resume while it is open)."""
+
+
+@dataclass(frozen=True)
+class Dial:
+    """Dial a replacement resuming from ``handle`` (None: a fresh session); one attempt."""
+
+    handle: str | None
+
+
+@dataclass(frozen=True)
+class Settle:
+    """Let the replacement settle."""
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Pause ``seconds`` before the next attempt, then feed :class:`BackoffOver`."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Switch:
+    """Make the replacement the session's connection (resumed from ``handle``, or rebuilt)."""
+
+    handle: str | None
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Set how much input the current connection takes."""
+
+    gate: InputGate
+
+
+@dataclass(frozen=True)
+class Retried:
+    """An attempt failed and will be retried (``why`` is safe to log)."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    """The session cannot be carried on: it is lost, for ``why``."""
+
+    why: str
+
+
+Action = Begin | Break | Dial | Settle | Wait | Switch | Gate | Retried | GiveUp
+
+
+# --- the machine ------------------------------------------------------------------------------
+
+
+@dataclass
+class Move:
+    """The move in progress."""
+
+    reason: MoveReason
+    handle: str | None
+    kind: HandleKind
+    forced: bool
+    incumbent: bool
+    """A connection still serves the session during the move (make-before-break)."""
+    can_rebuild: bool
+    attempts: int = 0
+    held: bool = False
+    """Input waits for the replacement (a turn began on the incumbent, or it is gone)."""
+
+
+@dataclass
+class MoveMachine:
+    """The session's moves; see the module documentation.
+
+    ``delays`` are the pauses before each attempt of a streak of failures (the resumption
+    options' ``retry_delays``: one attempt per entry); ``policy`` the retry budget and jitter.
+    """
+
+    delays: tuple[float, ...]
+    policy: RetryPolicy
+    phase: Phase = Phase.IDLE
+    move: Move | None = None
+    break_first: bool = False
+    """The provider refused a resume while the incumbent was open: close it first from now on."""
+    probation_until: float | None = None
+    """The installed connection's loss before this instant is a failed attempt of its move."""
+    budget: Budget = field(init=False)
+    refused: set[str] = field(default_factory=set)
+    """Handles the provider refused: a move with one rebuilds."""
+    strikes: dict[str, int] = field(default_factory=dict)
+    """1011 closes per handle."""
+
+    def __post_init__(self) -> None:
+        self.budget = Budget(self.policy)
+
+    @property
+    def moving(self) -> bool:
+        """A move runs (dialling, settling or between attempts)."""
+        return self.phase in MOVING
+
+    def send(self, event: Event) -> list[Action]:
+        """Apply ``event``; returns the actions to carry out, in order."""
+        handler = _TRANSITIONS.get((self.phase, type(event)))
+        if handler is None:
+            return []
+        return handler(self, event)
+
+    # --- transitions --------------------------------------------------------------------------
+
+    def _wanted(self, event: Wanted) -> list[Action]:
+        self.phase = Phase.WAITING
+        return []
+
+    def _due(self, event: Due) -> list[Action]:
+        if not self._on_probation(event.now):
+            self.budget.healthy()
+        return self._begin(event)
+
+    def _begin(self, event: Due) -> list[Action]:
+        handle = event.handle if event.handle not in self.refused else None
+        self.move = Move(
+            event.reason,
+            handle,
+            event.kind if handle is not None else HandleKind.NONE,
+            event.forced or not event.incumbent,
+            event.incumbent,
+            event.can_rebuild,
+        )
+        # The gate first: whatever the framework sends when it hears of the move is gated.
+        if event.incumbent:
+            # The incumbent takes only audio and video: a turn it began answering now
+            # would be cut by the switch.
+            actions: list[Action] = [Gate(InputGate.MEDIA_ONLY)]
+        else:
+            actions = self._hold(self.move)
+        actions.append(Begin(event.reason, handle, self.move.kind))
+        if handle is None and not event.can_rebuild and event.reason is not MoveReason.REQUESTED:
+            return [
+                *actions,
+                *self._give_up(
+                    "there is no resumption handle and no history to rebuild the session from"
+                ),
+            ]
+        return actions + self._attempt(event.now)
+
+    def _setup_ok(self, event: SetupOk) -> list[Action]:
+        self.phase = Phase.SETTLING
+        return [Settle()]
+
+    def _settled(self, event: Settled) -> list[Action]:
+        move = self.move
+        assert move is not None
+        if move.handle is not None:
+            self.strikes.clear()
+        else:
+            # A fresh server session: the old session's refusals mean nothing any more.
+            self.refused.clear()
+        self.phase = Phase.IDLE
+        self.move = None
+        self.probation_until = event.now + self.policy.probation
+        return [Switch(move.handle), Gate(InputGate.OPEN)]
+
+    def _failed(self, event: Failed) -> list[Action]:
+        move = self.move
+        assert move is not None
+        handle = move.handle
+        strikes = self.strikes.get(handle, 0) if handle is not None else 0
+        ruling = classify(event.error, event.stage, code=event.code, strikes=strikes)
+        if ruling.verdict is Verdict.FATAL:
+            return self._give_up(ruling.why)
+        code = close_code(event.error, event.code)
+        if (
+            code == REFUSED_OR_OVERLOADED
+            and event.stage is Stage.SETTLING
+            and move.incumbent
+            and not self.break_first
+        ):
+            # Once per session at most: the provider refuses a resume while the old
+            # connection is open, so it is closed first from now on. Not a failed attempt.
+            self.break_first = True
+            return [Retried(ruling.why), *self._attempt(event.now)]
+        if code == REFUSED_OR_OVERLOADED and handle is not None:
+            self.strikes[handle] = strikes + 1
+        if ruling.verdict is Verdict.REFUSED and handle is not None:
+            self.refused.add(handle)
+            move.handle, move.kind = None, HandleKind.NONE
+            if not event.can_rebuild and move.reason is not MoveReason.REQUESTED:
+                return self._give_up(
+                    f"{ruling.why}, and there is no history to rebuild the session from"
+                )
+            return [Retried(ruling.why), *self._attempt(event.now)]
+        return self._retry(event.now, ruling.why)
+
+    def _backoff_over(self, event: BackoffOver) -> list[Action]:
+        return self._attempt(None)
+
+    def _lost(self, event: Lost) -> list[Action]:
+        if self._on_probation(event.now):
+            # The connection the last move installed died right away: a failed attempt of
+            # that move, so the next one waits the next delay and the budget pays for it.
+            lost = self.budget.charge(event.now)
+            if lost is not None:
+                return self._give_up(f"{lost}; last: the connection closed right after the switch")
+        else:
+            self.budget.healthy()
+        self.probation_until = None
+        due = Due(
+            event.now,
+            MoveReason.LOST,
+            event.handle,
+            event.kind,
+            incumbent=False,
+            can_rebuild=event.can_rebuild,
+            forced=True,
+        )
+        return self._begin(due)
+
+    def _lost_mid_move(self, event: Lost) -> list[Action]:
+        move = self.move
+        assert move is not None
+        if not move.incumbent:
+            return []
+        move.incumbent = False
+        move.forced = True
+        return self._hold(move)
+
+    def _turn_started(self, event: TurnStarted) -> list[Action]:
+        move = self.move
+        assert move is not None
+        return self._hold(move)
+
+    def _hold(self, move: Move) -> list[Action]:
+        if move.held:
+            return []
+        move.held = True
+        return [Gate(InputGate.HELD)]
+
+    def _dispose(self, event: Dispose) -> list[Action]:
+        self.phase = Phase.CLOSED
+        self.move = None
+        return []
+
+    def _on_probation(self, now: float) -> bool:
+        until = self.probation_until
+        return until is not None and now < until
+
+    # --- attempts -----------------------------------------------------------------------------
+
+    def _attempt(self, now: float | None) -> list[Action]:
+        """The next attempt of the move: dial now, or after the streak's delay."""
+        move = self.move
+        assert move is not None
+        streak = self.budget.streak
+        if self.phase is not Phase.BACKOFF and streak > 0 and move.attempts == 0:
+            # A move after a failed probation starts where its predecessor stopped.
+            delay = self._delay(streak)
+            if delay is None:
+                return self._give_up("every attempt failed")
+            self.phase = Phase.BACKOFF
+            return [Wait(delay)]
+        move.attempts += 1
+        self.phase = Phase.DIALLING
+        actions: list[Action] = []
+        if move.incumbent and self.break_first:
+            move.incumbent = False
+            move.forced = True
+            actions += [*self._hold(move), Break()]
+        return [*actions, Dial(move.handle)]
+
+    def _retry(self, now: float, why: str) -> list[Action]:
+        lost = self.budget.charge(now)
+        if lost is not None:
+            return self._give_up(f"{lost}; last: {why}")
+        delay = self._delay(self.budget.streak)
+        if delay is None:
+            return self._give_up(f"every attempt failed; last: {why}")
+        self.phase = Phase.BACKOFF
+        return [Retried(why), Wait(delay)]
+
+    def _delay(self, streak: int) -> float | None:
+        if streak >= len(self.delays):
+            return None
+        return self.policy.spread(self.delays[streak])
+
+    def _give_up(self, why: str) -> list[Action]:
+        self.phase = Phase.CLOSED
+        self.move = None
+        return [GiveUp(why)]
+
+
+_Handler = Callable[[MoveMachine, Event], list[Action]]
+
+_TRANSITIONS: dict[tuple[Phase, type], _Handler] = {}
+"""(phase, event type) → transition: every move the machine makes is in this table."""
+
+
+def _on(
+    phases: set[Phase] | frozenset[Phase], event: type, handler: Callable[..., list[Action]]
+) -> None:
+    for phase in phases:
+        _TRANSITIONS[(phase, event)] = handler
+
+
+_on({Phase.IDLE}, Wanted, MoveMachine._wanted)
+_on({Phase.IDLE, Phase.WAITING}, Due, MoveMachine._due)
+_on({Phase.DIALLING}, SetupOk, MoveMachine._setup_ok)
+_on({Phase.SETTLING}, Settled, MoveMachine._settled)
+_on({Phase.DIALLING, Phase.SETTLING}, Failed, MoveMachine._failed)
+_on({Phase.BACKOFF}, BackoffOver, MoveMachine._backoff_over)
+_on({Phase.IDLE, Phase.WAITING}, Lost, MoveMachine._lost)
+_on(MOVING, Lost, MoveMachine._lost_mid_move)
+_on(MOVING, TurnStarted, MoveMachine._turn_started)
+_on(set(Phase) - {Phase.CLOSED}, Dispose, MoveMachine._dispose)

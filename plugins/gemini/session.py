@@ -1,0 +1,330 @@
+"""The state of one transport's session, shared by the parts that serve it.
+
+:class:`Session` is handed to the receiver, the dialler, the handover and the rotation instead
+of the transport itself: it holds the connection the session runs on, the latest resumable
+handle, the bookkeeping every part feeds (generations, tool calls, history, input) and the few
+operations on them that more than one part needs — calling the framework's callbacks, applying
+generation effects, installing and detaching connections, closing the session. The transport
+owns it; nobody reaches into anybody's private members.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Final, ParamSpec
+
+from loguru import logger
+
+from realtime_resumption.gemini.config import LiveOptions
+from realtime_resumption.gemini.history import ConversationHistory
+from realtime_resumption.gemini.input import InputPath
+from realtime_resumption.gemini.tool_calls import ToolCallTracker
+from realtime_resumption.gemini.watchdog import UserTurnRetainer
+from realtime_resumption.generation import (
+    Effect,
+    FirstAudio,
+    GenerationEnded,
+    GenerationStarted,
+    GenerationTracker,
+    ReasoningDone,
+    ReasoningStarted,
+    TextDone,
+    TurnCompleted,
+    TurnInterrupted,
+)
+from realtime_resumption.redaction import redact
+from realtime_resumption.transport import (
+    ConnectionLifecycleEvent,
+    GenerationClose,
+    ReasoningInfo,
+    ReplayItem,
+    TransportErrorEvent,
+)
+
+if TYPE_CHECKING:
+    from realtime_resumption.gemini.connection import _Connection
+    from realtime_resumption.gemini.transport import GeminiLiveTransport
+
+_P = ParamSpec("_P")
+_REASON_LIMIT: Final = 200
+
+
+class InputGate(Enum):
+    """How much of the session's input the current connection takes."""
+
+    OPEN = "open"
+    """Everything, in order."""
+    MEDIA_ONLY = "media_only"
+    """Audio and video only: a message that could end the user's turn waits for the next
+    connection (a move is about to switch, and an answer started now would be cut)."""
+    HELD = "held"
+    """Nothing: the input waits for the next connection."""
+
+
+class Session:
+    """One transport's session state; see the module documentation.
+
+    ``callbacks`` is the transport whose public ``on_*`` attributes are the framework's
+    callbacks; ``credential_expired`` is called when an installed connection's credential
+    expires.
+    """
+
+    def __init__(
+        self,
+        callbacks: GeminiLiveTransport,
+        *,
+        options: LiveOptions,
+        secrets: set[str],
+        tracker: GenerationTracker,
+        input_path: InputPath,
+        tools: ToolCallTracker,
+        history: ConversationHistory,
+        user_turn: UserTurnRetainer,
+        credential_expired: Callable[[_Connection], None],
+    ) -> None:
+        self._callbacks = callbacks
+        self.options = options
+        """The setup the next connection is dialled with."""
+        self.secrets = secrets
+        """API keys, tokens and handles: redacted wherever text leaves the transport."""
+        self.tracker = tracker
+        self.input = input_path
+        self.tools = tools
+        self.history = history
+        self.user_turn = user_turn
+        self.seeded: tuple[ReplayItem, ...] = ()
+        """History the client replayed: a rebuilt session is seeded with it."""
+        self.without_id: set[str] = set()
+        """Tool calls the provider issued without an id (their result goes without one)."""
+        self.current: _Connection | None = None
+        """The connection the session runs on; None during a gap."""
+        self.handle: str | None = None
+        """The latest handle the provider marked resumable."""
+        self.active = False
+        """A session is up and takes input (written at once, or held during a move)."""
+        self.quiesced = False
+        self.setup_stale = False
+        """The setup changed since the current connection opened."""
+        self.gate = InputGate.OPEN
+        self._credential_expired = credential_expired
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tick: asyncio.TimerHandle | None = None
+        self._expiry: asyncio.TimerHandle | None = None
+        self._end_waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._close_reported: set[_Connection] = set()
+
+    @property
+    def callbacks(self) -> GeminiLiveTransport:
+        """The transport: its public ``on_*`` attributes are the framework's callbacks."""
+        return self._callbacks
+
+    # --- small services -----------------------------------------------------------------------
+
+    def now(self) -> float:
+        """The event loop's clock."""
+        return asyncio.get_running_loop().time()
+
+    def call(
+        self, callback: Callable[_P, None] | None, *args: _P.args, **kwargs: _P.kwargs
+    ) -> None:
+        """Call a framework callback; one that raises is logged and changes nothing else."""
+        if callback is None:
+            return
+        try:
+            callback(*args, **kwargs)
+        except Exception:
+            logger.exception("{}: a callback raised; the transport goes on", self._callbacks)
+
+    def lifecycle(self, event: ConnectionLifecycleEvent) -> None:
+        """Report a connection lifecycle event."""
+        self.call(self._callbacks.on_connection_lifecycle, event)
+
+    def clean(self, text: str | None) -> str | None:
+        """``text`` with every secret the transport knows redacted, shortened for logs."""
+        if not text:
+            return text
+        for secret in self.secrets:
+            if secret and secret in text:
+                text = text.replace(secret, redact(secret))
+        return text[:_REASON_LIMIT]
+
+    def own(self, task: asyncio.Task[Any]) -> None:
+        """Keep ``task`` until it is done; ``wait_tasks`` awaits what is left."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @property
+    def tasks(self) -> set[asyncio.Task[Any]]:
+        """The tasks the session owns that are still running."""
+        return set(self._tasks)
+
+    def spawn_close(self, conn: _Connection) -> asyncio.Task[Any]:
+        """Close ``conn`` in a task the session owns."""
+        task = asyncio.get_running_loop().create_task(
+            conn.close(), name=f"gemini-live-close-{conn.attempt_id}"
+        )
+        self.own(task)
+        return task
+
+    def can_rebuild(self) -> bool:
+        """There is a conversation to seed a fresh session with."""
+        return bool(self.seeded) or self.history.turns > 0
+
+    # --- input --------------------------------------------------------------------------------
+
+    def feed(self) -> None:
+        """Hand the current connection its next message, as far as the gate lets it."""
+        if self.gate is InputGate.HELD:
+            return
+        self.input.feed(self.current, self.now(), media_only=self.gate is InputGate.MEDIA_ONLY)
+
+    # --- connections --------------------------------------------------------------------------
+
+    def install(
+        self, conn: _Connection, dialled_with: LiveOptions, expires_at: float | None
+    ) -> None:
+        """Make ``conn`` the session's connection: it delivers and takes sends from now on."""
+        self.current = conn
+        self.input.new_connection()
+        self.setup_stale = dialled_with != self.options
+        conn.start()
+        if expires_at is not None:
+            self._expiry = asyncio.get_running_loop().call_later(
+                max(0.0, expires_at - time.time()), self._expired, conn
+            )
+        self.call(self._callbacks.on_session_ready, conn.session_id or "")
+        self.feed()
+        self.schedule_tick()
+
+    def detach(self, conn: _Connection) -> bool:
+        """``conn`` stops being the session's connection (if it was); True when it was."""
+        if conn is not self.current:
+            return False
+        self.current = None
+        self.input.outbox.detach(conn.dial_gen)
+        self.cancel_expiry()
+        return True
+
+    def report_generation_close(
+        self, conn: _Connection, code: int | None, reason: str | None
+    ) -> None:
+        """Report ``conn``'s close as a lifecycle event, once."""
+        if conn.transport_generation is None or conn in self._close_reported:
+            return
+        self._close_reported.add(conn)
+        self.lifecycle(
+            GenerationClose(conn.attempt_id, conn.transport_generation, code, self.clean(reason))
+        )
+
+    def forget_close(self, conn: _Connection) -> None:
+        """``conn`` is gone: forget that its close was reported."""
+        self._close_reported.discard(conn)
+
+    def close(self, code: int | None, reason: str | None) -> None:
+        """The session is over: the answer ends, input and tool calls are forgotten, and
+        ``on_close`` reports it (once)."""
+        was_active = self.active
+        self.active = False
+        self.gate = InputGate.OPEN
+        conn, self.current = self.current, None
+        if conn is not None:
+            self.spawn_close(conn)
+        self.cancel_timers()
+        self.apply(self.tracker.connection_lost(self.now()))
+        self.release_waiters()
+        self.input.clear()
+        self.tools.clear()
+        self.user_turn.clear()
+        if was_active:
+            self.call(self._callbacks.on_close, code, self.clean(reason))
+
+    def lost(self, error: Exception, code: int | None, reason: str | None) -> None:
+        """The session cannot go on: ``on_error`` (not recoverable), then it closes."""
+        self.call(self._callbacks.on_error, TransportErrorEvent(error, recoverable=False))
+        if code is None:
+            code, reason = 1000, "the session could not be moved to a new connection"
+        self.close(code, reason)
+
+    def _expired(self, conn: _Connection) -> None:
+        self._expiry = None
+        self._credential_expired(conn)
+
+    # --- generation effects and their timers --------------------------------------------------
+
+    def apply(self, effects: list[Effect]) -> None:
+        """Deliver generation effects to the framework's callbacks."""
+        cb = self._callbacks
+        for effect in effects:
+            if isinstance(effect, GenerationStarted):
+                self.call(cb.on_model_turn_start, effect.generation_id)
+                self.call(cb.on_generation_start, effect.generation_id)
+            elif isinstance(effect, GenerationEnded):
+                self.call(cb.on_generation_end, effect.generation_id, effect.reason)
+                for waiter in self._end_waiters.pop(effect.generation_id, ()):
+                    if not waiter.done():
+                        waiter.set_result(None)
+            elif isinstance(effect, FirstAudio):
+                if not self.quiesced:
+                    self.call(cb.on_first_audio_chunk)
+            elif isinstance(effect, TurnCompleted):
+                self.call(cb.on_turn_complete, effect.server_turn_id)
+            elif isinstance(effect, TurnInterrupted):
+                self.call(cb.on_interrupted, effect.server_turn_id)
+            elif isinstance(effect, TextDone):
+                self.call(cb.on_text_done)
+            elif isinstance(effect, ReasoningStarted):
+                self.call(cb.on_reasoning_start)
+            elif isinstance(effect, ReasoningDone):
+                self.call(cb.on_reasoning_done, ReasoningInfo(effect.duration))
+
+    def apply_and_schedule(self, effects: list[Effect]) -> None:
+        """:meth:`apply`, then re-arm the generation timer."""
+        self.apply(effects)
+        self.schedule_tick()
+
+    def wait_for_end(self, generation_id: str) -> asyncio.Future[None]:
+        """A future done when generation ``generation_id`` ends (or the session closes)."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._end_waiters.setdefault(generation_id, []).append(waiter)
+        return waiter
+
+    def schedule_tick(self) -> None:
+        """Arm the generation tracker's next deadline (bounds run while the session is up,
+        across moves; a closed session ends the answer)."""
+        deadline = self.tracker.next_deadline if self.active else None
+        if self._tick is not None:
+            if deadline is not None and self._tick.when() == deadline:
+                return
+            self._tick.cancel()
+            self._tick = None
+        if deadline is not None:
+            self._tick = asyncio.get_running_loop().call_at(deadline, self._on_tick)
+
+    def _on_tick(self) -> None:
+        self._tick = None
+        self.apply(self.tracker.tick(self.now()))
+        self.schedule_tick()
+
+    def cancel_expiry(self) -> None:
+        """Stop watching the current connection's credential."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+
+    def cancel_timers(self) -> None:
+        """Stop every timer of the session."""
+        self.cancel_expiry()
+        if self._tick is not None:
+            self._tick.cancel()
+            self._tick = None
+
+    def release_waiters(self) -> None:
+        """Release everyone waiting for a generation's end."""
+        waiters, self._end_waiters = self._end_waiters, {}
+        for futures in waiters.values():
+            for waiter in futures:
+                if not waiter.done():
+                    waiter.set_result(None)
