@@ -403,7 +403,11 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             # Outside an activity the service discards audio: keep the onset for it.
             self._preroll.keep(pcm)
             return
-        self._send_pcm(pcm)
+        try:
+            self._send_pcm(pcm)
+        except ValueError as error:
+            # A frame longer than the input buffer holds: refused whole, never cut.
+            await self.push_error(f"{self}: audio frame not sent: {error}", exception=error)
 
     def _send_pcm(self, pcm: bytes) -> None:
         try:

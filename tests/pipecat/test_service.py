@@ -22,6 +22,7 @@ from pipecat.frames.frames import (
 )
 from pipecat.services.google.gemini_live.llm import GeminiVADParams
 
+from realtime_resumption import OutboxLimits
 from realtime_resumption.emulator import Emulator, user_audio
 from realtime_resumption.frames import (
     GenerationEndedFrame,
@@ -134,6 +135,21 @@ async def test_malformed_input_frames_get_a_clear_non_fatal_error() -> None:
     assert "not whole PCM16 frames" in errors[0].error
     assert "sample_rate must be a positive int" in errors[1].error
     assert "does not hold a RGB image of size (4, 4)" in errors[2].error
+
+
+async def test_an_audio_frame_longer_than_the_input_buffer_gets_a_non_fatal_error() -> None:
+    async with Emulator(emulator_config()) as emu:
+        service = services.ours(emu, input_buffer=OutboxLimits(max_audio_seconds=1.0))
+        async with Rig([service]) as rig:
+            two_seconds = b"\x00\x00" * 32_000
+            await rig.queue(
+                InputAudioRawFrame(audio=two_seconds, sample_rate=16_000, num_channels=1)
+            )
+            await rig.wait(lambda: rig.count(ErrorFrame, up=True) >= 1)
+            await rig.queue(InputTextRawFrame("hello there"))
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+    (error,) = rig.of(ErrorFrame, up=True)
+    assert not error.fatal and "audio frame not sent" in error.error
 
 
 async def test_audio_at_any_rate_reaches_the_model_as_16_khz_mono() -> None:
