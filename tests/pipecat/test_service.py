@@ -12,14 +12,18 @@ from pipecat.frames.frames import (
     InputAudioRawFrame,
     InputImageRawFrame,
     InputTextRawFrame,
+    InterruptionFrame,
+    LLMContextFrame,
     LLMFullResponseEndFrame,
     LLMMessagesAppendFrame,
     LLMSetToolsFrame,
     LLMUpdateSettingsFrame,
     TTSAudioRawFrame,
+    TTSStoppedFrame,
     UserStartedSpeakingFrame,
     UserStoppedSpeakingFrame,
 )
+from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.services.google.gemini_live.llm import GeminiVADParams
 
 from realtime_resumption import OutboxLimits
@@ -264,3 +268,55 @@ def test_usage_counts_tool_prompts_as_input_and_thoughts_as_output() -> None:
         7,
         None,
     )
+
+
+async def test_a_system_message_in_the_first_context_is_in_the_setup_that_answers() -> None:
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hello there"},
+    ]
+    async with Emulator(emulator_config()) as emu:
+        service = services.ours(emu)
+        async with Rig([service]) as rig:
+            await rig.queue(LLMContextFrame(LLMContext(messages=messages)))
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+        session = _only(emu)
+    (moved,) = rig.of(SessionMovedFrame)
+    assert moved.report.reason is MoveReason.CONFIG
+    assert [c.setup.system_instruction for c in session.connections if c.setup] == [
+        "",
+        "Be brief.",
+    ]
+    (turn,) = session.turns.values()
+    assert (turn.connection, turn.user_text) == (1, "hello there")
+
+
+async def test_without_inference_on_the_first_context_it_is_seeded_quietly() -> None:
+    history = [
+        {"role": "user", "content": "my name is Ada"},
+        {"role": "assistant", "content": "hello Ada"},
+    ]
+    async with Emulator(emulator_config()) as emu:
+        service = services.ours(emu, inference_on_context_initialization=False)
+        async with Rig([service]) as rig:
+            await rig.queue(LLMContextFrame(LLMContext(messages=history)))
+            await rig.queue(InputTextRawFrame("hello there"))
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+        session = _only(emu)
+    (connection,) = session.connections
+    (seed,) = [m for m in connection.client_messages if m.kind == "client_content"]
+    assert seed.turns == (("user", "my name is Ada"), ("model", "hello Ada"))
+    assert not seed.turn_complete
+    assert [t.user_text for t in session.turns.values()] == ["hello there"]
+
+
+async def test_a_pipeline_interruption_stops_the_bots_audio_once() -> None:
+    async with Emulator(emulator_config(answer_chunks=40)) as emu:
+        service = services.ours(emu)
+        async with Rig([service]) as rig:
+            await rig.queue(InputTextRawFrame("hello there"))
+            await rig.wait(lambda: rig.count(TTSAudioRawFrame) >= 2)
+            await rig.queue(InterruptionFrame())
+            await rig.wait(lambda: rig.count(GenerationEndedFrame) >= 1)
+    assert rig.count(TTSStoppedFrame) == 1  # at the interruption, not again at the end
+    assert rig.count(LLMFullResponseEndFrame) == 1
