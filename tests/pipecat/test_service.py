@@ -9,6 +9,8 @@ import asyncio
 from pipecat.frames.frames import (
     EndFrame,
     ErrorFrame,
+    FunctionCallInProgressFrame,
+    FunctionCallResultFrame,
     InputAudioRawFrame,
     InputImageRawFrame,
     InputTextRawFrame,
@@ -25,6 +27,7 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.services.google.gemini_live.llm import GeminiVADParams
+from pipecat.services.llm_service import FunctionCallParams
 
 from realtime_resumption import OutboxLimits
 from realtime_resumption.emulator import Emulator, user_audio
@@ -325,3 +328,39 @@ async def test_a_pipeline_interruption_stops_the_bots_audio_once() -> None:
     assert kinds.count(TTSStoppedFrame) == 1
     assert kinds.index(TTSStoppedFrame) == kinds.index(InterruptionFrame) - 1
     assert kinds.count(LLMFullResponseEndFrame) == 1
+
+
+async def test_a_result_for_a_call_a_move_orphaned_is_logged_not_raised() -> None:
+    release = asyncio.Event()
+
+    async def slow_lookup(params: FunctionCallParams) -> None:
+        await release.wait()
+        await params.result_callback({"flight": "LH 123"})
+
+    async with Emulator(emulator_config()) as emu:
+        service = services.ours(emu, tools=True)
+        service.register_function("lookup", slow_lookup)
+        async with Rig([service]) as rig:
+            await rig.queue(InputTextRawFrame("please lookup flights"))
+            await rig.wait(lambda: rig.count(FunctionCallInProgressFrame) >= 1)
+            # The handles expire and the connection drops: the session is rebuilt, and the
+            # call it issued is gone with the old server session.
+            emu.faults.expire_handles()
+            emu.faults.drop()
+            await rig.wait(lambda: rig.count(SessionMovedFrame) >= 1)
+            release.set()
+            await rig.wait(lambda: rig.count(FunctionCallResultFrame) >= 1)
+            await rig.queue(InputTextRawFrame("hello there"))
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+        sessions = list(emu.ledger.sessions.values())
+    (moved,) = rig.of(SessionMovedFrame)
+    assert moved.report.outcome is MoveOutcome.REBUILT
+    assert len(sessions) == 2  # the rebuilt one is a fresh server session
+    (ended, *_) = rig.of(GenerationEndedFrame)
+    assert ended.reason is GenerationEndReason.TOOL_CALL_ORPHANED
+    # The orphaned result went nowhere; the rebuilt session asked again and was answered.
+    old, new = sessions
+    assert not any(m.kind == "tool_response" for c in old.connections for m in c.client_messages)
+    assert all(s.stranded_tool_responses == [] for s in sessions)
+    assert new.tool_calls_issued and new.unawaited_tool_responses == []
+    assert rig.of(ErrorFrame, up=True) == []
