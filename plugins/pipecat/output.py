@@ -113,7 +113,8 @@ class ResponseFrames:
         self._sink = sink
         self._on_tool_calls = on_tool_calls
         self._on_answer_end = on_answer_end
-        self._queue: asyncio.Queue[tuple[_Handler, tuple[Any, ...]]] = asyncio.Queue()
+        # A ``None`` handler marks the end (``finish``).
+        self._queue: asyncio.Queue[tuple[_Handler | None, tuple[Any, ...]]] = asyncio.Queue()
         self._transcript = UserTranscript()
         self._flush_timer: asyncio.TimerHandle | None = None
         self._generation: str | None = None
@@ -169,23 +170,20 @@ class ResponseFrames:
         return enqueue
 
     async def run(self) -> None:
-        """Push frames for the callbacks, in order, until cancelled."""
+        """Push frames for the callbacks, in order, until ``finish`` (or cancelled)."""
         while True:
             handler, args = await self._queue.get()
-            await self._handle(handler, args)
+            if handler is None:
+                return
+            try:
+                await handler(*args)
+            except Exception:
+                logger.exception(f"{self._sink}: failed to turn a transport event into frames")
 
-    async def drain(self) -> None:
-        """Push frames for every callback queued so far (the connection is closed: nothing
-        more comes)."""
-        while not self._queue.empty():
-            handler, args = self._queue.get_nowait()
-            await self._handle(handler, args)
-
-    async def _handle(self, handler: _Handler, args: tuple[Any, ...]) -> None:
-        try:
-            await handler(*args)
-        except Exception:
-            logger.exception(f"{self._sink}: failed to turn a transport event into frames")
+    def finish(self) -> None:
+        """``run`` returns once it pushed the frames of every callback made so far (call it
+        after the transport disconnected: nothing more comes)."""
+        self._queue.put_nowait((None, ()))
 
     def close(self) -> None:
         """Stop the transcription timer; what is still queued is dropped."""

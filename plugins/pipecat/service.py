@@ -90,6 +90,8 @@ from realtime_resumption.transport import (
 
 END_FRAME_HOLD: Final = 30.0
 """Seconds an ``EndFrame`` waits for the answer in progress to finish (as stock)."""
+FRAMES_DRAIN_TIMEOUT: Final = 2.0
+"""Seconds the frames of the last callbacks get to be pushed when the pipeline ends."""
 _CONNECT_WAIT_MARGIN: Final = 5.0
 """Seconds beyond the transport's setup bound that a send waits for the first connection."""
 
@@ -311,10 +313,13 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         if self._connect_task is not None:
             await self.cancel_task(self._connect_task)
             self._connect_task = None
-        if drain:
-            await self._frames.drain()
-        if self._frames_task is not None:
-            await self.cancel_task(self._frames_task)
+        task = self._frames_task
+        if task is not None:
+            if drain:
+                # The frames of what the connection said last, before the EndFrame.
+                self._frames.finish()
+                await asyncio.wait({task}, timeout=FRAMES_DRAIN_TIMEOUT)
+            await self.cancel_task(task)
             self._frames_task = None
         self._frames.close()
         if self._end_hold_task is not None:

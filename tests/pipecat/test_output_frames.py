@@ -5,6 +5,7 @@ stand-in is used)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from pipecat.frames.frames import Frame
@@ -56,7 +57,8 @@ async def test_thoughts_grounding_and_usage_in_the_answers_frames() -> None:
     transport.on_grounding_metadata({"grounding_chunks": [{"web": {"uri": "https://e.org"}}]})
     transport.on_usage_metadata(TransportUsageMetadata(3, 5, {"prompt_token_count": 3}))
     transport.on_generation_end("gen_1", GenerationEndReason.GENERATION_COMPLETE)
-    await frames.drain()
+    frames.finish()
+    await asyncio.wait_for(frames.run(), 5.0)
     frames.close()
     assert sink.events == [
         "GenerationStartedFrame",
