@@ -9,7 +9,9 @@ from realtime_resumption.emulator import Emulator, EmulatorConfig
 
 async def test_the_pipecat_bot_answers_through_rotations(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    config = EmulatorConfig(rotate_every=3.0, notice=2.0, answer_chunks=10, time_scale=0.2)
+    # The example's own emulator settings, at full speed: a notice under a second would
+    # leave no time to finish an answer before the move.
+    config = EmulatorConfig(rotate_every=3.0, notice=2.0, answer_chunks=10)
     async with Emulator(config) as emu:
         lines = await pipecat_bot.main(emu)
         (session,) = emu.ledger.summary().sessions.values()

@@ -52,6 +52,13 @@ def _only(emu: Emulator):  # type: ignore[no-untyped-def]
     return session
 
 
+async def _first_turn(rig: Rig) -> None:
+    """A question answered, and the resumption handle that follows it."""
+    await rig.queue(InputTextRawFrame("hello there"))
+    await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+    await rig.wait(lambda: rig.count(SessionResumptionUpdateFrame) >= 1)
+
+
 def _kinds(connection) -> list[str]:  # type: ignore[no-untyped-def]
     return [m.kind for m in connection.client_messages if m.kind != "setup"]
 
@@ -68,15 +75,17 @@ async def test_a_settings_update_mid_call_moves_the_session_to_the_new_setup() -
     async with Emulator(emulator_config()) as emu:
         service = services.ours(emu)
         async with Rig([service]) as rig:
-            # A resumable point to move from: the handle issued after the setup.
-            await rig.wait(lambda: rig.count(SessionResumptionUpdateFrame) >= 1)
+            # A first turn: the handle after it is a resumable point to move from.
+            await _first_turn(rig)
             delta = GeminiLiveLLMService.Settings(system_instruction="Be brief.", voice="Puck")
             await rig.queue(LLMUpdateSettingsFrame(delta=delta))
             await rig.wait(lambda: rig.count(SessionMovedFrame) >= 1)
+            await rig.queue(InputTextRawFrame("hello there"))
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 2)
             await rig.queue(LLMSetToolsFrame(tools=services.LOOKUP))
             await rig.wait(lambda: rig.count(SessionMovedFrame) >= 2)
             await rig.queue(InputTextRawFrame("hello there"))
-            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 3)
         session = _only(emu)
     reports = [f.report for f in rig.of(SessionMovedFrame)]
     assert [(r.reason, r.outcome) for r in reports] == [
@@ -92,7 +101,7 @@ async def test_a_settings_update_mid_call_moves_the_session_to_the_new_setup() -
         "Puck",
         ("lookup",),
     )
-    assert session.turns[0].connection == 2  # answered on the connection with the new setup
+    assert [t.connection for t in session.turns.values()] == [0, 1, 2]  # each on its setup
     assert rig.of(ErrorFrame, up=True) == []
 
 
@@ -101,27 +110,34 @@ async def test_manual_activity_survives_a_move_with_the_onset_kept() -> None:
     async with Emulator(emulator_config()) as emu:
         service = services.ours(emu, settings={"vad": vad})
         async with Rig([service]) as rig:
+            # A first turn, for a handle to resume from.
+            await rig.queue(UserStartedSpeakingFrame())
+            seq = await _speak(rig, 1, ["hello", ""])
+            await rig.queue(UserStoppedSpeakingFrame())
+            await rig.wait(lambda: rig.count(GenerationEndedFrame) >= 1)
             await rig.wait(lambda: rig.count(SessionResumptionUpdateFrame) >= 1)
             # Before the pipeline's VAD says the user speaks: kept as the onset.
-            seq = await _speak(rig, 1, ["are"])
+            seq = await _speak(rig, seq, ["are"])
             await rig.queue(UserStartedSpeakingFrame())
             seq = await _speak(rig, seq, ["you", ""])
             assert emu.faults.drop() == 1
             await rig.wait(lambda: rig.count(SessionMovedFrame) >= 1)
             seq = await _speak(rig, seq, ["there", ""])
             await rig.queue(UserStoppedSpeakingFrame())
-            await rig.wait(lambda: rig.count(GenerationEndedFrame) >= 1)
+            await rig.wait(lambda: rig.count(GenerationEndedFrame) >= 2)
         session = _only(emu)
     (moved,) = rig.of(SessionMovedFrame)
     assert (moved.report.reason, moved.report.outcome) == (MoveReason.LOST, MoveOutcome.RESUMED)
-    assert [t.user_text for t in session.turns.values()] == ["are you there"]
-    (ended,) = rig.of(GenerationEndedFrame)
-    assert ended.reason is GenerationEndReason.GENERATION_COMPLETE
+    assert [t.user_text for t in session.turns.values()] == ["hello", "are you there"]
+    reasons = [f.reason for f in rig.of(GenerationEndedFrame)]
+    assert reasons == [GenerationEndReason.GENERATION_COMPLETE] * 2
     summary = emu.ledger.summary().sessions[session.session_id]
     assert summary.audio_lost == () and summary.answers_cut == ()
-    # The new connection opened the activity again before the audio replayed to it.
-    kinds = _kinds(session.connections[1])
-    assert kinds[0] == "activity_start" and kinds[-1] == "activity_end"
+    # The new connection opened the activity again before the activity's audio replayed to it.
+    replayed = [(m.kind, m.audio_seqs) for m in session.connections[1].client_messages]
+    kinds = [kind for kind, _ in replayed]
+    assert kinds.count("activity_start") == 1 and kinds[-1] == "activity_end"
+    assert kinds.index("activity_start") < replayed.index(("audio", (3,)))
     assert rig.of(ErrorFrame, up=True) == []
 
 
@@ -184,7 +200,7 @@ async def test_a_lost_session_pushes_session_lost_and_one_fatal_error() -> None:
     async with Emulator(emulator_config()) as emu:
         service = services.ours(emu, resumption=options, retry_budget=2)
         async with Rig([service]) as rig:
-            await rig.wait(lambda: rig.count(SessionResumptionUpdateFrame) >= 1)
+            await _first_turn(rig)
             emu.faults.refuse_next(10)
             emu.faults.drop()
             await rig.wait(lambda: rig.count(ErrorFrame, up=True) >= 1)
@@ -283,15 +299,17 @@ async def test_a_system_message_in_the_first_context_is_in_the_setup_that_answer
         async with Rig([service]) as rig:
             await rig.queue(LLMContextFrame(LLMContext(messages=messages)))
             await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
-        session = _only(emu)
+        sessions = list(emu.ledger.sessions.values())
+    # Nothing had been said: the session moved to the new setup before the first turn.
     (moved,) = rig.of(SessionMovedFrame)
-    assert moved.report.reason is MoveReason.CONFIG
-    assert [c.setup.system_instruction for c in session.connections if c.setup] == [
-        "",
-        "Be brief.",
-    ]
-    (turn,) = session.turns.values()
-    assert (turn.connection, turn.user_text) == (1, "hello there")
+    assert moved.report.reason is MoveReason.REQUESTED
+    answered = [(s, t) for s in sessions for t in s.turns.values()]
+    assert len(answered) == 1
+    session, turn = answered[0]
+    assert turn.user_text == "hello there"
+    setup = session.connections[turn.connection].setup
+    assert setup is not None and setup.system_instruction == "Be brief."
+    assert rig.of(ErrorFrame, up=True) == []
 
 
 async def test_without_inference_on_the_first_context_it_is_seeded_quietly() -> None:
