@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 from livekit.plugins.google.realtime import RealtimeModel as StockRealtimeModel
+from livekit.plugins.realtime_resumption import RealtimeModel as OurRealtimeModel
 from pipecat.services.google.gemini_live.llm import GeminiLiveLLMService as StockGeminiLive
+
+from realtime_resumption.pipecat import GeminiLiveLLMService as OurGeminiLive
 
 from .livekit_stack import LiveKitStack
 from .pipecat_stack import PipecatStack
-from .stacks import Lane, TransportStack
+from .stacks import Lane
 
 
 def all_lanes() -> list[Lane]:
-    """Stock Pipecat, stock LiveKit, and ours.
+    """Each framework's stock Gemini Live integration, then ours in the same place.
 
-    Stock Pipecat is ``pipecat.services.google.gemini_live.llm.GeminiLiveLLMService`` in a
-    pipeline; stock LiveKit is ``livekit.plugins.google.realtime.RealtimeModel`` in an
-    ``AgentSession``; "ours: transport alone" is ``GeminiLiveTransport`` driven directly by
-    the application, with no framework around it.
+    Pipecat: ``pipecat.services.google.gemini_live.llm.GeminiLiveLLMService`` and
+    ``realtime_resumption.pipecat.GeminiLiveLLMService`` in the same pipeline. LiveKit:
+    ``livekit.plugins.google.realtime.RealtimeModel`` and
+    ``livekit.plugins.realtime_resumption.RealtimeModel`` in the same ``AgentSession``.
     """
     return [
         Lane(
@@ -27,6 +30,13 @@ def all_lanes() -> list[Lane]:
             lambda ctx: PipecatStack(ctx, StockGeminiLive),
         ),
         Lane(
+            "pipecat-ours",
+            "Pipecat + ours",
+            True,
+            "pipecat",
+            lambda ctx: PipecatStack(ctx, OurGeminiLive),
+        ),
+        Lane(
             "livekit-stock",
             "LiveKit (stock)",
             False,
@@ -34,10 +44,10 @@ def all_lanes() -> list[Lane]:
             lambda ctx: LiveKitStack(ctx, StockRealtimeModel),
         ),
         Lane(
-            "transport",
-            "ours: transport alone",
+            "livekit-ours",
+            "LiveKit + ours",
             True,
-            None,
-            TransportStack,
+            "livekit",
+            lambda ctx: LiveKitStack(ctx, OurRealtimeModel),
         ),
     ]

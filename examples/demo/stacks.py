@@ -8,18 +8,13 @@ Each stack is built the way its own examples build it; only the google-genai
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from google.genai import types
 
-from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.transport import ToolCall, ToolResult
-
-from .call import INSTRUCTIONS, CallRecord, Ear, weather
-from .playback import RealtimePlayer
+from .call import CallRecord, Ear
 
 
 class Stack(Protocol):
@@ -71,8 +66,8 @@ class Lane:
     key: str
     title: str
     ours: bool
-    framework: str | None
-    """``pipecat`` or ``livekit``; None for the transport driven with no framework."""
+    framework: str
+    """``pipecat`` or ``livekit``: ours is compared with the stock lane of its framework."""
     factory: StackFactory
 
 
@@ -83,63 +78,3 @@ WEATHER_DECLARATION = types.FunctionDeclaration(
         type=types.Type.OBJECT, properties={"city": types.Schema(type=types.Type.STRING)}
     ),
 )
-
-
-def _city(arguments: dict[str, Any]) -> str | None:
-    city = arguments.get("city")
-    return city if isinstance(city, str) else None
-
-
-class TransportStack:
-    """``GeminiLiveTransport`` driven directly: the application calls it and plays its audio.
-
-    This is the transport layer alone, not a framework integration.
-    """
-
-    def __init__(self, ctx: StackContext) -> None:
-        self._ctx = ctx
-        self._transport = GeminiLiveTransport(
-            api_key=EMULATOR_KEY,
-            http_options=ctx.http_options,
-            tools=[WEATHER_DECLARATION],
-            system_instruction=INSTRUCTIONS,
-        )
-        self._player = RealtimePlayer(ctx.ear)
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._stopping = False
-        t = self._transport
-        t.on_audio_output = lambda pcm: self._player.enqueue(pcm)
-        t.on_interrupted = lambda _turn: self._player.clear()
-        t.on_tool_call = self._tool_calls
-        t.on_error = lambda event: ctx.error(f"{type(event.error).__name__}: {event.error}")
-        t.on_close = self._on_close
-
-    def _on_close(self, code: int | None, reason: str | None) -> None:
-        if not self._stopping:
-            self._ctx.closed(f"closed {code} {reason or ''}".rstrip())
-
-    def _tool_calls(self, calls: Sequence[ToolCall]) -> None:
-        for call in calls:
-            result = ToolResult(call.id, call.name, weather(_city(call.args)))
-            task = asyncio.get_running_loop().create_task(self._answer(result))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _answer(self, result: ToolResult) -> None:
-        # A tool takes a moment, as a real lookup would.
-        await asyncio.sleep(0.2)
-        self._transport.send_tool_result(result)
-
-    async def start(self) -> None:
-        await self._transport.connect()
-
-    def push_audio(self, pcm: bytes) -> None:
-        self._transport.send_audio(pcm)
-
-    async def stop(self) -> None:
-        self._stopping = True
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._transport.disconnect()
-        await self._player.aclose()

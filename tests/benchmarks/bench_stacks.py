@@ -115,7 +115,7 @@ async def main(seconds: float) -> None:
         print(f"{lane.title:40} {results[lane.key] * 1000:7.1f} ms CPU per s of call", flush=True)
     print()
     for lane in (lane for lane in lanes if lane.ours):
-        stock = [o for o in lanes if not o.ours and lane.framework in (None, o.framework)]
+        stock = [o for o in lanes if not o.ours and o.framework == lane.framework]
         for other in stock:
             ratio = results[lane.key] / results[other.key]
             print(f"{lane.title} / {other.title}: {ratio:.2f}x (goal <= 1.0x)")
