@@ -59,6 +59,7 @@ from realtime_resumption.transport import (
     ContentTurn,
     GenerationEndReason,
     GenerationOverrides,
+    GenerationSettings,
     NotConnectedError,
     ProviderEvidenceEvent,
     RealtimeLLMUsage,
@@ -104,7 +105,8 @@ class GeminiLiveTransport:
     and voice; ``response_modality`` (``audio``, or ``text`` for an external TTS); the system
     instruction; ``tools`` as google-genai ``Tool``/``FunctionDeclaration`` objects or dicts;
     transcription flags; ``realtime_input_config`` and ``context_window_compression`` (SDK
-    types); ``http_options``. ``credential_provider`` supplies an expiring credential before
+    types); ``generation`` (temperature, token limit, sampling, thinking, ...: a
+    ``GenerationSettings``, changed mid-call through ``update_session``); ``http_options``. ``credential_provider`` supplies an expiring credential before
     every dial. ``setup_timeout`` bounds each dial: the SDK would wait forever for
     ``setupComplete``. ``transparent`` asks Vertex AI for ``lastConsumedClientMessageIndex``
     (the Gemini API refuses it). ``initial_history_in_client_content`` lets Gemini 3.x models
@@ -167,6 +169,7 @@ class GeminiLiveTransport:
         output_audio_transcription: bool = True,
         realtime_input_config: types.RealtimeInputConfig | None = None,
         context_window_compression: types.ContextWindowCompressionConfig | None = None,
+        generation: GenerationSettings | None = None,
         http_options: types.HttpOptions | None = None,
         credential_provider: CredentialProvider | None = None,
         client: genai.Client | None = None,
@@ -231,6 +234,7 @@ class GeminiLiveTransport:
             realtime_input_config=realtime_input_config,
             context_window_compression=context_window_compression,
             initial_history_in_client_content=initial_history_in_client_content,
+            generation=generation or GenerationSettings(),
         )
         self._secrets: set[str] = {api_key} if api_key else set()
         self._tracker = GenerationTracker(tool_call_grace=tool_call_grace)
