@@ -152,11 +152,9 @@ class Handover:
             s.input.withdraw_result(call_id)
         outbox = s.input.outbox
         if handle is not None:
-            replay = outbox.attach_resumed(
-                conn.dial_gen, handle, now, round_trip=conn.setup_seconds
-            )
+            replay = outbox.attach_resumed(conn.dial_gen, handle, now, round_trip=conn.round_trip)
         else:
-            replay = outbox.attach_fresh(conn.dial_gen, now, round_trip=conn.setup_seconds)
+            replay = outbox.attach_fresh(conn.dial_gen, now, round_trip=conn.round_trip)
             s.handle = None  # the old session's handles resume nothing any more
             history = ClientMessage.history(list(s.seeded) + s.history.replay_items())
             if history is not None:

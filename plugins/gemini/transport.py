@@ -532,7 +532,7 @@ class GeminiLiveTransport:
         self._tools.connected(conn.dial_gen, resumed_from=None)
         # Nothing seeds this session: history replayed while it dialled goes to it as sent.
         self._input.outbox.attach_fresh(
-            conn.dial_gen, self._now(), round_trip=conn.setup_seconds, seeded=False
+            conn.dial_gen, self._now(), round_trip=conn.round_trip, seeded=False
         )
         self._s.active = True
         self._s.install(conn, *self._dialler.take(conn))
