@@ -193,7 +193,8 @@ class Wait:
 
 @dataclass(frozen=True)
 class Switch:
-    """Make the replacement the session's connection (resumed from ``handle``, or rebuilt)."""
+    """Make the replacement the session's connection (resumed from ``handle``, or rebuilt);
+    its input opens once what it said while it settled is delivered."""
 
     handle: str | None
 
@@ -331,7 +332,7 @@ class MoveMachine:
         self.phase = Phase.IDLE
         self.move = None
         self.probation_until = event.now + self.policy.probation
-        return [Switch(move.handle), Gate(InputGate.OPEN)]
+        return [Switch(move.handle)]
 
     def _failed(self, event: Failed) -> list[Action]:
         move = self.move
@@ -368,19 +369,23 @@ class MoveMachine:
         return self._attempt(None)
 
     def _lost(self, event: Lost) -> list[Action]:
+        handle = event.handle
         if self._on_probation(event.now):
             # The connection the last move installed died right away: a failed attempt of
             # that move, so the next one waits the next delay and the budget pays for it.
+            ruling = classify(None, Stage.PROBATION, code=event.code)
+            if ruling.verdict is Verdict.REFUSED and handle is not None:
+                self.refused.add(handle)
             lost = self.budget.charge(event.now)
             if lost is not None:
-                return self._give_up(f"{lost}; last: the connection closed right after the switch")
+                return self._give_up(f"{lost}; last: {ruling.why}")
         else:
             self.budget.healthy()
         self.probation_until = None
         due = Due(
             event.now,
             MoveReason.LOST,
-            event.handle,
+            handle,
             event.kind,
             incumbent=False,
             can_rebuild=event.can_rebuild,

@@ -519,6 +519,10 @@ class Rotation:
         conn, self._pending = self._pending, None
         move = self.log.current
         assert conn is not None and move is not None
+        # Nothing is fed to the new connection until what it said while it settled (its
+        # first handle, above all) is delivered: a handle recorded after writes it never
+        # saw would be taken to hold them.
+        self._s.gate = InputGate.HELD
         report = self._handover.switch(conn, move, handle)
         self._go_away_seen = False
         self._requested = False
@@ -529,6 +533,11 @@ class Rotation:
             self._helper.dispose()
             self._helper = self._new_helper()
         self._resolve(report)
+        # Delivered now the move is recorded, so its first handle counts as a resumable point.
+        self._handover.release(conn)
+        if not self.moving:  # (that may have begun the next move, with its own gate)
+            self._s.gate = InputGate.OPEN
+            self._s.feed()
         if self._s.setup_stale:
             asyncio.get_running_loop().call_soon(self.config_changed)
         else:

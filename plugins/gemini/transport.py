@@ -443,6 +443,7 @@ class GeminiLiveTransport:
 
     def _force_closed(self) -> None:
         """After a disconnect that ran out of time or failed: nothing may stay up."""
+        self._rotation.abandon("the client closed the session during the move")
         if self._active:
             self._s.close(1000, "closed by the client")
         self._s.cancel_timers()
