@@ -185,6 +185,13 @@ class _Connection:
             return None
         return statistics.median(self._latencies)
 
+    @property
+    def round_trip_jitter(self) -> float:
+        """How much the latest ping latencies spread (the largest less the smallest)."""
+        if len(self._latencies) < 2:
+            return 0.0
+        return max(self._latencies) - min(self._latencies)
+
     async def _measure_round_trip(self) -> None:
         """Ping a few times at once, then every ``PING_INTERVAL``: one sample is at the mercy
         of a busy event loop, the median of a few is not."""

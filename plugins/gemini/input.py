@@ -167,7 +167,7 @@ class InputPath:
             return
         round_trip = conn.round_trip
         if round_trip is not None:
-            self.outbox.round_trip_measured(conn.dial_gen, round_trip)
+            self.outbox.round_trip_measured(conn.dial_gen, round_trip, conn.round_trip_jitter)
         if self.outbox.activity_to_reopen:
             # Before the audio replayed to it: the user is still speaking.
             index = conn.enqueue(ClientMessage.activity_start())

@@ -39,7 +39,8 @@ the write completed (:meth:`Outbox.mark_written`), so a message that waited in a
 counted as on the wire before it was. Lost audio is expensive (the user's words are gone) and a
 duplicated frame cheap, so messages of the kinds in ``OutboxLimits.margin_kinds`` (audio,
 video frames, audioStreamEnd by default) written within ``OutboxLimits.round_trip_tolerance``
-before that boundary are queued again too (counted as possibly duplicated).
+before that boundary, or within the measured jitter when it is larger (a busy event loop on
+either side shows in it), are queued again too (counted as possibly duplicated).
 
 Blind spots: the rule assumes the server consumes a message as soon as it arrives and that the
 two directions take half the round trip each; a message written within the round trip's jitter
@@ -289,6 +290,8 @@ class _Connection:
     from its snapshot (see :meth:`Outbox._margin`)."""
     round_trip: float | None = None
     """The measured round trip; None until measured."""
+    jitter: float = 0.0
+    """How much the measured round trip varies."""
     last_index: int = 0
     last_sent_seq: int = 0
 
@@ -489,12 +492,14 @@ class Outbox(Generic[T]):
                 break
         self._clock = max(self._clock, now)
 
-    def round_trip_measured(self, connection: int, seconds: float) -> None:
+    def round_trip_measured(self, connection: int, seconds: float, jitter: float = 0.0) -> None:
         """The live ``connection``'s network round trip (its WebSocket ping latency) is
-        ``seconds``: handles it issues from now are placed by it (see *Arrival*)."""
+        ``seconds``, varying by ``jitter``: handles it issues from now are placed by it (see
+        *Arrival*)."""
         live = self._live
-        if live is not None and live.id == connection and seconds != live.round_trip:
-            self._set_round_trip(live, seconds)
+        if live is not None and live.id == connection:
+            if seconds != live.round_trip or jitter != live.jitter:
+                self._set_round_trip(live, seconds, jitter)
 
     def mark_unsent(self, entry: Entry[T], connection: int) -> None:
         """The write of ``entry`` to ``connection`` failed: it never got there. The entry is
@@ -885,18 +890,24 @@ class Outbox(Generic[T]):
         self._set_round_trip(conn, round_trip)
         return conn
 
-    def _set_round_trip(self, conn: _Connection, round_trip: float | None) -> None:
+    def _set_round_trip(
+        self, conn: _Connection, round_trip: float | None, jitter: float = 0.0
+    ) -> None:
         if round_trip is not None and (not math.isfinite(round_trip) or round_trip < 0):
             round_trip = None
+        if not math.isfinite(jitter) or jitter < 0:
+            jitter = 0.0
         conn.round_trip = round_trip
-        conn.margin = self._margin(round_trip)
+        conn.jitter = jitter
+        conn.margin = self._margin(round_trip, jitter)
 
-    def _margin(self, round_trip: float | None) -> float:
+    def _margin(self, round_trip: float | None, jitter: float) -> float:
         """How long before a handle's arrival an entry may be missing from its snapshot: the
-        round trip and its tolerance, or ``handle_margin`` while it is not measured."""
+        round trip and its tolerance (at least the jitter), or ``handle_margin`` while it is
+        not measured."""
         if round_trip is None:
             return self._limits.handle_margin
-        return round_trip + self._limits.round_trip_tolerance
+        return round_trip + max(self._limits.round_trip_tolerance, jitter)
 
     def _switch(self, conn: _Connection, needed: list[Entry[T]]) -> None:
         for entry in self._pending:
