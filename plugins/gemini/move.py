@@ -31,8 +31,12 @@ States (:class:`Phase`) and their transitions::
     DIALLING, SETTLING, BACKOFF ──Lost──►    the incumbent is gone mid-move: input is held
                                              until the switch (same phase)
     DIALLING, SETTLING, BACKOFF ──TurnStarted──►
-        a turn began on the incumbent during a planned move. Input is held for the
-        replacement, which gets the whole turn replayed from the handle (same phase).
+        a turn began on the incumbent (user speech, a typed turn, model output):
+        planned or config move ─► WAITING (Abandon): the replacement is given up, the turn
+            runs on the incumbent, and the move comes at the next resumable point, or at the
+            deadline fallback with the notice left (no stall: the incumbent took all input);
+        forced move (deadline, loss, requested, break-before-make) ─► same phase: input is
+            held for the replacement, which gets the whole turn replayed from the handle.
     any ──Dispose──► CLOSED
 
 A move is *lost* (the issue's "lost" state) while it runs with no incumbent (``incumbent`` is
@@ -200,6 +204,12 @@ class Switch:
 
 
 @dataclass(frozen=True)
+class Abandon:
+    """Give the replacement up (a turn began on the incumbent during a planned move): the move
+    waits for the next resumable point, or the deadline, with the notice it has left."""
+
+
+@dataclass(frozen=True)
 class Gate:
     """Set how much input the current connection takes."""
 
@@ -220,7 +230,7 @@ class GiveUp:
     why: str
 
 
-Action = Begin | Break | Dial | Settle | Wait | Switch | Gate | Retried | GiveUp
+Action = Begin | Break | Dial | Settle | Wait | Switch | Abandon | Gate | Retried | GiveUp
 
 
 # --- the machine ------------------------------------------------------------------------------
@@ -240,6 +250,16 @@ class Move:
     attempts: int = 0
     held: bool = False
     """Input waits for the replacement (a turn began on the incumbent, or it is gone)."""
+
+    @property
+    def yields(self) -> bool:
+        """A planned move the user's next turn overrides: the incumbent takes all input, and
+        a turn that begins on it abandons the replacement (see :class:`Abandon`)."""
+        return (
+            self.reason in (MoveReason.PLANNED, MoveReason.CONFIG)
+            and not self.forced
+            and self.incumbent
+        )
 
 
 @dataclass
@@ -301,10 +321,13 @@ class MoveMachine:
             event.can_rebuild,
         )
         # The gate first: whatever the framework sends when it hears of the move is gated.
-        if event.incumbent:
+        if self.move.yields and not self.break_first:
+            # No stall: the incumbent keeps taking everything until the switch.
+            actions: list[Action] = [Gate(InputGate.OPEN)]
+        elif event.incumbent:
             # The incumbent takes only audio and video: a turn it began answering now
             # would be cut by the switch.
-            actions: list[Action] = [Gate(InputGate.MEDIA_ONLY)]
+            actions = [Gate(InputGate.MEDIA_ONLY)]
         else:
             actions = self._hold(self.move)
         actions.append(Begin(event.reason, handle, self.move.kind))
@@ -405,6 +428,12 @@ class MoveMachine:
     def _turn_started(self, event: TurnStarted) -> list[Action]:
         move = self.move
         assert move is not None
+        if move.yields:
+            # The replacement resumes from a snapshot the turn is not in: let the turn run on
+            # the incumbent and move from the next resumable point (or at the deadline).
+            self.phase = Phase.WAITING
+            self.move = None
+            return [Abandon()]
         return self._hold(move)
 
     def _hold(self, move: Move) -> list[Action]:

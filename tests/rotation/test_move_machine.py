@@ -68,7 +68,7 @@ def test_a_planned_move_dials_while_the_incumbent_serves_then_switches() -> None
     assert mm.send(m.Wanted()) == []
     assert mm.phase is m.Phase.WAITING
     assert mm.send(due()) == [
-        m.Gate(InputGate.MEDIA_ONLY),
+        m.Gate(InputGate.OPEN),
         m.Begin(MoveReason.PLANNED, H1, HandleKind.AFTER_TURN),
         m.Dial(H1),
     ]
@@ -97,9 +97,24 @@ def test_a_loss_with_no_handle_rebuilds_or_gives_up_without_history() -> None:
     assert "no resumption handle" in actions[-1].why
 
 
-def test_a_turn_that_begins_on_the_incumbent_during_the_dial_holds_input_once() -> None:
+@pytest.mark.parametrize("phase", ["dialling", "settling"])
+def test_a_turn_that_begins_on_the_incumbent_abandons_a_planned_move(phase: str) -> None:
+    """No stall: the turn runs on the incumbent; the replacement's snapshot lacks it."""
     mm = machine()
+    mm.send(m.Wanted())
     mm.send(due())
+    if phase == "settling":
+        mm.send(m.SetupOk())
+    assert mm.send(m.TurnStarted()) == [m.Abandon()]
+    assert (mm.phase, mm.move) == (m.Phase.WAITING, None)
+    assert mm.send(m.SetupOk()) == [], "the abandoned dial's outcome means nothing"
+    later = mm.send(due(1.0, handle="newer-handle-0123456789"))
+    assert later[-1] == m.Dial("newer-handle-0123456789")
+
+
+def test_a_turn_that_begins_during_a_forced_move_holds_input_once() -> None:
+    mm = machine()
+    mm.send(due(reason=MoveReason.DEADLINE, forced=True))
     assert mm.send(m.TurnStarted()) == [m.Gate(InputGate.HELD)]
     assert mm.send(m.TurnStarted()) == []
     assert machine().send(m.TurnStarted()) == [], "no move: nothing to hold"
@@ -110,6 +125,7 @@ def test_the_incumbent_lost_mid_move_holds_input_and_the_move_goes_on() -> None:
     mm.send(due())
     assert mm.send(lost(1.0)) == [m.Gate(InputGate.HELD)]
     assert mm.phase is m.Phase.DIALLING
+    assert mm.send(m.TurnStarted()) == [], "a move with no incumbent is never abandoned"
     assert switch(mm, 2.0)[0] == m.Switch(H1)
 
 
