@@ -186,6 +186,12 @@ async def _run_emulator(plan: Plan, scale: float, profile: str) -> int:
         vad_silence=0.3,
         answer_chunks=20,
         chunk_interval=0.05,
+        # The script's fault timeline was tuned on an emulator that set up instantly, with no
+        # network delay and a handle after every setup; the realistic defaults move the drop
+        # into a move in progress.
+        setup_latency=0.0,
+        round_trip=0.0,
+        update_after_setup=True,
     )
     async with Emulator(config) as emulator:
         print(f"emulator ({profile} profile) at {emulator.base_url}", flush=True)

@@ -10,14 +10,23 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from loguru import logger
 
 from .config import INSTRUCTION_CHANGES, PROFILES, EmulatorConfig
+from .faults import REFUSALS
 from .server import Emulator
 
 _EPILOG = """\
+realism (the defaults are the service's):
+  setup             --setup-latency S (or LOW,HIGH: drawn per setup, seeded): setup
+                    message to setupComplete (default 0.3 s).
+  network           --round-trip S: every frame, both ways, arrives half of it late, in
+                    order (default 0.006 s).
+  first update      --update-after-setup: send a resumption update right after
+                    setupComplete (the service does not; its first handle follows an answer).
+
 faults (all can also be scripted from Python through Emulator.faults):
   rotation          --rotate-every N --notice M: every connection gets goAway{timeLeft: M}
                     at age N-M and is closed at age N (Gemini: 1011 "Deadline expired
@@ -29,8 +38,16 @@ faults (all can also be scripted from Python through Emulator.faults):
                     when a connection next becomes idle after an answer. Each fires once.
   drop              --drop-every S: every S seconds, abort every live TCP connection (the
                     client sees 1006).
-  refused attempts  --refuse-next K [--refuse-how http503|close1011]: refuse the next K
-                    attempts with HTTP 503, or close 1011 right after setupComplete.
+  goAway storm      --storm-every S: every S seconds, goAway (the configured notice) to
+                    every open session at once.
+  refused attempts  --refuse-next K [--refuse-how http401|http403|http429|http503|close1011]:
+                    refuse the next K attempts with that HTTP status at the upgrade, or
+                    close 1011 right after setupComplete; --refuse-all: every attempt.
+  slow setups       --slow-setups K --slow-setup-seconds S [--slow-resumed-only]: the next
+                    K setups (resumed ones only) take S seconds (a "reconnect penalty").
+  flapping server   --flap-close-after S [--flap-code C]: close every connection S seconds
+                    after its setupComplete (default code 1011); --flap-drop-on-first-message:
+                    abort it right after the client's first message following setup.
   hanging attempt   --hang-next K: accept the next K attempts and their setup, never send
                     setupComplete.
   resume while open --refuse-resume-while-open: refuse (close 1011 after setupComplete) a
@@ -88,6 +105,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--voice-activity", action="store_true", help="send voiceActivity messages")
     p.add_argument(
+        "--setup-latency",
+        type=_latency,
+        default=d.setup_latency,
+        metavar="S|LOW,HIGH",
+        help="seconds from setup to setupComplete (default %(default)s)",
+    )
+    p.add_argument(
+        "--round-trip",
+        type=float,
+        default=d.round_trip,
+        metavar="S",
+        help="network round trip (default %(default)s s)",
+    )
+    p.add_argument(
+        "--update-after-setup",
+        action="store_true",
+        help="send a resumption update right after setupComplete",
+    )
+    p.add_argument(
         "--handle-lifetime",
         type=float,
         default=d.handle_lifetime,
@@ -124,10 +160,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--go-away-when-idle", action="store_true", help="scripted goAway when idle")
     p.add_argument("--drop-every", type=float, metavar="S", help="abort all connections every S s")
+    p.add_argument("--storm-every", type=float, metavar="S", help="goAway to all every S s")
     p.add_argument(
         "--refuse-next", type=int, default=0, metavar="K", help="refuse the next K attempts"
     )
-    p.add_argument("--refuse-how", choices=("http503", "close1011"), default="http503")
+    p.add_argument("--refuse-how", choices=REFUSALS, default="http503")
+    p.add_argument("--refuse-all", action="store_true", help="refuse every attempt")
+    p.add_argument(
+        "--slow-setups", type=int, default=0, metavar="K", help="the next K setups are slow"
+    )
+    p.add_argument(
+        "--slow-setup-seconds", type=float, default=4.0, metavar="S", help="a slow setup's time"
+    )
+    p.add_argument("--slow-resumed-only", action="store_true", help="only resumed setups are slow")
+    p.add_argument(
+        "--flap-close-after", type=float, metavar="S", help="close S s after every setup"
+    )
+    p.add_argument("--flap-code", type=int, default=1011, help="close code of --flap-close-after")
+    p.add_argument(
+        "--flap-drop-on-first-message",
+        action="store_true",
+        help="abort every connection after its first message",
+    )
     p.add_argument("--hang-next", type=int, default=0, metavar="K", help="hang the next K attempts")
     p.add_argument(
         "--refuse-resume-while-open",
@@ -170,6 +224,9 @@ def _config(args: argparse.Namespace) -> EmulatorConfig:
         chunk_ms=args.chunk_ms,
         vad_silence=args.vad_silence,
         voice_activity=args.voice_activity,
+        setup_latency=args.setup_latency,
+        round_trip=args.round_trip,
+        update_after_setup=args.update_after_setup,
         handle_lifetime=args.handle_lifetime,
         refuse_close_code=args.refuse_close_code,
         refuse_after_setup_complete=args.refuse_after_setup_complete,
@@ -186,6 +243,18 @@ def _script_faults(emu: Emulator, args: argparse.Namespace) -> None:
     faults = emu.faults
     if args.refuse_next:
         faults.refuse_next(args.refuse_next, args.refuse_how)
+    if args.refuse_all:
+        faults.refuse_all(args.refuse_how)
+    if args.slow_setups:
+        faults.slow_setups(
+            args.slow_setups, args.slow_setup_seconds, resumed_only=args.slow_resumed_only
+        )
+    if args.flap_close_after is not None or args.flap_drop_on_first_message:
+        faults.flap(
+            close_after=args.flap_close_after,
+            code=args.flap_code,
+            drop_on_first_message=args.flap_drop_on_first_message,
+        )
     if args.hang_next:
         faults.hang_next(args.hang_next)
     if args.dead_after_resume:
@@ -199,12 +268,20 @@ def _script_faults(emu: Emulator, args: argparse.Namespace) -> None:
         faults.go_away_at(when_idle=True)
 
 
-async def _drop_every(emu: Emulator, seconds: float) -> None:
+def _latency(text: str) -> float | tuple[float, float]:
+    low, sep, high = text.partition(",")
+    try:
+        return (float(low), float(high)) if sep else float(low)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not seconds or LOW,HIGH: {text!r}") from None
+
+
+async def _every(emu: Emulator, seconds: float, fault: Callable[[], int], what: str) -> None:
     while True:
         await asyncio.sleep(emu.config.scaled(seconds))
-        dropped = emu.faults.drop()
-        if dropped:
-            logger.info("dropped {} connection(s)", dropped)
+        count = fault()
+        if count:
+            logger.info("{} {} connection(s)", what, count)
 
 
 async def _serve(args: argparse.Namespace) -> None:
@@ -218,15 +295,22 @@ async def _serve(args: argparse.Namespace) -> None:
         print(f"base URL: {emu.base_url}", flush=True)
         print(f"CA file:  {emu.ca_file}", flush=True)
         print("serving; Ctrl-C to stop", flush=True)
-        dropper = (
-            asyncio.create_task(_drop_every(emu, args.drop_every)) if args.drop_every else None
-        )
+        periodic = []
+        if args.drop_every:
+            periodic.append(_every(emu, args.drop_every, emu.faults.drop, "dropped"))
+        if args.storm_every:
+
+            def storm() -> int:
+                return emu.faults.go_away().count
+
+            periodic.append(_every(emu, args.storm_every, storm, "goAway to"))
+        tasks = [asyncio.create_task(coro) for coro in periodic]
         try:
             await stop.wait()
         finally:
-            if dropper is not None:
-                dropper.cancel()
-                await asyncio.gather(dropper, return_exceptions=True)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         print(emu.ledger.summary() or "no sessions", flush=True)
 
 
@@ -239,9 +323,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         _config(args)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
-    for flag in ("refuse_next", "hang_next", "dead_after_resume"):
+    for flag in ("refuse_next", "hang_next", "dead_after_resume", "slow_setups"):
         if getattr(args, flag) < 0:
             raise SystemExit(f"error: --{flag.replace('_', '-')} must be >= 0")
+    if args.slow_setup_seconds < 0 or (args.flap_close_after or 0) < 0:
+        raise SystemExit("error: --slow-setup-seconds and --flap-close-after must be >= 0")
+    if not 1000 <= args.flap_code <= 4999:
+        raise SystemExit("error: --flap-code must be a WebSocket close code (1000-4999)")
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(args))
 

@@ -34,6 +34,17 @@ class EmulatorConfig:
     """Silent input audio (measured in audio time) that ends a user audio turn."""
     vad_threshold: int = 500
     """RMS level (PCM16) above which input audio counts as speech."""
+    setup_latency: float | tuple[float, float] = 0.3
+    """Time between the client's setup message and setupComplete (the service's work, not the
+    network). A (low, high) range draws each setup's latency from a generator seeded with
+    ``seed``, so runs repeat. ``faults.slow_setups`` overrides it for chosen setups."""
+    round_trip: float = 0.006
+    """Network round trip: every frame, both ways, arrives half of it after it was sent, in
+    order (the delay adds latency, not a throughput limit)."""
+    update_after_setup: bool = False
+    """Send a resumption update right after setupComplete. The service does not: it says
+    nothing after setupComplete until it has something to say, so by default a new
+    connection's first handle follows its first answer."""
     handle_delay: tuple[float, float] = (0.02, 0.07)
     """Vertex: the handle follows turnComplete after a delay drawn from this range."""
     handle_lifetime: float = 7200.0
@@ -67,7 +78,7 @@ class EmulatorConfig:
     host: str = "127.0.0.1"
     port: int = 0
     seed: int = 0
-    """Seeds the handle delays and identifiers, so runs repeat."""
+    """Seeds the handle delays, setup latencies and identifiers, so runs repeat."""
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -83,19 +94,28 @@ class EmulatorConfig:
             raise ValueError("answer_chunks must be >= 1")
         if not 1 <= self.chunk_ms <= 10_000:
             raise ValueError("chunk_ms must be between 1 and 10000 (frames stay under 1 MiB)")
-        low, high = self.handle_delay
-        if not 0 <= low <= high:
-            raise ValueError("handle_delay must be (low, high) with 0 <= low <= high")
+        for name in ("handle_delay", "setup_latency"):
+            value = getattr(self, name)
+            if isinstance(value, tuple):
+                if len(value) != 2 or not 0 <= value[0] <= value[1]:
+                    raise ValueError(f"{name} must be (low, high) with 0 <= low <= high")
+            elif name == "handle_delay" or not value >= 0:
+                raise ValueError(f"{name} must be >= 0 or a (low, high) range")
         if not 1000 <= self.refuse_close_code <= 4999:
             raise ValueError("refuse_close_code must be a WebSocket close code (1000-4999)")
         if self.rotate_every is not None and not self.rotate_every > 0:
             raise ValueError("rotate_every must be > 0 or None")
-        for name in ("chunk_interval", "vad_silence", "handle_lifetime", "notice"):
+        for name in ("chunk_interval", "vad_silence", "handle_lifetime", "notice", "round_trip"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
         for name in ("setup_timeout", "hang_limit"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0")
+
+    @property
+    def one_way(self) -> float:
+        """The scaled delay of each frame in each direction (half the round trip)."""
+        return self.scaled(self.round_trip / 2)
 
     def scaled(self, seconds: float) -> float:
         """``seconds`` on the emulator's clock (multiplied by ``time_scale``)."""

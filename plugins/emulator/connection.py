@@ -1,4 +1,8 @@
-"""One client connection: the handshake, admission of resumes, the read loop, goAway and close."""
+"""One client connection: the handshake, admission of resumes, the read loop, goAway and close.
+
+Every frame crosses the emulated network (``network``): it arrives half the configured round
+trip after it was sent, in order, both ways. The setup itself takes ``setup_latency``.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from ..redaction import redact
 from . import wire
 from .config import EmulatorConfig
 from .conversation import Conversation
-from .faults import Faults
+from .faults import Faults, Flap
 from .ledger import (
     ClientMessageRecord,
     ClosedBy,
@@ -25,6 +29,7 @@ from .ledger import (
     ServerMessageRecord,
     SetupRecord,
 )
+from .network import Inbound, Outbound
 from .session import HandleEntry, Session, SessionRegistry
 from .snapshot import SessionState
 
@@ -44,6 +49,10 @@ _REASONS = {
 }
 
 
+# Not scaled, like the server's close timeout: frames still on their way out get this long.
+_DRAIN_TIMEOUT = 5.0
+
+
 def close_reason(code: int) -> str:
     """The reason text the service sends with ``code``."""
     return _REASONS.get(code, "")
@@ -58,6 +67,8 @@ class Hub:
     faults: Faults
     sessions: SessionRegistry
     rng: random.Random
+    setup_rng: random.Random
+    """Draws setup latencies (apart from ``rng``, so latencies do not shift identifiers)."""
     started_at: float
     live: set[Connection] = field(default_factory=set)
     no_connections: asyncio.Event = field(default_factory=asyncio.Event)
@@ -77,6 +88,15 @@ class Hub:
         """Seconds on the loop's clock since the emulator started."""
         return asyncio.get_running_loop().time() - self.started_at
 
+    def setup_latency(self, *, resumed: bool) -> float:
+        """How long this setup takes (scaled): a ``slow_setups`` fault, or the configured
+        latency (drawn from its range)."""
+        seconds = self.faults.take_setup_latency(resumed=resumed)
+        if seconds is None:
+            latency = self.config.setup_latency
+            seconds = self.setup_rng.uniform(*latency) if isinstance(latency, tuple) else latency
+        return self.config.scaled(seconds)
+
 
 class Connection:
     """Serves one WebSocket connection; every task it starts is cancelled when it ends."""
@@ -91,6 +111,9 @@ class Connection:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
         self._silenced = False
+        self._out = Outbound(hub.config.one_way)
+        self._in = Inbound(hub.config.one_way)
+        self._flap: Flap | None = None
         self._closed_by: ClosedBy | None = None
         self._sent_close: tuple[int, str] | None = None
         self._conversation: Conversation | None = None
@@ -132,19 +155,43 @@ class Connection:
         turn: int | None = None,
         chunk: int | None = None,
         handle_index: int | None = None,
-    ) -> bool:
-        """Send a server message; returns whether it was delivered (see the ledger)."""
+    ) -> asyncio.Future[bool]:
+        """Send a server message; the future says whether it was delivered (see the ledger).
+
+        Over a network with a delay it only queues the frame: the future resolves once the
+        frame crossed it. Without one it writes the frame before returning, as a socket does.
+        """
+        return await self._post(wire.encode(message), kind, turn, chunk, handle_index)
+
+    async def _post(
+        self,
+        frame: str | bytes,
+        kind: str,
+        turn: int | None = None,
+        chunk: int | None = None,
+        handle_index: int | None = None,
+    ) -> asyncio.Future[bool]:
         entry = ServerMessageRecord(kind, self.hub.now(), False, turn, chunk, handle_index)
         if self.record is not None:
             self.record.server_messages.append(entry)
+        done: asyncio.Future[bool]
         if self._silenced or self._closing:
-            return False
+            done = asyncio.get_running_loop().create_future()
+            done.set_result(False)
+            return done
+        if self.hub.config.one_way > 0 or not self._out.idle:
+            done = self._out.put(frame)
+            done.add_done_callback(lambda f: setattr(entry, "delivered", f.result()))
+            return done
+        done = asyncio.get_running_loop().create_future()
         try:
-            await self._ws.send(wire.encode(message))
+            await self._ws.send(frame)
         except ConnectionClosed:
-            return False
+            done.set_result(False)
+            return done
         entry.delivered = True
-        return True
+        done.set_result(True)
+        return done
 
     # --- faults ------------------------------------------------------------------------------
 
@@ -159,18 +206,38 @@ class Connection:
     async def send_go_away(
         self, time_left: float | None, close_at_deadline: bool, silence: bool
     ) -> None:
+        """Send goAway now and wait until it was delivered (see ``post_go_away``)."""
+        await (await self.post_go_away(time_left, close_at_deadline, silence))
+
+    async def post_go_away(
+        self, time_left: float | None, close_at_deadline: bool, silence: bool
+    ) -> asyncio.Future[bool]:
         """Send goAway now (``time_left`` unscaled) and arm the close at its deadline."""
         scaled = None if time_left is None else self.hub.config.scaled(time_left)
-        await self.send(wire.go_away(scaled), kind="go_away")
+        delivered = await self.send(wire.go_away(scaled), kind="go_away")
         if silence:
             self._silenced = True
         if close_at_deadline and not self._closing:
             left = time_left if time_left is not None else self.hub.config.notice
             self.spawn(self._close_at_deadline(self.hub.config.scaled(left)))
+        return delivered
 
     async def _close_at_deadline(self, delay: float) -> None:
         await asyncio.sleep(delay)
         await self.close(*DEADLINE_CLOSE[self.hub.config.profile])
+
+    async def _close_later(self, delay: float, code: int) -> None:
+        await asyncio.sleep(delay)
+        await self.close(code)
+
+    def send_raw(self, frame: str | bytes) -> asyncio.Task[None] | None:
+        """Schedule ``frame`` as it is (see ``Faults.send_raw``); None when closing."""
+        if self._closing:
+            return None
+        return self.spawn(self._send_raw(frame))
+
+    async def _send_raw(self, frame: str | bytes) -> None:
+        await (await self._post(frame, "raw"))
 
     def close_with(self, code: int, reason: str) -> asyncio.Task[None] | None:
         """Schedule a close with ``code``; None when the connection is already closing."""
@@ -184,6 +251,7 @@ class Connection:
             return
         self._closing = True
         self._closed_by = "drop"
+        self._out.break_()
         self._ws.transport.abort()
 
     async def close(self, code: int, reason: str | None = None) -> None:
@@ -194,6 +262,12 @@ class Connection:
         self._closed_by = "server"
         text = close_reason(code) if reason is None else reason
         self._sent_close = (code, text)
+        loop = asyncio.get_running_loop()
+        # The close frame follows what was sent before it, across the same network.
+        due = loop.time() + self.hub.config.one_way
+        await self._out.drain(_DRAIN_TIMEOUT)
+        if (wait := due - loop.time()) > 0:
+            await asyncio.sleep(wait)
         await self._ws.close(code, text)
 
     # --- the connection's life -------------------------------------------------------------
@@ -201,6 +275,9 @@ class Connection:
     async def run(self) -> None:
         """Serve the connection until it closes."""
         self.hub.add(self)
+        self.spawn(self._out.run(self._ws.send))
+        if self.hub.config.one_way > 0:
+            self.spawn(self._read())
         try:
             await self._run()
         except ConnectionClosed:
@@ -208,10 +285,24 @@ class Connection:
         finally:
             await self._finish()
 
+    async def _read(self) -> None:
+        """Read frames as they come, and the end of the socket, into the inbound network."""
+        try:
+            while True:
+                self._in.arrived(await self._ws.recv())
+        except ConnectionClosed as exc:
+            self._in.arrived(exc)
+
+    async def _next_frame(self) -> str | bytes:
+        """The next client frame, once it crossed the network (at once without a delay)."""
+        if self.hub.config.one_way > 0:
+            return await self._in.next()
+        return await self._ws.recv()
+
     async def _run(self) -> None:
         config = self.hub.config
         try:
-            raw = await asyncio.wait_for(self._ws.recv(), config.scaled(config.setup_timeout))
+            raw = await asyncio.wait_for(self._next_frame(), config.scaled(config.setup_timeout))
         except TimeoutError:
             logger.debug("emulator: no setup in time")
             await self.close(*DEADLINE_CLOSE["gemini"])
@@ -229,10 +320,13 @@ class Connection:
         if not await self._admit(setup):
             return
         while True:
-            raw = await self._ws.recv()
+            raw = await self._next_frame()
             self.message_index += 1
             if not await self._receive(raw):
                 return
+            if self._flap is not None and self._flap.drop_on_first_message:
+                logger.debug("emulator: flapping: dropping after the first message")
+                self.drop()
 
     def _open_record(self, session: Session, entry: HandleEntry | None, setup: wire.Setup) -> None:
         resumption = setup.resumption
@@ -286,12 +380,14 @@ class Connection:
         assert self.record is not None
         if hub.faults.take_hang():
             self.record.refused = "hang"
-            try:
-                await asyncio.wait_for(self._ws.wait_closed(), config.scaled(config.hang_limit))
-            except TimeoutError:
+            if not await self._client_left_within(config.scaled(config.hang_limit)):
                 await self.close(1011)
             return False
-        if hub.faults.take_refusal("close1011"):
+        self.record.setup_latency = hub.setup_latency(resumed=handle is not None)
+        if await self._client_left_within(self.record.setup_latency):
+            logger.debug("emulator: the client left during its setup")
+            return False
+        if hub.faults.take_setup_refusal():
             return await self._refuse("close1011", 1011, after_setup_complete=True)
         if resumption and resumption.transparent and config.profile == "gemini":
             return await self._refuse("transparent", 1007, after_setup_complete=False)
@@ -324,6 +420,20 @@ class Connection:
         await self._conversation.start()
         if config.rotate_every is not None:
             self.spawn(self._rotate(config.rotate_every))
+        self._flap = hub.faults.take_flap()
+        if self._flap is not None and self._flap.close_after is not None:
+            close_after = config.scaled(self._flap.close_after)
+            self.spawn(self._close_later(close_after, self._flap.code))
+        return True
+
+    async def _client_left_within(self, seconds: float) -> bool:
+        """Wait ``seconds``; True (at once) if the client closed the connection meanwhile."""
+        if seconds <= 0:
+            return False
+        try:
+            await asyncio.wait_for(self._ws.wait_closed(), seconds)
+        except TimeoutError:
+            return False
         return True
 
     def _state(self, entry: HandleEntry | None, setup: wire.Setup) -> SessionState | None:

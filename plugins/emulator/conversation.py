@@ -11,6 +11,7 @@ resumable, mid-answer too, and sends the post-turn handle after a short delay.
 
 A dead conversation (``faults.dead_after_resume``) sends its first resumption update (or not
 even that) and then nothing at all: it records what the client sends and never reacts to it.
+Sends never wait for the emulated network: frames cross it in order while the model goes on.
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ class Conversation:
         self._config = conn.hub.config
         self.state = state
         self._dead = dead is not None
-        self._first_update = dead is None or dead.first_update
+        self._first_update = (
+            dead.first_update if dead is not None else self._config.update_after_setup
+        )
         self._decoder = UserAudioDecoder()
         self._answer_task: asyncio.Task[None] | None = None
         self._awaited: dict[str, str] = {}
@@ -105,12 +108,14 @@ class Conversation:
     async def _fire(self, event: TriggerEvent, turn: int | None, chunk: int | None = None) -> None:
         trigger = self._conn.hub.faults.take_trigger(event, self._session.id, turn, chunk)
         if trigger is not None:
-            await self._conn.send_go_away(
+            await self._conn.post_go_away(
                 trigger.time_left, trigger.close_at_deadline, trigger.silence
             )
 
     async def start(self) -> None:
-        """Called once setupComplete was sent: the first resumption update."""
+        """Called once setupComplete was sent: the service says nothing more until it has
+        something to say, unless ``update_after_setup`` (or a dead resume's first update,
+        which makes a dead connection look alive)."""
         if self._first_update:
             await self._update(resumable=True)
 
@@ -406,8 +411,7 @@ class Conversation:
             if self._setup.output_transcription:
                 message = wire.output_transcription(text)
                 await conn.send(message, kind="output_transcription", turn=turn, chunk=k)
-        if delivered:
-            record.delivered += 1
+        delivered.add_done_callback(record.count_delivery)
         await self._fire("chunk", turn, k)
         if self._vertex and k + 1 == record.planned // 2:
             await self._update(resumable=True)

@@ -1,4 +1,5 @@
-"""Scripted faults: goAway now or at a chosen moment, drops, refused, hanging and dead attempts.
+"""Scripted faults: goAway now or at a chosen moment, drops, refused, hanging, slow and dead
+attempts, a flapping server, and raw frames.
 
 Every fault can be set from synchronous code. Those that act on live connections return an
 ``Applied``: its ``count`` says how many connections the fault reached, and awaiting it waits
@@ -15,7 +16,8 @@ from typing import Literal, Protocol
 
 from .config import EmulatorConfig
 
-RefusalHow = Literal["http503", "close1011"]
+RefusalHow = Literal["http401", "http403", "http429", "http503", "close1011"]
+REFUSALS: tuple[RefusalHow, ...] = ("http401", "http403", "http429", "http503", "close1011")
 TriggerEvent = Literal["chunk", "tool_call", "idle"]
 NoticeDefault = Literal["notice"]
 
@@ -37,6 +39,9 @@ class FaultTarget(Protocol):
 
     def drop(self) -> None:
         """Abort the TCP connection without a close frame."""
+
+    def send_raw(self, frame: str | bytes) -> asyncio.Task[None] | None:
+        """Send ``frame`` as it is (scheduled); None if the connection is closing."""
 
 
 class Applied:
@@ -68,6 +73,24 @@ class DeadResume:
 
     first_update: bool
     """It still sends its first resumption update."""
+
+
+@dataclass(frozen=True)
+class Flap:
+    """What a flapping server does to each new connection (``Faults.flap``)."""
+
+    close_after: float | None
+    """Close this long (unscaled) after setupComplete; None: no timed close."""
+    code: int
+    drop_on_first_message: bool
+    """Abort the connection right after the client's first message following setup."""
+
+
+@dataclass
+class _SlowSetups:
+    count: int
+    seconds: float
+    resumed_only: bool
 
 
 @dataclass
@@ -113,7 +136,11 @@ class Faults:
         self._targets = targets
         self._expire = expire
         self._refusals: deque[RefusalHow] = deque()
+        self._refuse_all: RefusalHow | None = None
         self._hangs = 0
+        self._slow: deque[_SlowSetups] = deque()
+        self._flap: Flap | None = None
+        self._flaps_left: int | None = None
         self._dead: deque[DeadResume] = deque()
         self._triggers: list[GoAwayTrigger] = []
         self.refuse_resume_while_open = False
@@ -208,13 +235,65 @@ class Faults:
         return Applied(tasks)
 
     def refuse_next(self, n: int = 1, how: RefusalHow = "http503") -> None:
-        """Refuse the next ``n`` connection attempts: HTTP 503 at the upgrade, or
-        ``close1011``: close 1011 right after setupComplete."""
-        if how not in ("http503", "close1011"):
-            raise ValueError("how must be 'http503' or 'close1011'")
+        """Refuse the next ``n`` connection attempts: ``http401``, ``http403``, ``http429`` or
+        ``http503`` refuse the WebSocket upgrade with that HTTP status; ``close1011`` closes
+        1011 right after setupComplete."""
+        _check_refusal(how)
         if n < 0:
             raise ValueError("n must be >= 0")
         self._refusals.extend([how] * n)
+
+    def refuse_all(self, how: RefusalHow | None = "http503") -> None:
+        """Refuse every attempt from now on (after the ``refuse_next`` ones) as ``how``
+        describes (see ``refuse_next``); None accepts attempts again."""
+        if how is not None:
+            _check_refusal(how)
+        self._refuse_all = how
+
+    def slow_setups(self, n: int, seconds: float, *, resumed_only: bool = False) -> None:
+        """The next ``n`` setups (only resumed ones, a setup with a handle, with
+        ``resumed_only``) take ``seconds`` (unscaled) instead of ``setup_latency``, as the
+        service's reported 4-8 s "reconnect penalty" does. Refused setups count too."""
+        if n < 0:
+            raise ValueError("n must be >= 0")
+        if not seconds >= 0:
+            raise ValueError("seconds must be >= 0")
+        if n:
+            self._slow.append(_SlowSetups(n, seconds, resumed_only))
+
+    def flap(
+        self,
+        *,
+        close_after: float | None = None,
+        code: int = 1011,
+        drop_on_first_message: bool = False,
+        n: int | None = None,
+    ) -> None:
+        """A flapping server: each connection set up from now on (the next ``n``, or every
+        one until ``clear()``) is closed with ``code`` ``close_after`` seconds (unscaled)
+        after its setupComplete, and/or aborted (1006) right after the client's first message
+        following setup (``drop_on_first_message``)."""
+        if close_after is None and not drop_on_first_message:
+            raise ValueError("flap needs close_after or drop_on_first_message")
+        if close_after is not None and not close_after >= 0:
+            raise ValueError("close_after must be >= 0")
+        if not 1000 <= code <= 4999:
+            raise ValueError("code must be a WebSocket close code (1000-4999)")
+        if n is not None and n < 0:
+            raise ValueError("n must be >= 0 or None")
+        self._flap = Flap(close_after, code, drop_on_first_message) if n != 0 else None
+        self._flaps_left = n
+
+    def send_raw(self, frame: str | bytes, *, session_id: str | None = None) -> Applied:
+        """Send ``frame`` unchanged to every live connection (or ``session_id``'s): a str as
+        a text frame, bytes as a binary frame. For what a strict client must survive: valid
+        JSON that is not an object (``"[1, 2]"``, ``'"str"'``), JSON nested too deep
+        (``"[" * 100_000 + "]" * 100_000``), invalid JSON, unknown keys. It travels in order
+        with the connection's other frames."""
+        if not isinstance(frame, str | bytes):
+            raise TypeError(f"frame must be str or bytes, not {type(frame).__name__}")
+        tasks = [task for t in self._select(session_id) if (task := t.send_raw(frame))]
+        return Applied(tasks)
 
     def hang_next(self, n: int = 1) -> None:
         """Accept the next ``n`` attempts and their setup, but never send setupComplete."""
@@ -238,20 +317,61 @@ class Faults:
         return self._expire()
 
     def clear(self) -> None:
-        """Forget pending refusals, hangs, dead resumes and scripted goAways."""
+        """Forget pending refusals (``refuse_all`` too), hangs, slow setups, dead resumes,
+        flapping and scripted goAways."""
         self._refusals.clear()
+        self._refuse_all = None
         self._hangs = 0
+        self._slow.clear()
         self._dead.clear()
+        self._flap = None
+        self._flaps_left = None
         self._triggers.clear()
 
     # Used by the server and its connections.
 
-    def take_refusal(self, how: RefusalHow) -> bool:
-        """Consume a pending refusal of kind ``how`` if it is next in line."""
-        if self._refusals and self._refusals[0] == how:
+    def take_upgrade_refusal(self) -> int | None:
+        """The HTTP status to refuse this upgrade with, if the next refusal is one."""
+        how = self._next_refusal()
+        if how is None or how == "close1011":
+            return None
+        self._consume_refusal()
+        return int(how.removeprefix("http"))
+
+    def take_setup_refusal(self) -> bool:
+        """Whether to close 1011 right after this setupComplete (the next refusal is one)."""
+        if self._next_refusal() != "close1011":
+            return False
+        self._consume_refusal()
+        return True
+
+    def _next_refusal(self) -> RefusalHow | None:
+        return self._refusals[0] if self._refusals else self._refuse_all
+
+    def _consume_refusal(self) -> None:
+        if self._refusals:
             self._refusals.popleft()
-            return True
-        return False
+
+    def take_setup_latency(self, *, resumed: bool) -> float | None:
+        """The unscaled latency of this setup if a ``slow_setups`` fault covers it."""
+        for slow in self._slow:
+            if resumed or not slow.resumed_only:
+                slow.count -= 1
+                if not slow.count:
+                    self._slow.remove(slow)
+                return slow.seconds
+        return None
+
+    def take_flap(self) -> Flap | None:
+        """The flapping this newly set up connection gets, if any."""
+        flap = self._flap
+        if flap is None:
+            return None
+        if self._flaps_left is not None:
+            self._flaps_left -= 1
+            if self._flaps_left <= 0:
+                self._flap = self._flaps_left = None
+        return flap
 
     def take_hang(self) -> bool:
         """Consume a pending hang."""
@@ -272,3 +392,8 @@ class Faults:
             if trigger.matches(event, session_id, turn, chunk):
                 return self._triggers.pop(i)
         return None
+
+
+def _check_refusal(how: str) -> None:
+    if how not in REFUSALS:
+        raise ValueError(f"how must be one of {REFUSALS}, not {how!r}")

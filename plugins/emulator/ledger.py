@@ -8,7 +8,9 @@ above the client library read it.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,7 +28,8 @@ class AttemptRecord:
     time: float
     path: str
     outcome: str
-    """``accepted``, ``http401``, ``http404`` or ``http503``."""
+    """``accepted``, ``http404``, or the refusal's ``http401``, ``http403``, ``http429`` or
+    ``http503``."""
 
 
 @dataclass
@@ -104,6 +107,11 @@ class TurnRecord:
     tool_calls: list[str] = field(default_factory=list)
     outcome: Outcome | Literal["running"] = "running"
 
+    def count_delivery(self, delivered: asyncio.Future[bool]) -> None:
+        """A chunk of this answer crossed the network (or did not)."""
+        if delivered.result():
+            self.delivered += 1
+
 
 @dataclass
 class ConnectionRecord:
@@ -121,6 +129,8 @@ class ConnectionRecord:
     """Index of that handle in ``SessionRecord.handles`` (None if unknown or none)."""
     setup_at: float | None = None
     """When setupComplete was sent (None if never)."""
+    setup_latency: float | None = None
+    """How long the service worked on the setup (scaled), as drawn or scripted."""
     refused: str | None = None
     """Why the connection was refused, if it was: ``handle`` (expired or unknown),
     ``close1011``, ``hang``, ``open-session`` (resume while open), ``transparent`` (Gemini API)
@@ -181,6 +191,34 @@ class TurnSummary:
 
 
 @dataclass(frozen=True)
+class MoveSummary:
+    """A move: the session going from one established connection to the next.
+
+    - ``input_stall``: the longest time no connection of the session received client audio
+      around the move: between two consecutive audio messages (on any connection) of which
+      the later arrived after the first attempt of the move was dialled and the earlier no
+      later than the new connection's first audio. None when the client sent no audio around
+      the move. The emulator cannot tell a microphone the client paused from a stall: a
+      client that stops streaming around a move sees the pause counted.
+    - ``audio_lost``: seqs whose last receipt was on the old connection and that the final
+      state lacks (the new connection resumed from a snapshot without them, and the client
+      did not replay them).
+    - ``audio_duplicates``: seqs the final state holds more than once whose second receipt
+      was on the new connection (replayed although the snapshot already held them).
+    """
+
+    index: int
+    from_connection: int
+    to_connection: int
+    gap: float | None
+    """The new connection's setupComplete minus the old one's close (negative when they
+    overlapped); None while the old one is still open."""
+    input_stall: float | None
+    audio_lost: tuple[int, ...]
+    audio_duplicates: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class SessionSummary:
     """The figures a test or benchmark checks for one session."""
 
@@ -199,6 +237,13 @@ class SessionSummary:
     gaps: tuple[float, ...]
     """Between consecutive established connections: next setupComplete minus previous close
     (negative when they overlapped, i.e. make-before-break)."""
+    moves: tuple[MoveSummary, ...] = ()
+    """Each move, with its input stall and the audio it lost or made heard twice."""
+
+    @property
+    def max_input_stall(self) -> float | None:
+        """The longest input stall of any move (None without a measured one)."""
+        return _max_stall(self.moves)
 
 
 @dataclass(frozen=True)
@@ -207,18 +252,52 @@ class LedgerSummary:
 
     sessions: Mapping[str, SessionSummary]
 
+    @property
+    def moves(self) -> tuple[MoveSummary, ...]:
+        """Every session's moves."""
+        return tuple(m for s in self.sessions.values() for m in s.moves)
+
+    @property
+    def max_input_stall(self) -> float | None:
+        """The longest input stall of any move of any session."""
+        return _max_stall(self.moves)
+
+    @property
+    def audio_lost_count(self) -> int:
+        """User audio chunks lost, over every session."""
+        return sum(len(s.audio_lost) for s in self.sessions.values())
+
+    @property
+    def audio_duplicate_count(self) -> int:
+        """User audio chunks heard twice (or more), over every session."""
+        return sum(len(s.audio_duplicates) for s in self.sessions.values())
+
     def __str__(self) -> str:
         lines = []
         for s in self.sessions.values():
+            moves = "; ".join(
+                f"stall {_ms(m.input_stall)}, lost {len(m.audio_lost)}, "
+                f"twice {len(m.audio_duplicates)}"
+                for m in s.moves
+            )
             lines.append(
                 f"session {s.session_id}: {s.connections} connection(s), {s.refused} refused, "
                 f"{len(s.turns)} turn(s), cut {list(s.answers_cut)}, audio "
                 f"{len(s.audio_consumed)}/{len(s.audio_received)} consumed, "
                 f"lost {len(s.audio_lost)}, duplicates {len(s.audio_duplicates)}, "
                 f"stranded {len(s.stranded_tool_responses)}, "
-                f"gaps {[round(g, 4) for g in s.gaps]}"
+                f"gaps {[round(g, 4) for g in s.gaps]}, moves [{moves}]"
             )
         return "\n".join(lines)
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f} ms"
+
+
+def _max_stall(moves: tuple[MoveSummary, ...]) -> float | None:
+    stalls = [m.input_stall for m in moves if m.input_stall is not None]
+    return max(stalls) if stalls else None
 
 
 class Ledger:
@@ -258,11 +337,9 @@ def _summarise(record: SessionRecord, now: float | None) -> SessionSummary:
     established = sorted(
         (c for c in record.connections if c.established), key=lambda c: c.setup_at or 0.0
     )
-    gaps = []
-    for prev, nxt in itertools.pairwise(established):
-        closed = prev.closed_at if prev.closed_at is not None else now
-        if closed is not None and nxt.setup_at is not None:
-            gaps.append(nxt.setup_at - closed)
+    lost = tuple(s for s in dict.fromkeys(record.audio_received) if s not in kept)
+    duplicates = tuple(s for s, n in counts.items() if n > 1)
+    moves = _moves(record, established, lost, duplicates, now)
     return SessionSummary(
         session_id=record.session_id,
         connections=len(record.connections),
@@ -271,8 +348,67 @@ def _summarise(record: SessionRecord, now: float | None) -> SessionSummary:
         answers_cut=tuple(t.turn for t in turns if t.cut),
         audio_received=tuple(record.audio_received),
         audio_consumed=tuple(consumed),
-        audio_lost=tuple(s for s in dict.fromkeys(record.audio_received) if s not in kept),
-        audio_duplicates=tuple(s for s, n in counts.items() if n > 1),
+        audio_lost=lost,
+        audio_duplicates=duplicates,
         stranded_tool_responses=tuple(record.stranded_tool_responses),
-        gaps=tuple(gaps),
+        gaps=tuple(m.gap for m in moves if m.gap is not None),
+        moves=moves,
     )
+
+
+def _audio_messages(record: SessionRecord) -> list[tuple[ClientMessageRecord, int]]:
+    """Every client message carrying audio, with its connection's index, by arrival."""
+    found = [
+        (m, c.index)
+        for c in record.connections
+        for m in c.client_messages
+        if m.audio_seqs or m.kind == "audio"
+    ]
+    return sorted(found, key=lambda item: item[0].time)
+
+
+def _moves(
+    record: SessionRecord,
+    established: list[ConnectionRecord],
+    lost: tuple[int, ...],
+    duplicates: tuple[int, ...],
+    now: float | None,
+) -> tuple[MoveSummary, ...]:
+    audio = _audio_messages(record)
+    times = [m.time for m, _ in audio]
+    receipts: dict[int, list[int]] = {}
+    for m, conn in audio:
+        for seq in m.audio_seqs:
+            receipts.setdefault(seq, []).append(conn)
+    lost_from: dict[int, list[int]] = {}
+    for seq in lost:
+        lost_from.setdefault(receipts[seq][-1], []).append(seq)
+    twice_on: dict[int, list[int]] = {}
+    for seq in duplicates:
+        seen = receipts[seq]
+        if len(seen) > 1:
+            twice_on.setdefault(seen[1], []).append(seq)
+    moves = []
+    for i, (old, new) in enumerate(itertools.pairwise(established)):
+        assert old.setup_at is not None and new.setup_at is not None
+        dialled = min(
+            c.opened_at
+            for c in record.connections
+            if old.setup_at < c.opened_at <= new.opened_at or c is new
+        )
+        first_on_new = next((m.time for m, conn in audio if conn == new.index), None)
+        end = first_on_new if first_on_new is not None else math.inf
+        stalls = [b - a for a, b in itertools.pairwise(times) if b >= dialled and a <= end]
+        closed = old.closed_at if old.closed_at is not None else now
+        moves.append(
+            MoveSummary(
+                index=i,
+                from_connection=old.index,
+                to_connection=new.index,
+                gap=None if closed is None else new.setup_at - closed,
+                input_stall=max(stalls) if stalls else None,
+                audio_lost=tuple(lost_from.get(old.index, ())),
+                audio_duplicates=tuple(twice_on.get(new.index, ())),
+            )
+        )
+    return tuple(moves)

@@ -35,6 +35,13 @@ _MAX_CLIENT_MESSAGE = 16 * 2**20
 _CLOSE_TIMEOUT = 5.0
 _STOP_TIMEOUT = 10.0
 
+_REFUSAL_BODIES = {
+    401: "Request is missing required authentication.\n",
+    403: "The caller does not have permission.\n",
+    429: "Resource has been exhausted (e.g. check quota).\n",
+    503: "The service is currently unavailable.\n",
+}
+
 VERTEX_PROJECT = "emulator-project"
 VERTEX_LOCATION = "us-central1"
 
@@ -96,6 +103,7 @@ class Emulator:
             faults=self.faults,
             sessions=self._sessions,
             rng=self._rng,
+            setup_rng=random.Random(f"setup-latency-{config.seed}"),
             started_at=asyncio.get_running_loop().time(),
             live=self._live,
         )
@@ -160,6 +168,13 @@ class Emulator:
     # --- what clients need ------------------------------------------------------------------
 
     @property
+    def started_at(self) -> float:
+        """The event loop's time when the emulator started: ledger times count from it."""
+        if self._hub is None:
+            raise RuntimeError("the emulator has not started")
+        return self._hub.started_at
+
+    @property
     def port(self) -> int:
         """The port the emulator listens on."""
         if self._port is None or self._server is None:
@@ -221,10 +236,11 @@ class Emulator:
             return connection.respond(404, "Not Found\n")
         if not _authorised(request):
             self._attempt(request.path, "http401")
-            return connection.respond(401, "Request is missing required authentication.\n")
-        if self.faults.take_refusal("http503"):
-            self._attempt(request.path, "http503")
-            return connection.respond(503, "The service is currently unavailable.\n")
+            return connection.respond(401, _REFUSAL_BODIES[401])
+        status = self.faults.take_upgrade_refusal()
+        if status is not None:
+            self._attempt(request.path, f"http{status}")
+            return connection.respond(status, _REFUSAL_BODIES[status])
         self._attempt(request.path, "accepted")
         return None
 

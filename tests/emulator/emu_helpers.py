@@ -91,6 +91,14 @@ async def next_handle(session: AsyncSession, timeout: float = 3.0) -> str:
     return handle
 
 
+async def handle_after_turn(session: AsyncSession, text: str = "hello") -> str:
+    """Ask ``text``, read the answer, and return the handle that follows it: the service
+    issues a connection's first handle after its first turn, not at setup."""
+    await ask(session, text)
+    await read_turn(session)
+    return await next_handle(session)
+
+
 async def read_until_closed(
     session: AsyncSession, timeout: float = 3.0
 ) -> tuple[int, list[Message]]:

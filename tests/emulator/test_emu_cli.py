@@ -15,7 +15,7 @@ from google.genai import types
 from realtime_resumption.emulator import Emulator
 from realtime_resumption.emulator.__main__ import _config, _parser, _script_faults, main
 
-from .emu_helpers import MODEL, live_config, next_handle, read_until
+from .emu_helpers import MODEL, handle_after_turn, live_config, read_until
 
 
 def test_help_documents_every_fault(capsys: pytest.CaptureFixture[str]) -> None:
@@ -73,7 +73,7 @@ async def test_new_faults_reach_the_emulator() -> None:
         _script_faults(emu, args)
         client = emu.client()
         async with client.aio.live.connect(model=MODEL, config=live_config()) as session:
-            handle = await next_handle(session)
+            handle = await handle_after_turn(session)
         async with client.aio.live.connect(model=MODEL, config=live_config(handle=handle)):
             pass
         await emu.wait_disconnected()

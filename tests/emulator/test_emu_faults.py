@@ -17,6 +17,7 @@ from .emu_helpers import (
     ask,
     audio_ids,
     config,
+    handle_after_turn,
     is_turn_complete,
     live_config,
     next_handle,
@@ -41,7 +42,6 @@ async def test_go_away_then_close_at_the_deadline(profile: str, code: int, reaso
     async with Emulator(config(profile=profile)) as emu:
         client = emu.client(vertex=profile == "vertex")
         async with client.aio.live.connect(model=MODEL, config=live_config()) as session:
-            await next_handle(session)
             applied = emu.faults.go_away(5.0)  # 50 ms on the wire
             assert applied.count == 1 and await applied == 1
             with pytest.raises(errors.APIError) as caught:
@@ -58,7 +58,6 @@ async def test_go_away_then_close_at_the_deadline(profile: str, code: int, reaso
 async def test_go_away_time_left_on_the_wire_is_scaled() -> None:
     async with Emulator(config(notice=50)) as emu:
         async with emu.client().aio.live.connect(model=MODEL, config=live_config()) as session:
-            await next_handle(session)
             await emu.faults.go_away()
             messages = await read_until(session, lambda m: m.go_away is not None)
             await emu.faults.go_away(None, close_at_deadline=False)
@@ -197,7 +196,7 @@ async def test_refuse_resume_while_the_session_is_open() -> None:
         emu.faults.refuse_resume_while_open = True
         client = emu.client()
         async with client.aio.live.connect(model=MODEL, config=live_config()) as old:
-            handle = await next_handle(old)
+            handle = await handle_after_turn(old)
             async with client.aio.live.connect(
                 model=MODEL, config=live_config(handle=handle)
             ) as early:
@@ -215,7 +214,7 @@ async def test_make_before_break_is_allowed_by_default() -> None:
     async with Emulator(config(answer_chunks=1)) as emu:
         client = emu.client()
         async with client.aio.live.connect(model=MODEL, config=live_config()) as old:
-            handle = await next_handle(old)
+            handle = await handle_after_turn(old)
             async with client.aio.live.connect(
                 model=MODEL, config=live_config(handle=handle)
             ) as new:
@@ -278,7 +277,6 @@ async def test_dead_after_resume_sets_up_then_never_answers(profile: str) -> Non
             code, silent = await read_until_closed(dead)
         # The fault is spent: the next resume answers the same script before the deadline.
         async with client.aio.live.connect(model=MODEL, config=cfg) as alive:
-            await next_handle(alive)
             await _say_to(alive)
             await emu.faults.go_away(10.0)
             _, answered = await read_until_closed(alive)
@@ -317,7 +315,7 @@ async def test_dead_after_resume_without_its_first_update_sends_nothing() -> Non
         emu.faults.dead_after_resume(first_update=False)
         client = emu.client()
         async with client.aio.live.connect(model=MODEL, config=live_config()) as session:
-            handle = await next_handle(session)
+            handle = await handle_after_turn(session)
         async with client.aio.live.connect(model=MODEL, config=live_config(handle=handle)) as s:
             await ask(s, "hello?")
             await emu.faults.go_away(10.0)
@@ -337,7 +335,7 @@ async def test_dead_after_resume_counts_and_clears() -> None:
         emu.faults.clear()
         client = emu.client()
         async with client.aio.live.connect(model=MODEL, config=live_config()) as session:
-            handle = await next_handle(session)
+            handle = await handle_after_turn(session)
         async with client.aio.live.connect(model=MODEL, config=live_config(handle=handle)) as s:
             await ask(s, "hi")
             assert audio_ids(await read_turn(s))

@@ -9,7 +9,15 @@ from realtime_resumption.emulator import Emulator
 from realtime_resumption.emulator.ledger import SetupRecord
 from realtime_resumption.emulator.server import VERTEX_LOCATION, VERTEX_PROJECT
 
-from .emu_helpers import MODEL, ask, config, live_config, next_handle, read_until, read_until_closed
+from .emu_helpers import (
+    MODEL,
+    ask,
+    config,
+    handle_after_turn,
+    live_config,
+    read_until,
+    read_until_closed,
+)
 
 
 def setup_config(
@@ -44,7 +52,7 @@ async def test_a_resume_takes_the_new_setup_and_the_ledger_records_both(profile:
         transparent = True if vertex else None
         first = setup_config("be terse", ["lookup"], "Puck", transparent=transparent)
         async with client.aio.live.connect(model=MODEL, config=first) as session:
-            handle = await next_handle(session)
+            handle = await handle_after_turn(session)
         second = setup_config("be kind", ["book"], "Kore", handle=handle, transparent=transparent)
         async with client.aio.live.connect(model=MODEL, config=second) as resumed:
             assert resumed.session_id == session.session_id
@@ -111,7 +119,7 @@ async def test_a_session_may_ignore_a_new_instruction() -> None:
         async with client.aio.live.connect(
             model=MODEL, config=setup_config("be terse", [], "Puck")
         ) as session:
-            handle = await next_handle(session)
+            handle = await handle_after_turn(session)
         cfg = setup_config("be kind", ["book"], "Kore", handle=handle)
         async with client.aio.live.connect(model=MODEL, config=cfg) as resumed:
             await resumed.send_context_update(system_instruction="be loud")
@@ -132,7 +140,7 @@ async def test_a_session_may_refuse_a_new_instruction() -> None:
         async with client.aio.live.connect(
             model=MODEL, config=setup_config("be terse", [], "Puck")
         ) as session:
-            handle = await next_handle(session)
+            handle = await handle_after_turn(session)
         with pytest.raises(errors.APIError) as caught:
             cfg = setup_config("be kind", [], "Puck", handle=handle)
             async with client.aio.live.connect(model=MODEL, config=cfg):

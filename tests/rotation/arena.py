@@ -66,6 +66,10 @@ def rotation_config(profile: Profile, **changes: Any) -> EmulatorConfig:
     """A fast emulator in ``profile``."""
     changes.setdefault("time_scale", SCALE)
     changes.setdefault("notice", NOTICE)
+    # These scenarios were written when every setup was followed by a handle; they are about
+    # the move, not about when a connection's first handle comes. Realistic first handles
+    # (after the first answer) are the seamless-moves work's to adopt.
+    changes.setdefault("update_after_setup", True)
     if profile == "vertex":
         changes.setdefault("handle_delay", VERTEX_HANDLE_DELAY)
     return EmulatorConfig(profile=profile, **changes)
