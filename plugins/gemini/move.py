@@ -19,6 +19,7 @@ States (:class:`Phase`) and their transitions::
                                              provider accepted it
     SETTLING ──Settled──► IDLE               Switch: the session moves to the replacement;
                                              it is on probation for ``RetryPolicy.probation``
+                                             (Served: an answered turn ends it early)
     DIALLING, SETTLING ──Failed──►           per the failure policy:
         retry    ─► BACKOFF ──BackoffOver──► DIALLING (same handle, next delay, jittered)
         refused  ─► DIALLING (no handle: rebuild from the history)
@@ -39,8 +40,22 @@ States (:class:`Phase`) and their transitions::
             held for the replacement, which gets the whole turn replayed from the handle.
     any ──Dispose──► CLOSED
 
-A move is *lost* (the issue's "lost" state) while it runs with no incumbent (``incumbent`` is
-False: input is held), and *rebuilding* while its handle is None.
+A move is *lost* while it runs with no incumbent (``incumbent`` is False: input is held),
+and *rebuilding* while its handle is None.
+
+No stall. A planned move (``goAway`` or a setup change, at a resumable point) never delays the
+user: while the replacement dials and settles, the incumbent takes all input, and the first
+sign of a turn on it (user speech, a typed turn, voice activity, model output) gives the
+replacement up — its snapshot, taken before the turn, would lack it — so the turn is heard,
+answered and finished on the incumbent; the move then resumes from the next resumable point,
+as one move (one report, its attempts counting every dial). Limits: the ``goAway`` deadline
+bounds the wait (the deadline fallback forces the move, mid-turn if it must, and a forced move
+holds input for the replacement instead of yielding); a user who keeps talking until the
+deadline therefore meets a forced move; each yielded dial costs a setup on the provider; a
+session in break-before-make mode (the provider refused a resume while the incumbent was
+open) cannot yield, since the incumbent closes before the dial; and a turn whose first sign
+reaches the transport only after the switch (speech still in flight) is replayed to the new
+connection from the handle, as before.
 """
 
 from __future__ import annotations
@@ -147,6 +162,12 @@ class Lost:
 
 
 @dataclass(frozen=True)
+class Served:
+    """The installed connection completed an answered turn: it is no flapping connection,
+    whatever its age (its probation ends)."""
+
+
+@dataclass(frozen=True)
 class TurnStarted:
     """A turn began on the incumbent (user speech, a client turn, model output)."""
 
@@ -156,7 +177,9 @@ class Dispose:
     """The session ends (disconnect, abort, the session was lost)."""
 
 
-Event = Wanted | Due | SetupOk | Settled | Failed | BackoffOver | Lost | TurnStarted | Dispose
+Event = (
+    Wanted | Due | SetupOk | Settled | Failed | BackoffOver | Lost | Served | TurnStarted | Dispose
+)
 
 
 # --- actions ----------------------------------------------------------------------------------
@@ -416,6 +439,12 @@ class MoveMachine:
         )
         return self._begin(due)
 
+    def _served(self, event: Served) -> list[Action]:
+        if self.probation_until is not None:
+            self.probation_until = None
+            self.budget.healthy()
+        return []
+
     def _lost_mid_move(self, event: Lost) -> list[Action]:
         move = self.move
         assert move is not None
@@ -516,5 +545,6 @@ _on({Phase.DIALLING, Phase.SETTLING}, Failed, MoveMachine._failed)
 _on({Phase.BACKOFF}, BackoffOver, MoveMachine._backoff_over)
 _on({Phase.IDLE, Phase.WAITING}, Lost, MoveMachine._lost)
 _on(MOVING, Lost, MoveMachine._lost_mid_move)
+_on({Phase.IDLE, Phase.WAITING}, Served, MoveMachine._served)
 _on(MOVING, TurnStarted, MoveMachine._turn_started)
 _on(set(Phase) - {Phase.CLOSED}, Dispose, MoveMachine._dispose)

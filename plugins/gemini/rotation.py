@@ -216,6 +216,10 @@ class Rotation:
         cut it."""
         self._helper.turn_ended()
 
+    def served(self) -> None:
+        """The current connection completed an answered turn (it is no flapping one)."""
+        self._machine.send(m.Served())
+
     def user_turn(self) -> None:
         """A sign of the user's turn, for the resume watchdog."""
         self._watchdog.user_turn()

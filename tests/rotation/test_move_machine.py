@@ -213,6 +213,15 @@ def test_a_server_that_drops_every_connection_after_its_switch_spends_the_streak
     assert isinstance(actions[-1], m.GiveUp) and "every attempt failed" in actions[-1].why
 
 
+def test_a_connection_that_answered_a_turn_is_off_probation_at_once() -> None:
+    mm = machine()
+    mm.send(due())
+    switch(mm, 10.0)
+    assert mm.send(m.Served()) == []
+    assert mm.send(lost(10.2))[-1] == m.Dial(H1), "a real loss: no backoff, no charge"
+    assert mm.budget.spent == 0
+
+
 def test_a_loss_after_the_probation_starts_a_fresh_streak() -> None:
     mm = machine()
     mm.send(due())
@@ -373,6 +382,10 @@ class Moves(RuleBasedStateMachine):
     @rule(handle=st.sampled_from([H1, None]), can_rebuild=st.booleans())
     def lost(self, handle: str | None, can_rebuild: bool) -> None:
         self._send(lost(self.now, handle, can_rebuild=can_rebuild))
+
+    @rule()
+    def served(self) -> None:
+        self._send(m.Served())
 
     @rule()
     def turn_started(self) -> None:
