@@ -187,10 +187,11 @@ class _Connection:
 
     @property
     def round_trip_jitter(self) -> float:
-        """How much the latest ping latencies spread (the largest less the smallest)."""
+        """How far the latest ping latencies reach above their median (lateness only ever
+        adds to a round trip)."""
         if len(self._latencies) < 2:
             return 0.0
-        return max(self._latencies) - min(self._latencies)
+        return max(self._latencies) - statistics.median(self._latencies)
 
     async def _measure_round_trip(self) -> None:
         """Ping a few times at once, then every ``PING_INTERVAL``: one sample is at the mercy
