@@ -148,13 +148,22 @@ def _transport(server: _EmulatorThread, profile: str) -> GeminiLiveTransport:
     return GeminiLiveTransport(api_key="bench", **common)
 
 
-async def _phase(server: _EmulatorThread, profile: str, kind: str, count: int) -> _Run:
-    """``count`` rounds of an answered turn, then (``kind``) a goAway or a drop."""
+async def _streaming_caller(
+    server: _EmulatorThread, profile: str
+) -> tuple[GeminiLiveTransport, ScriptedCaller, str]:
+    """A connected transport and a caller streaming its microphone in real time."""
     transport = _transport(server, profile)
     caller = ScriptedCaller(transport, chunk_ms=CHUNK_MS, pace=1.0, turn_silence=TURN_SILENCE)
     await transport.connect()
-    session = caller.record.session_ids[0]
     caller.start_microphone()
+    return transport, caller, caller.record.session_ids[0]
+
+
+async def _phase(
+    server: _EmulatorThread, profile: str, kind: str, count: int, notice: float = NOTICE
+) -> _Run:
+    """``count`` rounds of an answered turn, then (``kind``) a goAway (``notice``) or a drop."""
+    transport, caller, session = await _streaming_caller(server, profile)
     idle_flags: list[bool] = []
     for round_ in range(count):
         moves = len(caller.record.moves)
@@ -165,7 +174,7 @@ async def _phase(server: _EmulatorThread, profile: str, kind: str, count: int) -
             def at_chunk(event: CallerEvent, fired: list[CallerEvent] = fired) -> None:
                 if not fired and event.kind == "answer_chunk" and event.chunk == 2:
                     fired.append(event)
-                    server.soon(lambda emu: emu.faults.go_away(NOTICE, session_id=session))
+                    server.soon(lambda emu: emu.faults.go_away(notice, session_id=session))
 
             remove = caller.add_listener(at_chunk)
             await caller.ask(QUESTION, timeout=WAIT)
@@ -175,7 +184,7 @@ async def _phase(server: _EmulatorThread, profile: str, kind: str, count: int) -
             await caller.ask(QUESTION, timeout=WAIT)
             await _handle_after_turn(caller)
             if kind == "planned":
-                server.soon(lambda emu: emu.faults.go_away(NOTICE, session_id=session))
+                server.soon(lambda emu: emu.faults.go_away(notice, session_id=session))
                 idle_flags.append(True)
             else:
                 server.soon(lambda emu: emu.faults.drop(session))
@@ -353,16 +362,12 @@ def _answer_latency(record: CallerRecord, utterance_end: float) -> float:
 
 
 async def _question_during_dial(
-    server: _EmulatorThread, profile: str, count: int
+    server: _EmulatorThread, profile: str, count: int, notice: float
 ) -> tuple[list[float], list[float], list[float], int]:
     """Rounds of the same question at rest, then asked as a planned move starts dialling.
     Returns the latencies at rest and during the dial, the moves' ledger stalls and the
     answers the emulator counted as cut."""
-    transport = _transport(server, profile)
-    caller = ScriptedCaller(transport, chunk_ms=CHUNK_MS, pace=1.0, turn_silence=TURN_SILENCE)
-    await transport.connect()
-    session = caller.record.session_ids[0]
-    caller.start_microphone()
+    transport, caller, session = await _streaming_caller(server, profile)
     rest: list[float] = []
     dial: list[float] = []
     for _ in range(count):
@@ -371,7 +376,7 @@ async def _question_during_dial(
         rest.append(_answer_latency(caller.record, utterance.finished_at))
         await _handle_after_turn(caller)
         moves, started = len(caller.record.moves), len(caller.record.moves_started)
-        server.soon(lambda emu: emu.faults.go_away(NOTICE * 4, session_id=session))
+        server.soon(lambda emu: emu.faults.go_away(notice, session_id=session))
         await caller.wait_until(
             lambda r, n=started: len(r.moves_started) > n, timeout=WAIT, what="the move start"
         )
@@ -410,8 +415,10 @@ async def _setups(profile: str, setups: list[float], count: int) -> None:
             profile=profile, time_scale=SCALE, seed=1, setup_latency=setup / SCALE
         )
         with _EmulatorThread(config) as server:
-            run = await _phase(server, profile, "planned", count)
-            rest, dial, stalls, cut = await _question_during_dial(server, profile, count)
+            # The service gives 50-60 s of notice; the bench's short one must still cover a setup.
+            notice = max(NOTICE, 4 * setup / SCALE)
+            run = await _phase(server, profile, "planned", count, notice)
+            rest, dial, stalls, cut = await _question_during_dial(server, profile, count, notice)
         print(f"  setups of {setup:g} s:")
         print(f"    planned moves: input stall, ledger (ms)  {_stats(run.stalls)}")
         print(
