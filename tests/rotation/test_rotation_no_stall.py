@@ -26,6 +26,15 @@ SLOW_SETUP = 0.4
 """Wall seconds every resumed setup takes (the emulator's clock runs at ``TIME_SCALE``)."""
 STALL_BOUND = SLOW_SETUP / 4
 """An input stall this long would mean input waited for the setup."""
+CHUNK = 0.02
+"""A microphone's pace: one 20 ms chunk every 20 ms."""
+
+
+async def _microphone(transport: GeminiLiveTransport, first: int, seconds: float) -> None:
+    """Silent user audio numbered from ``first``, in real time for ``seconds``."""
+    for seq in range(first, first + round(seconds / CHUNK)):
+        transport.send_audio(user_audio(seq, speech=False))
+        await asyncio.sleep(CHUNK)
 
 
 async def _slow_emulator_transport(emu: Emulator) -> tuple[GeminiLiveTransport, Recorder]:
@@ -53,7 +62,7 @@ def _assert_no_stall(summary: SessionSummary) -> None:
 async def test_a_question_during_a_slow_setup_is_answered_on_the_old_connection() -> None:
     async with Emulator(emulator_config("gemini")) as emu:
         transport, rec = await _slow_emulator_transport(emu)
-        streaming = asyncio.create_task(stream_silence(transport, 1, 300))
+        streaming = asyncio.create_task(_microphone(transport, 1, 3 * SLOW_SETUP))
         emu.faults.go_away(60.0)
         await rec.wait_for("on_move_started")
         transport.send_content([ContentTurn("user", "what is new")])
@@ -87,7 +96,8 @@ async def test_the_user_speaking_through_a_slow_setup_is_not_held() -> None:
         for seq, word in enumerate(words, start=1):
             transport.send_audio(user_audio(seq, word=word))
             await asyncio.sleep(0.002)
-        await stream_silence(transport, len(words) + 1, 300)
+        await stream_silence(transport, len(words) + 1, 20)  # the turn ends
+        await _microphone(transport, len(words) + 21, 3 * SLOW_SETUP)
         await rec.wait(lambda r: GenerationEndReason.GENERATION_COMPLETE in r.ends())
         await rec.wait_for("on_move", timeout=5)
         await transport.disconnect()
@@ -106,7 +116,7 @@ async def test_the_user_speaking_through_a_slow_setup_is_not_held() -> None:
 async def test_two_moves_back_to_back_with_slow_setups() -> None:
     async with Emulator(emulator_config("gemini")) as emu:
         transport, rec = await _slow_emulator_transport(emu)
-        streaming = asyncio.create_task(stream_silence(transport, 1, 600))
+        streaming = asyncio.create_task(_microphone(transport, 1, 5 * SLOW_SETUP))
         emu.faults.go_away(60.0)
         await rec.wait_for("on_move", timeout=5)
         await rec.wait(lambda r: r.names()[-1] == "on_resumption_update")
