@@ -42,6 +42,16 @@ def test_help_documents_every_fault(capsys: pytest.CaptureFixture[str]) -> None:
         "--handle-lifetime",
         "--refuse-close-code",
         "expire_handles",
+        "--setup-latency",
+        "--round-trip",
+        "--update-after-setup",
+        "--storm-every",
+        "--refuse-all",
+        "http429",
+        "--slow-setups",
+        "--slow-resumed-only",
+        "--flap-close-after",
+        "--flap-drop-on-first-message",
     ):
         assert flag in text
 
@@ -53,6 +63,50 @@ def test_bad_settings_are_reported() -> None:
     with pytest.raises(SystemExit) as caught:
         main(["--dead-after-resume", "-1"])
     assert "--dead-after-resume must be >= 0" in str(caught.value.code)
+    for bad, message in (
+        (["--setup-latency", "soon"], None),
+        (["--flap-code", "99"], "--flap-code"),
+        (["--slow-setups", "-2"], "--slow-setups"),
+    ):
+        with pytest.raises(SystemExit) as caught:
+            main(bad)
+        if message is not None:
+            assert message in str(caught.value.code)
+
+
+async def test_realism_flags_and_hostile_faults_reach_the_emulator() -> None:
+    args = _parser().parse_args(
+        [
+            "--setup-latency",
+            "0.1,0.2",
+            "--round-trip",
+            "0.02",
+            "--update-after-setup",
+            "--slow-setups",
+            "1",
+            "--slow-setup-seconds",
+            "7",
+            "--slow-resumed-only",
+            "--flap-close-after",
+            "3",
+            "--flap-code",
+            "1008",
+            "--refuse-next",
+            "1",
+            "--refuse-how",
+            "http429",
+        ]
+    )
+    cfg = _config(args)
+    assert (cfg.setup_latency, cfg.round_trip, cfg.update_after_setup) == ((0.1, 0.2), 0.02, True)
+    emu = Emulator(cfg)
+    _script_faults(emu, args)
+    faults = emu.faults
+    assert faults.take_upgrade_refusal() == 429 and faults.take_upgrade_refusal() is None
+    assert faults.take_setup_latency(resumed=False) is None
+    assert faults.take_setup_latency(resumed=True) == 7.0
+    flap = faults.take_flap()
+    assert flap is not None and (flap.close_after, flap.code) == (3.0, 1008)
 
 
 async def test_new_faults_reach_the_emulator() -> None:
