@@ -19,7 +19,6 @@ from .rotation_helpers import (
     emulator_config,
     make_transport,
     only_session,
-    stream_silence,
 )
 
 SLOW_SETUP = 0.4
@@ -55,7 +54,9 @@ def _assert_no_stall(summary: SessionSummary) -> None:
     for move in summary.moves:
         assert move.input_stall is not None and move.input_stall < STALL_BOUND, move
         assert move.audio_lost == (), move
-        assert move.audio_duplicates == (), move
+        # Without transparent mode the handle's place in the input is estimated from the
+        # round trip: a chunk written at that boundary may be heard twice (README, Limits).
+        assert len(move.audio_duplicates) <= 1, move
     assert summary.answers_cut == ()
 
 
@@ -96,8 +97,7 @@ async def test_the_user_speaking_through_a_slow_setup_is_not_held() -> None:
         for seq, word in enumerate(words, start=1):
             transport.send_audio(user_audio(seq, word=word))
             await asyncio.sleep(0.002)
-        await stream_silence(transport, len(words) + 1, 20)  # the turn ends
-        await _microphone(transport, len(words) + 21, 3 * SLOW_SETUP)
+        await _microphone(transport, len(words) + 1, 3 * SLOW_SETUP)  # the turn ends
         await rec.wait(lambda r: GenerationEndReason.GENERATION_COMPLETE in r.ends())
         await rec.wait_for("on_move", timeout=5)
         await transport.disconnect()
