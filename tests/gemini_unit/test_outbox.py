@@ -230,7 +230,7 @@ def test_arrival_rule_replays_margin_audio_but_never_text() -> None:
         # unmeasured: audio within the 0.3 s fallback margin, never text
         (None, ["a-200ms", "a-50ms", "a-5ms"], 3),
         # 20 ms: what was written within one round trip was on its way (any kind); audio
-        # up to the tolerance (3 ms) earlier is replayed too
+        # up to the tolerance (15 ms) earlier is replayed too
         (0.02, ["a-5ms", "t-5ms"], 0),
         (0.048, ["a-50ms", "a-5ms", "t-5ms"], 1),
         (0.06, ["a-50ms", "t-50ms", "a-5ms", "t-5ms"], 0),
