@@ -81,8 +81,10 @@ async def test_an_activity_open_at_a_move_is_reopened_before_the_replayed_audio(
         await transport.disconnect()
         session = _session(emu)
     assert [m.outcome for m in rec.moves] == [MoveOutcome.RESUMED]
-    # The words after the handle are heard only inside an activity.
-    assert [t.user_text for t in session.turns.values()] == ["hello there", "what is new"]
+    # The words after the handle are heard only inside an activity. (Audio written just
+    # before the handle may be replayed too: the arrival rule's margin.)
+    texts = [t.user_text for t in session.turns.values()]
+    assert texts[0] == "hello there" and texts[-1].endswith("what is new"), texts
     # On the new connection the activity opens (once) before the audio spoken in it.
     messages = session.connections[1].client_messages[1:]
     kinds = [m.kind for m in messages]
