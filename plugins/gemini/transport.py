@@ -447,6 +447,7 @@ class GeminiLiveTransport:
 
     def _force_closed(self) -> None:
         """After a disconnect that ran out of time or failed: nothing may stay up."""
+        self._rotation.abandon("the client closed the session during the move")
         if self._active:
             self._s.close(1000, "closed by the client")
         self._s.cancel_timers()
@@ -536,7 +537,7 @@ class GeminiLiveTransport:
         self._tools.connected(conn.dial_gen, resumed_from=None)
         # Nothing seeds this session: history replayed while it dialled goes to it as sent.
         self._input.outbox.attach_fresh(
-            conn.dial_gen, self._now(), round_trip=conn.setup_seconds, seeded=False
+            conn.dial_gen, self._now(), round_trip=conn.round_trip, seeded=False
         )
         self._s.active = True
         self._s.install(conn, *self._dialler.take(conn))
