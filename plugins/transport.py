@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from realtime_resumption.moves import MoveOutcome, MoveReport
-from realtime_resumption.redaction import redact
+from realtime_resumption.redaction import redact, secret
 
 # --- Tool calls -------------------------------------------------------------------------------
 
@@ -120,6 +120,11 @@ class ReconnectState:
     """The whole conversation, replayed into a session that has none."""
     pending_tool_calls: tuple[PendingToolCall, ...] = ()
     """Tool calls in flight to recover after the reconnect."""
+
+    def __post_init__(self) -> None:
+        # A handle the framework passes in is as secret as one the provider issued.
+        if self.resumption_handle is not None:
+            object.__setattr__(self, "resumption_handle", secret(self.resumption_handle))
 
     def __repr__(self) -> str:
         return (
