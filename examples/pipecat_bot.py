@@ -41,6 +41,9 @@ from realtime_resumption.pipecat import GeminiLiveLLMService  # the one changed 
 
 QUESTIONS = ["hello", "what is the weather in Paris", "thank you"]
 ANSWER_TIMEOUT = 30.0
+PAUSE = 1.5
+"""Seconds the caller takes between an answer and the next question. A session moves at such
+pauses: while the caller talks it stays on the old connection (until the connection's deadline)."""
 
 
 async def get_weather(params: FunctionCallParams) -> None:
@@ -115,6 +118,7 @@ async def main(emulator: Emulator | None = None) -> list[str]:
         await worker.queue_frame(LLMRunFrame())  # the greeting
         await _answer(console)
         for question in QUESTIONS:
+            await asyncio.sleep(PAUSE)
             console.show(f"user: {question}")
             await worker.queue_frame(InputTextRawFrame(question))
             await _answer(console)

@@ -13,12 +13,12 @@ wait are ``async``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from realtime_resumption.moves import MoveOutcome, MoveReport
-from realtime_resumption.redaction import redact
+from realtime_resumption.redaction import redact, secret
 
 # --- Tool calls -------------------------------------------------------------------------------
 
@@ -121,6 +121,11 @@ class ReconnectState:
     pending_tool_calls: tuple[PendingToolCall, ...] = ()
     """Tool calls in flight to recover after the reconnect."""
 
+    def __post_init__(self) -> None:
+        # A handle the framework passes in is as secret as one the provider issued.
+        if self.resumption_handle is not None:
+            object.__setattr__(self, "resumption_handle", secret(self.resumption_handle))
+
     def __repr__(self) -> str:
         return (
             f"ReconnectState(resumption_handle={redact(self.resumption_handle)}, "
@@ -130,6 +135,33 @@ class ReconnectState:
 
 
 ResponseModality = Literal["audio", "text"]
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """How the model generates. ``None`` leaves a setting to the provider's default.
+
+    ``media_resolution``, ``thinking`` and ``proactivity`` take the provider's own values (for
+    Gemini: google-genai ``MediaResolution``, ``ThinkingConfig`` and ``ProactivityConfig``, or
+    their dict forms).
+    """
+
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    top_p: float | None = None
+    top_k: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    seed: int | None = None
+    media_resolution: object | None = None
+    thinking: object | None = None
+    enable_affective_dialog: bool | None = None
+    proactivity: object | None = None
+
+    def merged(self, update: GenerationSettings) -> GenerationSettings:
+        """These settings with every setting ``update`` gives (not ``None``) replacing its own."""
+        given = {k: v for k, v in vars(update).items() if v is not None}
+        return replace(self, **given)
 
 
 @dataclass(frozen=True)
@@ -147,6 +179,8 @@ class SessionUpdate:
     response_modality: ResponseModality | None = None
     input_transcription: bool | None = None
     output_transcription: bool | None = None
+    generation: GenerationSettings | None = None
+    """Generation settings to change; the ones it leaves ``None`` stay as they are."""
 
 
 ReasoningEffort = Literal["minimal", "low", "medium", "high", "xhigh"]

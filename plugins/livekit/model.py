@@ -19,6 +19,7 @@ from livekit.agents.utils import images, is_given
 
 from realtime_resumption import OutboxLimits, ResumptionOptions
 from realtime_resumption.gemini import DEFAULT_MODEL
+from realtime_resumption.transport import GenerationSettings
 
 from .log import logger
 from .options import DEFAULT_IMAGE_ENCODE_OPTIONS, Options
@@ -45,9 +46,10 @@ class RealtimeModel(llm.RealtimeModel):
 
     ``conn_options`` bounds the first connection: ``timeout`` per setup, ``max_retry``
     attempts ``retry_interval`` apart. ``session_resumption.handle`` resumes an earlier
-    session. Generation settings the transport does not carry yet (temperature, max output
-    tokens, top-p/k, penalties, ``candidate_count`` other than 1, thinking, media resolution,
-    affective dialog, proactivity) are accepted and logged as not applied.
+    session. The generation settings (temperature, max output tokens, top-p/k, penalties,
+    thinking, media resolution, affective dialog, proactivity) reach the setup as with the
+    Google plugin; ``candidate_count`` other than 1 is logged and not applied (Gemini Live
+    gives one answer per turn).
     """
 
     def __init__(
@@ -138,29 +140,29 @@ class RealtimeModel(llm.RealtimeModel):
                 "transparent session resumption is a Vertex AI feature: the Gemini API refuses it"
             )
 
-        not_applied = [
-            name
-            for name, value in (
-                ("temperature", temperature),
-                ("max_output_tokens", max_output_tokens),
-                ("top_p", top_p),
-                ("top_k", top_k),
-                ("presence_penalty", presence_penalty),
-                ("frequency_penalty", frequency_penalty),
-                ("enable_affective_dialog", enable_affective_dialog),
-                ("proactivity", proactivity),
-                ("media_resolution", media_resolution),
-                ("thinking_config", thinking_config),
-            )
-            if is_given(value)
-        ]
         if candidate_count != 1:
-            not_applied.append("candidate_count")
-        if not_applied:
             logger.warning(
-                "these settings are not applied: the transport does not carry them yet",
-                extra={"settings": not_applied},
+                "candidate_count is not applied: Gemini Live gives one answer per turn",
+                extra={"candidate_count": candidate_count},
             )
+        generation = GenerationSettings(
+            temperature=temperature if is_given(temperature) else None,
+            max_output_tokens=max_output_tokens if is_given(max_output_tokens) else None,
+            top_p=top_p if is_given(top_p) else None,
+            top_k=top_k if is_given(top_k) else None,
+            presence_penalty=presence_penalty if is_given(presence_penalty) else None,
+            frequency_penalty=frequency_penalty if is_given(frequency_penalty) else None,
+            media_resolution=media_resolution if is_given(media_resolution) else None,
+            thinking=thinking_config if is_given(thinking_config) else None,
+            enable_affective_dialog=(
+                enable_affective_dialog if is_given(enable_affective_dialog) else None
+            ),
+            proactivity=(
+                types.ProactivityConfig(proactive_audio=proactivity)
+                if is_given(proactivity)
+                else None
+            ),
+        )
 
         options_http = http_options if is_given(http_options) else None
         if is_given(api_version):
@@ -202,6 +204,7 @@ class RealtimeModel(llm.RealtimeModel):
             input_buffer=input_buffer,
             retry_budget=retry_budget,
             resume_watchdog=resume_watchdog,
+            generation=generation,
         )
         super().__init__(
             capabilities=llm.RealtimeCapabilities(
@@ -246,8 +249,8 @@ class RealtimeModel(llm.RealtimeModel):
         tool_behavior: NotGivenOr[types.Behavior] = NOT_GIVEN,
         tool_response_scheduling: NotGivenOr[types.FunctionResponseScheduling] = NOT_GIVEN,
     ) -> None:
-        """Change settings for new sessions and every live one (a new voice or tool behaviour
-        moves a live session to a connection set up with it)."""
+        """Change settings for new sessions and every live one (a new voice, temperature or
+        tool behaviour moves a live session to a connection set up with it)."""
         if is_given(voice):
             self._opts.voice = voice
         if is_given(tool_behavior):
@@ -255,10 +258,13 @@ class RealtimeModel(llm.RealtimeModel):
         if is_given(tool_response_scheduling):
             self._opts.tool_response_scheduling = tool_response_scheduling
         if is_given(temperature):
-            logger.warning("temperature is not applied: the transport does not carry it yet")
+            self._opts.generation = self._opts.generation.merged(
+                GenerationSettings(temperature=temperature)
+            )
         for session in self._sessions:
             session.update_options(
                 voice=voice,
+                temperature=temperature,
                 tool_behavior=tool_behavior,
                 tool_response_scheduling=tool_response_scheduling,
             )

@@ -12,6 +12,7 @@ from livekit.agents.utils import images, is_given
 from realtime_resumption import OutboxLimits, ResumptionOptions
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.redaction import redact
+from realtime_resumption.transport import GenerationSettings
 
 DEFAULT_IMAGE_ENCODE_OPTIONS = images.EncodeOptions(
     format="JPEG",
@@ -53,6 +54,7 @@ class Options:
     input_buffer: NotGivenOr[OutboxLimits] = NOT_GIVEN
     retry_budget: NotGivenOr[int] = NOT_GIVEN
     resume_watchdog: NotGivenOr[float | None] = NOT_GIVEN
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
 
     def __repr__(self) -> str:
         return (
@@ -108,6 +110,7 @@ class Options:
             output_audio_transcription=self.output_audio_transcription,
             realtime_input_config=self.realtime_input_config,
             context_window_compression=self.context_window_compression,
+            generation=self.generation,
             http_options=self.http_options,
             setup_timeout=self.conn_options.timeout,
             transparent=self.transparent,

@@ -13,6 +13,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from google.genai import types
@@ -26,6 +27,7 @@ from realtime_resumption.moves import MoveOutcome, MoveReport
 from realtime_resumption.transport import (
     ContentTurn,
     GenerationEndReason,
+    GenerationSettings,
     NotConnectedError,
     RealtimeLLMUsage,
     ReconnectState,
@@ -160,11 +162,12 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         *,
         tool_choice: NotGivenOr[llm.ToolChoice | None] = NOT_GIVEN,
         voice: NotGivenOr[str] = NOT_GIVEN,
+        temperature: NotGivenOr[float] = NOT_GIVEN,
         tool_behavior: NotGivenOr[types.Behavior] = NOT_GIVEN,
         tool_response_scheduling: NotGivenOr[types.FunctionResponseScheduling] = NOT_GIVEN,
     ) -> None:
-        """A new voice or tool behaviour moves the session to a connection set up with it.
-        ``tool_choice`` other than auto is not supported by Gemini Live (logged)."""
+        """A new voice, temperature or tool behaviour moves the session to a connection set up
+        with it. ``tool_choice`` other than auto is not supported by Gemini Live (logged)."""
         if is_given(tool_choice) and tool_choice not in (None, "auto"):
             logger.warning(
                 "Gemini Live has no per-session tool_choice; it stays 'auto'",
@@ -178,7 +181,11 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             update = SessionUpdate(voice=voice)
         if is_given(tool_behavior) and tool_behavior != self._opts.tool_behavior:
             self._opts.tool_behavior = tool_behavior
-            update = SessionUpdate(voice=update.voice, tools=self._gemini_tools())
+            update = replace(update, tools=self._gemini_tools())
+        if is_given(temperature) and temperature != self._opts.generation.temperature:
+            change = GenerationSettings(temperature=temperature)
+            self._opts.generation = self._opts.generation.merged(change)
+            update = replace(update, generation=change)
         if update != SessionUpdate():
             self._spawn(self._update(update))
 

@@ -109,9 +109,9 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
     connection may leave the user unanswered). ``user_audio_preroll_secs`` sizes the audio
     kept before an activity starts with server VAD disabled.
 
-    Not carried by the transport's setup (logged when set): ``temperature``, ``max_tokens``,
-    ``top_p``/``top_k``, the penalties, ``seed``, ``media_resolution``, ``thinking``,
-    ``enable_affective_dialog`` and ``proactivity``.
+    Generation settings (``temperature``, ``max_tokens``, ``top_p``/``top_k``, the penalties,
+    ``seed``, ``media_resolution``, ``thinking``, ``enable_affective_dialog``,
+    ``proactivity``) reach the setup as stock sends them; a change mid-call moves the session.
     """
 
     Settings = GeminiLiveLLMSettings
@@ -154,9 +154,6 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             settings=settings,
         )
         super().__init__(settings=initial, **kwargs)
-        skipped = settings_map.unsupported(self._settings)
-        if skipped:
-            logger.warning(f"{self}: settings not carried to Gemini Live's setup: {skipped}")
         self._system_instruction_from_init = system_instruction
         if isinstance(tools, list) and not all(isinstance(t, dict) for t in tools):
             tools = ToolsSchema(standard_tools=cast(list[Any], tools))
@@ -498,8 +495,8 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             self.create_task(self._transport.update_session(update), "gemini-live-update")
 
     async def _update_settings(self, delta: ServiceSettings) -> dict[str, Any]:
-        """Apply a settings delta: instructions, voice and modality reach the model through a
-        planned move; the rest is stored (logged)."""
+        """Apply a settings delta: instructions, voice, modality and generation settings reach
+        the model through a planned move; the rest is stored (logged)."""
         if isinstance(delta, self.Settings) and isinstance(delta.language, Language):
             delta.language = language_to_gemini_language(delta.language)
         changed: dict[str, Any] = await super()._update_settings(delta)  # type: ignore[arg-type]
@@ -515,6 +512,11 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             response_modality=(
                 settings_map.response_modality(self._settings) if "modalities" in changed else None
             ),
+            generation=(
+                settings_map.generation(self._settings)
+                if settings_map.GENERATION_FIELDS.intersection(changed)
+                else None
+            ),
         )
         if update != SessionUpdate():
             await self._transport.update_session(update)
@@ -522,6 +524,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             k: v
             for k, v in changed.items()
             if k not in ("system_instruction", "voice", "modalities", "model")
+            and k not in settings_map.GENERATION_FIELDS
         }
         if unhandled:
             self._warn_unhandled_updated_settings(unhandled)  # type: ignore[no-untyped-call]

@@ -24,7 +24,7 @@ from pipecat.services.google.gemini_live.llm import (
 from pipecat.transcriptions.language import Language
 from pipecat.utils.types import NotGiven, is_given
 
-from realtime_resumption.transport import ResponseModality
+from realtime_resumption.transport import GenerationSettings, ResponseModality
 
 DEFAULT_VOICE: Final = "Charon"
 _S = TypeVar("_S", bound=GeminiLiveLLMSettings)
@@ -42,10 +42,10 @@ _GENERATION_DEFAULTS: Final[dict[str, object]] = {
     "thinking": {},
     "enable_affective_dialog": False,
     "proactivity": {},
-    "extra": {},
 }
-"""Settings the transport's setup does not carry, with the stock defaults: a value other than
-these is reported once (see ``unsupported``)."""
+"""The stock defaults of the settings that become the transport's ``GenerationSettings``."""
+
+GENERATION_FIELDS: Final = frozenset(_GENERATION_DEFAULTS)
 
 
 class _Warns(Protocol):
@@ -78,6 +78,7 @@ def initial_settings(
         vad=None,
         turn_coverage=None,
         context_window_compression={},
+        extra={},
         **_GENERATION_DEFAULTS,  # type: ignore[arg-type]
     )
     if model is not None:
@@ -187,7 +188,7 @@ def response_modality(settings: GeminiLiveLLMSettings) -> ResponseModality:
 
 def live_options(settings: GeminiLiveLLMSettings) -> dict[str, Any]:
     """``GeminiLiveTransport`` keyword arguments for ``settings`` (model, voice, language,
-    modality, realtime input and compression)."""
+    modality, realtime input, compression and generation)."""
     return {
         "model": _given(settings.model) or "",
         "voice": _given(settings.voice),
@@ -195,16 +196,29 @@ def live_options(settings: GeminiLiveLLMSettings) -> dict[str, Any]:
         "response_modality": response_modality(settings),
         "realtime_input_config": realtime_input_config(settings),
         "context_window_compression": context_window_compression(settings),
+        "generation": generation(settings),
     }
 
 
-def unsupported(settings: GeminiLiveLLMSettings) -> list[str]:
-    """Settings with a non-default value that the transport's setup cannot carry."""
-    return [
-        name
-        for name, default in _GENERATION_DEFAULTS.items()
-        if (value := getattr(settings, name)) is not None
-        and is_given(value)
-        and value != default
-        and value not in ({}, None)
-    ]
+def generation(settings: GeminiLiveLLMSettings) -> GenerationSettings:
+    """The transport's generation settings for ``settings``, as the stock service sends them.
+    An unset value, an unspecified media resolution and an empty ``thinking`` or
+    ``proactivity`` leave the setting to the service."""
+    resolution = _given(settings.media_resolution)
+    return GenerationSettings(
+        temperature=_given(settings.temperature),
+        max_output_tokens=_given(settings.max_tokens),
+        top_p=_given(settings.top_p),
+        top_k=_given(settings.top_k),
+        presence_penalty=_given(settings.presence_penalty),
+        frequency_penalty=_given(settings.frequency_penalty),
+        seed=_given(settings.seed),
+        media_resolution=(
+            resolution.value
+            if resolution and resolution != GeminiMediaResolution.UNSPECIFIED
+            else None
+        ),
+        thinking=_given(settings.thinking) or None,
+        enable_affective_dialog=_given(settings.enable_affective_dialog) or None,
+        proactivity=_given(settings.proactivity) or None,
+    )

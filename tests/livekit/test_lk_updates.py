@@ -3,6 +3,7 @@ moves to a connection set up with them (the emulator's ledger records each setup
 
 from __future__ import annotations
 
+from google.genai import types
 from livekit.agents import Agent, AgentSession, function_tool
 from livekit.plugins import realtime_resumption as rr
 
@@ -71,3 +72,45 @@ async def test_new_instructions_and_tools_move_the_session_to_a_new_setup() -> N
     (summary,) = emu.ledger.summary().sessions.values()
     assert summary.answers_cut == ()
     assert summary.stranded_tool_responses == ()
+
+
+async def test_generation_settings_reach_the_setup_and_a_new_temperature_moves_the_session() -> (
+    None
+):
+    async with Emulator(EmulatorConfig(time_scale=0.1)) as emu:
+        model = rr.RealtimeModel(
+            api_key="test-key",
+            http_options=emu.http_options(),
+            temperature=0.4,
+            max_output_tokens=300,
+            top_p=0.8,
+            presence_penalty=0.1,
+            thinking_config=types.ThinkingConfig(thinking_budget=0),
+            proactivity=True,
+        )
+        session = AgentSession(llm=model, aec_warmup_duration=None)
+        agent = Agent(instructions="Be helpful.")
+        recorder = Recorder()
+        await session.start(agent)
+        recorder.attach_realtime(agent.realtime_llm_session)
+        try:
+            result = await session.run(user_input="hello")
+            result.expect.next_event().is_message(role="assistant")
+            model.update_options(temperature=0.9)
+            await until(lambda: len(recorder.moves) == 1)
+        finally:
+            await session.aclose()
+
+    (record,) = emu.ledger.sessions.values()
+    first, second = (c.setup for c in record.connections if c.established)
+    assert first is not None and second is not None
+    assert first.generation == {
+        "temperature": 0.4,
+        "max_output_tokens": 300,
+        "top_p": 0.8,
+        "presence_penalty": 0.1,
+        "thinking_config": {"thinking_budget": 0},
+        "proactivity": {"proactive_audio": True},
+    }
+    assert second.generation == {**first.generation, "temperature": 0.9}
+    assert [m.report.reason for m in recorder.moves] == [MoveReason.CONFIG]

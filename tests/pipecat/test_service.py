@@ -77,7 +77,9 @@ async def test_a_settings_update_mid_call_moves_the_session_to_the_new_setup() -
         async with Rig([service]) as rig:
             # A first turn: the handle after it is a resumable point to move from.
             await _first_turn(rig)
-            delta = GeminiLiveLLMService.Settings(system_instruction="Be brief.", voice="Puck")
+            delta = GeminiLiveLLMService.Settings(
+                system_instruction="Be brief.", voice="Puck", temperature=0.3
+            )
             await rig.queue(LLMUpdateSettingsFrame(delta=delta))
             await rig.wait(lambda: rig.count(SessionMovedFrame) >= 1)
             await rig.queue(InputTextRawFrame("hello there"))
@@ -96,6 +98,9 @@ async def test_a_settings_update_mid_call_moves_the_session_to_the_new_setup() -
     assert first is not None and second is not None and third is not None
     assert (first.system_instruction, first.voice, first.tools) == ("", "Charon", ())
     assert (second.system_instruction, second.voice, second.tools) == ("Be brief.", "Puck", ())
+    # Generation settings as stock sends them: its default token limit, then the new temperature.
+    assert first.generation == {"max_output_tokens": 4096}
+    assert second.generation == third.generation == {"max_output_tokens": 4096, "temperature": 0.3}
     assert (third.system_instruction, third.voice, third.tools) == (
         "Be brief.",
         "Puck",
