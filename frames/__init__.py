@@ -1,1 +1,132 @@
-"""Pipecat frames that carry the session's lifecycle facts."""
+"""Pipecat frames that carry the session's lifecycle facts.
+
+Every frame here is a ``SystemFrame``: processed at once and never dropped by an interruption,
+so a processor that counts starts and ends, or moves, never misses one. The service
+(``realtime_resumption.pipecat.GeminiLiveLLMService``) and ``GenerationLifecycleProcessor``
+push them **downstream**, interleaved with the stock frames in this order (the push order, as
+observers see it; a processor further down takes system frames at once, so one can reach it
+ahead of data frames queued before it):
+
+- ``GenerationStartedFrame`` opens an answer, before anything of it: before
+  ``TTSStartedFrame``/``LLMFullResponseStartFrame`` and before the function-call frames of a
+  tool call that opens it.
+- ``GenerationEndedFrame`` closes it, exactly once per start, after its
+  ``TTSStoppedFrame``/``LLMFullResponseEndFrame`` (and after the ``InterruptionFrame`` of an
+  interrupted answer).
+- ``GoAwayFrame`` when the provider announces the end of the connection;
+  ``SessionMovingFrame`` when a move begins, ``SessionMovedFrame`` when it has finished with
+  the session kept (``resumed``) or re-seeded (``rebuilt``). A move never splits an answer's
+  frames: it starts between answers, or (forced by the deadline) after the cut answer's
+  ``GenerationEndedFrame``.
+- ``SessionResumptionUpdateFrame`` for each resumption update from the provider.
+- ``SessionLostFrame`` when the session could not be moved: it precedes the one fatal
+  ``ErrorFrame`` the service pushes upstream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipecat.frames.frames import SystemFrame
+
+from realtime_resumption.moves import HandleKind, MoveReason, MoveReport
+from realtime_resumption.redaction import redact
+from realtime_resumption.transport import GenerationEndReason
+
+__all__ = [
+    "GenerationEndedFrame",
+    "GenerationStartedFrame",
+    "GoAwayFrame",
+    "SessionLostFrame",
+    "SessionMovedFrame",
+    "SessionMovingFrame",
+    "SessionResumptionUpdateFrame",
+]
+
+
+@dataclass
+class GenerationStartedFrame(SystemFrame):
+    """One answer of the model opened; paired with exactly one ``GenerationEndedFrame``."""
+
+    generation_id: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.name}(generation_id: {self.generation_id})"
+
+
+@dataclass
+class GenerationEndedFrame(SystemFrame):
+    """The answer ``generation_id`` closed, and why."""
+
+    generation_id: str = ""
+    reason: GenerationEndReason = GenerationEndReason.GENERATION_COMPLETE
+
+    def __str__(self) -> str:
+        return f"{self.name}(generation_id: {self.generation_id}, reason: {self.reason.value})"
+
+
+@dataclass
+class GoAwayFrame(SystemFrame):
+    """The provider will close the connection in ``time_left`` seconds (``None``: it gave no
+    figure). The session moves by itself; nothing needs to act on this."""
+
+    time_left: float | None = None
+
+    def __str__(self) -> str:
+        return f"{self.name}(time_left: {self.time_left})"
+
+
+@dataclass
+class SessionMovingFrame(SystemFrame):
+    """A move to a new connection began: why, and which kind of handle it resumes from
+    (``none``: a fresh session seeded with the conversation)."""
+
+    reason: MoveReason = MoveReason.PLANNED
+    handle_kind: HandleKind = HandleKind.AFTER_TURN
+
+    def __str__(self) -> str:
+        return f"{self.name}(reason: {self.reason.value}, handle_kind: {self.handle_kind.value})"
+
+
+@dataclass
+class SessionMovedFrame(SystemFrame):
+    """A move finished with the session kept or rebuilt; ``report`` tells how it went (gap,
+    messages replayed, attempts). One per move."""
+
+    report: MoveReport | None = None
+
+    def __str__(self) -> str:
+        report = self.report
+        if report is None:
+            return f"{self.name}()"
+        return (
+            f"{self.name}(number: {report.number}, outcome: {report.outcome.value}, "
+            f"gap_ms: {report.gap_ms:.1f})"
+        )
+
+
+@dataclass
+class SessionResumptionUpdateFrame(SystemFrame):
+    """The provider issued new resumption state. ``handle`` is a secret: it never appears
+    whole in the frame's repr or str."""
+
+    resumable: bool = False
+    handle: str | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        return f"{self.name}(resumable={self.resumable}, handle={redact(self.handle)})"
+
+    def __str__(self) -> str:
+        return f"{self.name}(resumable: {self.resumable}, handle: {redact(self.handle)})"
+
+
+@dataclass
+class SessionLostFrame(SystemFrame):
+    """The session could not be carried to a new connection: it is over. ``report`` is the
+    lost move's report, when a move was under way; ``error`` says why (safe to log)."""
+
+    error: str = ""
+    report: MoveReport | None = None
+
+    def __str__(self) -> str:
+        return f"{self.name}(error: {self.error})"

@@ -13,7 +13,7 @@ wait are ``async``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -133,6 +133,33 @@ ResponseModality = Literal["audio", "text"]
 
 
 @dataclass(frozen=True)
+class GenerationSettings:
+    """How the model generates. ``None`` leaves a setting to the provider's default.
+
+    ``media_resolution``, ``thinking`` and ``proactivity`` take the provider's own values (for
+    Gemini: google-genai ``MediaResolution``, ``ThinkingConfig`` and ``ProactivityConfig``, or
+    their dict forms).
+    """
+
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    top_p: float | None = None
+    top_k: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    seed: int | None = None
+    media_resolution: object | None = None
+    thinking: object | None = None
+    enable_affective_dialog: bool | None = None
+    proactivity: object | None = None
+
+    def merged(self, update: GenerationSettings) -> GenerationSettings:
+        """These settings with every setting ``update`` gives (not ``None``) replacing its own."""
+        given = {k: v for k, v in vars(update).items() if v is not None}
+        return replace(self, **given)
+
+
+@dataclass(frozen=True)
 class SessionUpdate:
     """A partial session update for ``update_session`` and ``transfer_session``.
 
@@ -147,6 +174,8 @@ class SessionUpdate:
     response_modality: ResponseModality | None = None
     input_transcription: bool | None = None
     output_transcription: bool | None = None
+    generation: GenerationSettings | None = None
+    """Generation settings to change; the ones it leaves ``None`` stay as they are."""
 
 
 ReasoningEffort = Literal["minimal", "low", "medium", "high", "xhigh"]

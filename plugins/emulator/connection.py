@@ -348,6 +348,7 @@ class Connection:
                 resumption=resumption is not None,
                 with_handle=handle is not None,
                 transparent=bool(resumption and resumption.transparent),
+                generation=setup.generation,
             ),
         )
         record.client_messages.append(ClientMessageRecord(0, "setup", self.hub.now()))

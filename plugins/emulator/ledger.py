@@ -66,6 +66,8 @@ class SetupRecord:
     with_handle: bool
     """The setup asked to resume from a handle (valid or not)."""
     transparent: bool
+    generation: Mapping[str, object] = field(default_factory=dict)
+    """Its generation settings (temperature, thinking, ...), keys in snake_case."""
 
 
 @dataclass

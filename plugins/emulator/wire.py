@@ -13,9 +13,9 @@ import base64
 import binascii
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 INVALID_ARGUMENT = "Request contains an invalid argument."
 """Reason the service gives with close code 1007."""
@@ -115,6 +115,9 @@ class Setup:
     """As the client spelt them, upper-cased (``("AUDIO",)``); empty when absent."""
     voice: str | None = None
     """The prebuilt voice's name, if the setup chose one."""
+    generation: Mapping[str, Any] = field(default_factory=dict)
+    """The rest of ``generationConfig`` (temperature, thinking, ...), keys in snake_case, and
+    the setup's ``proactivity``."""
 
 
 @dataclass(frozen=True)
@@ -275,7 +278,31 @@ def _parse_setup(body: Mapping[str, Any]) -> Setup:
         interrupts=handling != "NO_INTERRUPTION",
         response_modalities=tuple(modalities),
         voice=voice or None,
+        generation=_generation_settings(generation, get(body, "proactivity")),
     )
+
+
+_NOT_GENERATION: Final = frozenset({"response_modalities", "speech_config"})
+
+
+def _generation_settings(generation: Mapping[str, Any], proactivity: object) -> dict[str, Any]:
+    settings: dict[str, Any] = _snake_keys(generation)
+    for key in _NOT_GENERATION:
+        settings.pop(key, None)
+    if proactivity is not None:
+        settings["proactivity"] = _snake_keys(proactivity)
+    return settings
+
+
+def _snake_keys(value: Any) -> Any:
+    """``value`` with every mapping's keys in snake_case (clients may spell them either way)."""
+    if isinstance(value, Mapping):
+        return {_snake(str(key)): _snake_keys(item) for key, item in value.items()}
+    return value
+
+
+def _snake(key: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
 
 
 def _parse_client_content(body: Mapping[str, Any]) -> ClientContent:

@@ -6,11 +6,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+import pydantic
 from google import genai
 from google.genai import types
 
 from realtime_resumption.redaction import redact
-from realtime_resumption.transport import ResponseModality, SessionUpdate
+from realtime_resumption.transport import GenerationSettings, ResponseModality, SessionUpdate
 
 DEFAULT_MODEL: Final = "gemini-2.5-flash-native-audio-preview-12-2025"
 DEFAULT_SETUP_TIMEOUT: Final = 10.0
@@ -115,6 +116,10 @@ class LiveOptions:
     initial_history_in_client_content: bool = False
     """Gemini 3.x: history may be seeded with ``client_content`` before the first realtime
     input (``history_config``)."""
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
+
+    def __post_init__(self) -> None:
+        _generation_fields(self.generation)  # a bad value fails here, not at the first dial
 
     def updated(self, update: SessionUpdate) -> LiveOptions:
         """These options with ``update`` applied (``None`` fields leave a setting as it is)."""
@@ -131,6 +136,8 @@ class LiveOptions:
             changes["input_audio_transcription"] = update.input_transcription
         if update.output_transcription is not None:
             changes["output_audio_transcription"] = update.output_transcription
+        if update.generation is not None:
+            changes["generation"] = self.generation.merged(update.generation)
         return replace(self, **changes)
 
     def live_connect_config(
@@ -173,4 +180,31 @@ class LiveOptions:
             config.context_window_compression = self.context_window_compression
         if self.initial_history_in_client_content:
             config.history_config = types.HistoryConfig(initial_history_in_client_content=True)
+        _apply_generation(config, self.generation)
         return config
+
+
+def _apply_generation(config: types.LiveConnectConfig, settings: GenerationSettings) -> None:
+    """Put ``settings`` into ``config``. The SDK sends the top-level fields inside the setup's
+    ``generationConfig``, merged with ``generation_config``, which alone carries penalties."""
+    for name, value in _generation_fields(settings).items():
+        setattr(config, name, value)
+
+
+_PENALTIES: Final = ("presence_penalty", "frequency_penalty")
+
+
+def _generation_fields(settings: GenerationSettings) -> dict[str, Any]:
+    """``settings`` as validated ``LiveConnectConfig`` field values (the provider's dict forms
+    become SDK objects); raises ValueError for a value the SDK does not take."""
+    given = {k: v for k, v in vars(settings).items() if v is not None}
+    penalties = {k: given.pop(k) for k in _PENALTIES if k in given}
+    if "thinking" in given:
+        given["thinking_config"] = given.pop("thinking")
+    if penalties:
+        given["generation_config"] = penalties
+    try:
+        validated = types.LiveConnectConfig(**given)
+    except pydantic.ValidationError as error:
+        raise ValueError(f"invalid generation settings: {error}") from None
+    return {name: getattr(validated, name) for name in given}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+import statistics
 from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -42,6 +43,12 @@ CLOSE_TIMEOUT: Final = 2.0
 """Seconds a close may take before the socket is dropped without the closing handshake."""
 
 _PROVIDER_TEXT_LIMIT: Final = 300
+
+PING_INTERVAL: Final = 2.0
+"""Seconds between the pings that measure a connection's round trip (after the first few)."""
+_FIRST_PING_PAUSE: Final = 0.02
+_PING_SAMPLES: Final = 5
+_PING_TIMEOUT: Final = 5.0
 
 _BAD_FRAME: Final = (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError)
 """What the SDK raises for a frame it cannot parse."""
@@ -89,7 +96,7 @@ class _Connection:
         self.handle_supplied = handle_supplied
         self.session_id: str | None = None
         self.setup_seconds: float | None = None
-        """How long the dial took, up to setupComplete: a bound on the link's round trip."""
+        """How long the dial took, up to setupComplete (mostly the server's setup work)."""
         self.transport_generation: int | None = None
         """Set by the transport when the setup completed."""
         self.message_index = 0
@@ -113,6 +120,8 @@ class _Connection:
         self._session: live.AsyncSession | None = None
         self._receiver: asyncio.Task[None] | None = None
         self._writer: asyncio.Task[None] | None = None
+        self._pinger: asyncio.Task[None] | None = None
+        self._latencies: deque[float] = deque(maxlen=_PING_SAMPLES)
         self._state: Literal["new", "open", "closing", "closed"] = "new"
         self._broken = False
         self._released = False
@@ -167,6 +176,47 @@ class _Connection:
         self.setup_seconds = asyncio.get_running_loop().time() - started
         self._state = "open"
 
+    @property
+    def round_trip(self) -> float | None:
+        """The network round trip in seconds: the median of the latest WebSocket ping
+        latencies; None until a pong came back. Never the setup time: that is the server's
+        work, not the network's."""
+        if not self._latencies:
+            return None
+        return statistics.median(self._latencies)
+
+    @property
+    def round_trip_jitter(self) -> float:
+        """How far the latest ping latencies reach above their median (lateness only ever
+        adds to a round trip)."""
+        if len(self._latencies) < 2:
+            return 0.0
+        return max(self._latencies) - statistics.median(self._latencies)
+
+    async def _measure_round_trip(self) -> None:
+        """Ping a few times at once, then every ``PING_INTERVAL``: one sample is at the mercy
+        of a busy event loop, the median of a few is not."""
+        ping = getattr(self._websocket(), "ping", None)
+        if ping is None:
+            return
+        pause = _FIRST_PING_PAUSE
+        while True:
+            try:
+                pong = await ping()
+                async with asyncio.timeout(_PING_TIMEOUT):
+                    latency = await pong
+            except TimeoutError:
+                latency = _PING_TIMEOUT
+            except Exception:  # the socket is closing: the receive loop reports it
+                return
+            self._latencies.append(latency)
+            await asyncio.sleep(pause)
+            pause = min(PING_INTERVAL, pause * 2)
+
+    def _websocket(self) -> object:
+        # The SDK keeps its WebSocket private: reach it defensively (None if it moved).
+        return getattr(self._session, "_ws", None)
+
     def start(self) -> None:
         """Start receiving and writing. Until then, server messages wait in the socket."""
         self.start_receiving()
@@ -178,6 +228,9 @@ class _Connection:
             return
         self._receiver = asyncio.create_task(
             self._receive_loop(), name=f"gemini-live-receive-{self.attempt_id}"
+        )
+        self._pinger = asyncio.create_task(
+            self._measure_round_trip(), name=f"gemini-live-ping-{self.attempt_id}"
         )
 
     def start_writing(self) -> None:
@@ -368,10 +421,10 @@ class _Connection:
             self._watchdog.cancel()
             self._watchdog = None
         clean = True
-        writer = self._writer
-        if writer is not None and writer is not asyncio.current_task():
-            writer.cancel()
-            await asyncio.wait({writer})
+        for task in (self._writer, self._pinger):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+                await asyncio.wait({task})
         self._drained.set()
         if self._outbox:
             lost = list(self._outbox)
@@ -393,10 +446,9 @@ class _Connection:
         return clean
 
     def _abort_socket(self) -> None:
-        # The SDK keeps its WebSocket private; dropping the TCP connection is the only way to
-        # end a close handshake that does not finish, so reach it defensively.
-        ws = getattr(self._session, "_ws", None)
-        transport = getattr(ws, "transport", None)
+        # Dropping the TCP connection is the only way to end a close handshake that does not
+        # finish.
+        transport = getattr(self._websocket(), "transport", None)
         if transport is not None:
             transport.abort()
 
@@ -404,8 +456,10 @@ class _Connection:
         if not self._owns_client:
             return
         self._owns_client = False
+        # Bounded: a client whose close hangs must not hold the connection's close.
         with contextlib.suppress(Exception):
-            await self._client.aio.aclose()
+            async with asyncio.timeout(self._close_timeout):
+                await self._client.aio.aclose()
         with contextlib.suppress(Exception):
             self._client.close()
 

@@ -141,7 +141,8 @@ class Handover:
         None) the session's connection, in one step: the answer a switch cuts ends, calls the
         new session never issued are orphaned, the input it lacks is queued (after the
         history, for a fresh session), the incumbent is retired, and ``move`` finishes; its
-        report is returned (``on_move`` has it)."""
+        report is returned (``on_move`` has it). What ``conn`` said while it settled stays
+        held until :meth:`release`."""
         s = self._s
         now = s.now()
         old = s.current
@@ -152,11 +153,9 @@ class Handover:
             s.input.withdraw_result(call_id)
         outbox = s.input.outbox
         if handle is not None:
-            replay = outbox.attach_resumed(
-                conn.dial_gen, handle, now, round_trip=conn.setup_seconds
-            )
+            replay = outbox.attach_resumed(conn.dial_gen, handle, now, round_trip=conn.round_trip)
         else:
-            replay = outbox.attach_fresh(conn.dial_gen, now, round_trip=conn.setup_seconds)
+            replay = outbox.attach_fresh(conn.dial_gen, now, round_trip=conn.round_trip)
             s.handle = None  # the old session's handles resume nothing any more
             history = ClientMessage.history(list(s.seeded) + s.history.replay_items())
             if history is not None:
@@ -191,9 +190,6 @@ class Handover:
             report.messages_replayed,
         )
         s.call(s.callbacks.on_move, report)
-        # What the new connection said while it settled is delivered once the rotation has
-        # recorded the move, so its first handle counts as a resumable point.
-        asyncio.get_running_loop().call_soon(self.release, conn)
         return report
 
     async def break_incumbent(self, conn: _Connection, move: MoveInProgress) -> None:

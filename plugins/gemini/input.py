@@ -9,6 +9,7 @@ queue, and whatever waits when a move switches connections goes to the new one, 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Final
 
@@ -164,6 +165,9 @@ class InputPath:
         the old connection started would be cut by the switch."""
         if conn is None or not conn.accepting or conn.busy:
             return
+        round_trip = conn.round_trip
+        if round_trip is not None:
+            self.outbox.round_trip_measured(conn.dial_gen, round_trip, conn.round_trip_jitter)
         if self.outbox.activity_to_reopen:
             # Before the audio replayed to it: the user is still speaking.
             index = conn.enqueue(ClientMessage.activity_start())
@@ -184,6 +188,8 @@ class InputPath:
         entry = self._in_flight.pop(conn, None)
         if entry is not None and entry.message is not message:
             self._in_flight[conn] = entry  # a message written outside the outbox (history)
+        elif entry is not None:
+            self.outbox.mark_written(entry, conn.dial_gen, asyncio.get_running_loop().time())
         for counters in (self._sends, self._total) if current else (self._total,):
             counters[message.kind].sent += 1
             counters[message.kind].bytes += message.size

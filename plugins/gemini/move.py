@@ -19,6 +19,7 @@ States (:class:`Phase`) and their transitions::
                                              provider accepted it
     SETTLING ──Settled──► IDLE               Switch: the session moves to the replacement;
                                              it is on probation for ``RetryPolicy.probation``
+                                             (Served: an answered turn ends it early)
     DIALLING, SETTLING ──Failed──►           per the failure policy:
         retry    ─► BACKOFF ──BackoffOver──► DIALLING (same handle, next delay, jittered)
         refused  ─► DIALLING (no handle: rebuild from the history)
@@ -31,12 +32,30 @@ States (:class:`Phase`) and their transitions::
     DIALLING, SETTLING, BACKOFF ──Lost──►    the incumbent is gone mid-move: input is held
                                              until the switch (same phase)
     DIALLING, SETTLING, BACKOFF ──TurnStarted──►
-        a turn began on the incumbent during a planned move. Input is held for the
-        replacement, which gets the whole turn replayed from the handle (same phase).
+        a turn began on the incumbent (user speech, a typed turn, model output):
+        planned or config move ─► WAITING (Abandon): the replacement is given up, the turn
+            runs on the incumbent, and the move comes at the next resumable point, or at the
+            deadline fallback with the notice left (no stall: the incumbent took all input);
+        forced move (deadline, loss, requested, break-before-make) ─► same phase: input is
+            held for the replacement, which gets the whole turn replayed from the handle.
     any ──Dispose──► CLOSED
 
-A move is *lost* (the issue's "lost" state) while it runs with no incumbent (``incumbent`` is
-False: input is held), and *rebuilding* while its handle is None.
+A move is *lost* while it runs with no incumbent (``incumbent`` is False: input is held),
+and *rebuilding* while its handle is None.
+
+No stall. A planned move (``goAway`` or a setup change, at a resumable point) never delays the
+user: while the replacement dials and settles, the incumbent takes all input, and the first
+sign of a turn on it (user speech, a typed turn, voice activity, model output) gives the
+replacement up — its snapshot, taken before the turn, would lack it — so the turn is heard,
+answered and finished on the incumbent; the move then resumes from the next resumable point,
+as one move (one report, its attempts counting every dial). Limits: the ``goAway`` deadline
+bounds the wait (the deadline fallback forces the move, mid-turn if it must, and a forced move
+holds input for the replacement instead of yielding); a user who keeps talking until the
+deadline therefore meets a forced move; each yielded dial costs a setup on the provider; a
+session in break-before-make mode (the provider refused a resume while the incumbent was
+open) cannot yield, since the incumbent closes before the dial; and a turn whose first sign
+reaches the transport only after the switch (speech still in flight) is replayed to the new
+connection from the handle, as before.
 """
 
 from __future__ import annotations
@@ -143,6 +162,12 @@ class Lost:
 
 
 @dataclass(frozen=True)
+class Served:
+    """The installed connection completed an answered turn: it is no flapping connection,
+    whatever its age (its probation ends)."""
+
+
+@dataclass(frozen=True)
 class TurnStarted:
     """A turn began on the incumbent (user speech, a client turn, model output)."""
 
@@ -152,7 +177,9 @@ class Dispose:
     """The session ends (disconnect, abort, the session was lost)."""
 
 
-Event = Wanted | Due | SetupOk | Settled | Failed | BackoffOver | Lost | TurnStarted | Dispose
+Event = (
+    Wanted | Due | SetupOk | Settled | Failed | BackoffOver | Lost | Served | TurnStarted | Dispose
+)
 
 
 # --- actions ----------------------------------------------------------------------------------
@@ -193,9 +220,16 @@ class Wait:
 
 @dataclass(frozen=True)
 class Switch:
-    """Make the replacement the session's connection (resumed from ``handle``, or rebuilt)."""
+    """Make the replacement the session's connection (resumed from ``handle``, or rebuilt);
+    its input opens once what it said while it settled is delivered."""
 
     handle: str | None
+
+
+@dataclass(frozen=True)
+class Abandon:
+    """Give the replacement up (a turn began on the incumbent during a planned move): the move
+    waits for the next resumable point, or the deadline, with the notice it has left."""
 
 
 @dataclass(frozen=True)
@@ -219,7 +253,7 @@ class GiveUp:
     why: str
 
 
-Action = Begin | Break | Dial | Settle | Wait | Switch | Gate | Retried | GiveUp
+Action = Begin | Break | Dial | Settle | Wait | Switch | Abandon | Gate | Retried | GiveUp
 
 
 # --- the machine ------------------------------------------------------------------------------
@@ -239,6 +273,16 @@ class Move:
     attempts: int = 0
     held: bool = False
     """Input waits for the replacement (a turn began on the incumbent, or it is gone)."""
+
+    @property
+    def yields(self) -> bool:
+        """A planned move the user's next turn overrides: the incumbent takes all input, and
+        a turn that begins on it abandons the replacement (see :class:`Abandon`)."""
+        return (
+            self.reason in (MoveReason.PLANNED, MoveReason.CONFIG)
+            and not self.forced
+            and self.incumbent
+        )
 
 
 @dataclass
@@ -300,10 +344,13 @@ class MoveMachine:
             event.can_rebuild,
         )
         # The gate first: whatever the framework sends when it hears of the move is gated.
-        if event.incumbent:
+        if self.move.yields and not self.break_first:
+            # No stall: the incumbent keeps taking everything until the switch.
+            actions: list[Action] = [Gate(InputGate.OPEN)]
+        elif event.incumbent:
             # The incumbent takes only audio and video: a turn it began answering now
             # would be cut by the switch.
-            actions: list[Action] = [Gate(InputGate.MEDIA_ONLY)]
+            actions = [Gate(InputGate.MEDIA_ONLY)]
         else:
             actions = self._hold(self.move)
         actions.append(Begin(event.reason, handle, self.move.kind))
@@ -331,7 +378,7 @@ class MoveMachine:
         self.phase = Phase.IDLE
         self.move = None
         self.probation_until = event.now + self.policy.probation
-        return [Switch(move.handle), Gate(InputGate.OPEN)]
+        return [Switch(move.handle)]
 
     def _failed(self, event: Failed) -> list[Action]:
         move = self.move
@@ -368,25 +415,35 @@ class MoveMachine:
         return self._attempt(None)
 
     def _lost(self, event: Lost) -> list[Action]:
+        handle = event.handle
         if self._on_probation(event.now):
             # The connection the last move installed died right away: a failed attempt of
             # that move, so the next one waits the next delay and the budget pays for it.
+            ruling = classify(None, Stage.PROBATION, code=event.code)
+            if ruling.verdict is Verdict.REFUSED and handle is not None:
+                self.refused.add(handle)
             lost = self.budget.charge(event.now)
             if lost is not None:
-                return self._give_up(f"{lost}; last: the connection closed right after the switch")
+                return self._give_up(f"{lost}; last: {ruling.why}")
         else:
             self.budget.healthy()
         self.probation_until = None
         due = Due(
             event.now,
             MoveReason.LOST,
-            event.handle,
+            handle,
             event.kind,
             incumbent=False,
             can_rebuild=event.can_rebuild,
             forced=True,
         )
         return self._begin(due)
+
+    def _served(self, event: Served) -> list[Action]:
+        if self.probation_until is not None:
+            self.probation_until = None
+            self.budget.healthy()
+        return []
 
     def _lost_mid_move(self, event: Lost) -> list[Action]:
         move = self.move
@@ -400,6 +457,12 @@ class MoveMachine:
     def _turn_started(self, event: TurnStarted) -> list[Action]:
         move = self.move
         assert move is not None
+        if move.yields:
+            # The replacement resumes from a snapshot the turn is not in: let the turn run on
+            # the incumbent and move from the next resumable point (or at the deadline).
+            self.phase = Phase.WAITING
+            self.move = None
+            return [Abandon()]
         return self._hold(move)
 
     def _hold(self, move: Move) -> list[Action]:
@@ -482,5 +545,6 @@ _on({Phase.DIALLING, Phase.SETTLING}, Failed, MoveMachine._failed)
 _on({Phase.BACKOFF}, BackoffOver, MoveMachine._backoff_over)
 _on({Phase.IDLE, Phase.WAITING}, Lost, MoveMachine._lost)
 _on(MOVING, Lost, MoveMachine._lost_mid_move)
+_on({Phase.IDLE, Phase.WAITING}, Served, MoveMachine._served)
 _on(MOVING, TurnStarted, MoveMachine._turn_started)
 _on(set(Phase) - {Phase.CLOSED}, Dispose, MoveMachine._dispose)

@@ -27,17 +27,30 @@ issued the handle (and whatever that connection's own session started from). Eve
 is queued again: the messages after the index, those sent on later connections, and those
 buffered while no connection was live.
 
-*Arrival* (no index, the Gemini API): the session is assumed to hold every message written to
-the issuing connection before the handle arrived. Limit: a message still in flight while the
-server took the snapshot (written less than a round trip before the handle arrived) is not in
-the snapshot, yet the rule counts it as held. Lost audio is expensive (the user's words are
-gone) and duplicated audio is cheap (a repeated 20 ms frame), so messages of the kinds in
-``OutboxLimits.margin_kinds`` (audio, video frames, audioStreamEnd by default) written within
-``OutboxLimits.handle_margin`` seconds before the handle arrived are queued again as well.
-Text, content, files, activity markers and tool responses are never duplicated: one of them
-written within a round trip of a handle's arrival is the rule's blind spot. In practice the
-server issues a handle after a turn completed and none while a tool call is open, so a tool
-response or a turn-taking text rarely lands there.
+*Arrival* (no index, the Gemini API): the service does not say where in the input its snapshot
+was taken, so the outbox places it by the network round trip. The server took the snapshot
+about half a round trip before the handle arrived; a message written less than half a round
+trip before that was still on its way. So the session holds exactly the messages written at
+least one round trip ``rtt`` before the handle arrived: those written later are queued again.
+``rtt`` is the connection's measured WebSocket ping latency (the transport pings right after
+each setup, and the keepalive refreshes it), given by :meth:`Outbox.round_trip_measured`; it is
+never the setup time, which is the server's work, not the network's. Write times are taken when
+the write completed (:meth:`Outbox.mark_written`), so a message that waited in a queue is not
+counted as on the wire before it was. Lost audio is expensive (the user's words are gone) and a
+duplicated frame cheap, so messages of the kinds in ``OutboxLimits.margin_kinds`` (audio,
+video frames, audioStreamEnd by default) written within ``OutboxLimits.round_trip_tolerance``
+before that boundary, or within the measured jitter when it is larger (a busy event loop on
+either side shows in it), are queued again too (counted as possibly duplicated).
+
+Blind spots: the rule assumes the server consumes a message as soon as it arrives and that the
+two directions take half the round trip each; a message written within the round trip's jitter
+of the boundary (beyond the tolerance) is misplaced, heard twice if the link was faster than
+measured, lost if slower; so is one written while the event loop was too busy to note the
+handle's arrival promptly. Until a connection's round trip is measured, margin-kind messages
+written within ``OutboxLimits.handle_margin`` of the handle's arrival are replayed (heard twice
+when the session had them) and other messages written then are counted as held. In practice
+the server issues a handle after a turn completed and none while a tool call is open, so a
+tool response or a turn-taking text rarely lands near the boundary.
 
 Bounds
 ------
@@ -90,7 +103,7 @@ from collections import OrderedDict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from loguru import logger
 
@@ -120,10 +133,6 @@ DEFAULT_MARGIN_KINDS = frozenset(
 )
 
 
-MIN_HANDLE_MARGIN: Final = 0.02
-"""The arrival margin's floor, in seconds: one 20 ms audio frame."""
-
-
 class UnknownHandleError(LookupError):
     """A resume from a handle the outbox does not hold (never recorded, or pruned)."""
 
@@ -139,20 +148,23 @@ class OutboxLimits:
     max_media_age: float = 60.0
     """Audio or video older than this (since submitted) is never sent or replayed."""
     handle_margin: float = 0.3
-    """Arrival rule: margin-kind messages written this long before a handle arrived are
-    replayed on a resume from it (a round trip's worth of possibly in-flight media). This is
-    the most: a connection whose round trip was measured (``attach_*(round_trip=...)``) uses
-    twice that round trip, at least ``MIN_HANDLE_MARGIN``, so a fast link replays less
-    audio twice (a duplicated word is heard as one)."""
+    """Arrival rule on a connection whose round trip is not measured yet: margin-kind
+    messages written this long before a handle arrived are replayed on a resume from it."""
+    round_trip_tolerance: float = 0.015
+    """Arrival rule with a measured round trip: margin-kind messages written up to this much
+    (or the measured jitter, when larger) earlier than one round trip before a handle arrived
+    are replayed too. The ping does not see how long the service and the client's event loop
+    take to process a frame; 15 ms covers a loaded loop, at the cost of about one 20 ms frame
+    heard twice in two moves."""
     margin_kinds: frozenset[MessageKind] = DEFAULT_MARGIN_KINDS
-    """Kinds a duplicate of which is harmless, replayed within ``handle_margin``."""
+    """Kinds a duplicate of which is harmless, replayed within the margins."""
     max_handles: int = 2
     """Handles kept as resumption points: the newest, and the one before it (a move may have
     started from it just before the newer one arrived). :meth:`Outbox.hold` keeps one longer.
     A resume from a handle no longer kept raises."""
 
     def __post_init__(self) -> None:
-        for name in ("max_audio_seconds", "max_media_age", "handle_margin"):
+        for name in ("max_audio_seconds", "max_media_age", "handle_margin", "round_trip_tolerance"):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -275,7 +287,12 @@ class _Connection:
     base_through: int
     """Fresh session: entries up to this seq are carried by the seeded history."""
     margin: float
-    """The arrival rule's margin for handles this connection issues."""
+    """How long before a handle's arrival an entry written on this connection may be missing
+    from its snapshot (see :meth:`Outbox._margin`)."""
+    round_trip: float | None = None
+    """The measured round trip; None until measured."""
+    jitter: float = 0.0
+    """How much the measured round trip varies."""
     last_index: int = 0
     last_sent_seq: int = 0
 
@@ -312,6 +329,7 @@ class _Point:
     exact: bool
     arrived_at: float
     margin: float
+    round_trip: float | None
     prunable_through: int = 0
     lost: _Losses = field(default_factory=_Losses)
 
@@ -464,6 +482,26 @@ class Outbox(Generic[T]):
         live.last_sent_seq = max(live.last_sent_seq, entry.seq)
         self._sent += 1
 
+    def mark_written(self, entry: Entry[T], connection: int, now: float) -> None:
+        """The write of ``entry`` to ``connection`` completed at ``now``: the arrival rule
+        counts it as on the wire from then (not from :meth:`mark_sent`, which comes before
+        the write waits its turn)."""
+        deliveries = entry._deliveries
+        for i in range(len(deliveries) - 1, -1, -1):
+            if deliveries[i].conn.id == connection:
+                deliveries[i] = replace(deliveries[i], sent_at=max(deliveries[i].sent_at, now))
+                break
+        self._clock = max(self._clock, now)
+
+    def round_trip_measured(self, connection: int, seconds: float, jitter: float = 0.0) -> None:
+        """The live ``connection``'s network round trip (its WebSocket ping latency) is
+        ``seconds``, varying by ``jitter``: handles it issues from now are placed by it (see
+        *Arrival*)."""
+        live = self._live
+        if live is not None and live.id == connection:
+            if seconds != live.round_trip or jitter != live.jitter:
+                self._set_round_trip(live, seconds, jitter)
+
     def mark_unsent(self, entry: Entry[T], connection: int) -> None:
         """The write of ``entry`` to ``connection`` failed: it never got there. The entry is
         queued again for the live connection (or the next one), unless it was withdrawn, is
@@ -523,7 +561,7 @@ class Outbox(Generic[T]):
                 )
             limit, exact = min(last_consumed_index, live.last_index), True
         self._clock = max(self._clock, now)
-        point = _Point(handle, live, limit, exact, now, live.margin)
+        point = _Point(handle, live, limit, exact, now, live.margin, live.round_trip)
         point.prunable_through = self._prunable_through(point)
         self._handles.pop(handle, None)
         self._handles[handle] = point
@@ -568,8 +606,8 @@ class Outbox(Generic[T]):
     ) -> Replay:
         """``connection`` resumed the session from ``handle`` and takes every write from now
         (the previous live connection, if any, gets nothing more). Queues, in order, what
-        the resumed session lacks. ``round_trip``: seconds the connection's setup took, if
-        measured (it sets the arrival margin of the handles it issues). Raises
+        the resumed session lacks. ``round_trip``: the connection's network round trip, if
+        measured already (see :meth:`round_trip_measured`). Raises
         :class:`UnknownHandleError` for a handle the outbox does not hold."""
         point = self._handles.get(handle)
         if point is None:
@@ -592,9 +630,7 @@ class Outbox(Generic[T]):
         replay = self._replay(
             replayed, buffered, possibly_duplicated, _sum_losses(point.lost, self._gap_dropped)
         )
-        self._switch(
-            _Connection(connection, self._next_seq, point, 0, self._margin(round_trip)), needed
-        )
+        self._switch(self._connection(connection, point, 0, round_trip), needed)
         logger.debug("connection {} resumed from {}: {}", connection, redact(handle), replay)
         return replay
 
@@ -636,9 +672,7 @@ class Outbox(Generic[T]):
         )
         self._handles.clear()
         self._switch(
-            _Connection(
-                connection, self._next_seq, None, self._turn_mark, self._margin(round_trip)
-            ),
+            self._connection(connection, None, self._turn_mark, round_trip),
             needed,
         )
         logger.debug("connection {} opened a fresh session: {}", connection, replay)
@@ -726,9 +760,15 @@ class Outbox(Generic[T]):
             if delivery is not None:
                 if delivery.index > current.limit:
                     return False
+                if current.exact:
+                    return True
                 if (
-                    not current.exact
-                    and entry.kind in self._limits.margin_kinds
+                    current.round_trip is not None
+                    and delivery.sent_at > current.arrived_at - current.round_trip
+                ):
+                    return False  # still on its way when the snapshot was taken
+                if (
+                    entry.kind in self._limits.margin_kinds
                     and delivery.sent_at >= current.arrived_at - current.margin
                 ):
                     return None
@@ -758,21 +798,16 @@ class Outbox(Generic[T]):
     def _prune(self) -> None:
         frontier = self._frontier
         pruned = False
-        # A handle still to come replays margin-kind entries written within the margin
-        # before it arrives: keep those.
+        # A handle still to come may lack entries written within the margin before it
+        # arrives: keep those.
         live = self._live
         horizon = self._clock - (live.margin if live is not None else self._limits.handle_margin)
-        margin_kinds = self._limits.margin_kinds
         log = self._log
         while log:
             seq, entry = next(iter(log.items()))
             if seq > frontier or entry._queued:
                 break
-            if (
-                entry.kind in margin_kinds
-                and entry._deliveries
-                and entry._deliveries[-1].sent_at >= horizon
-            ):
+            if entry._deliveries and entry._deliveries[-1].sent_at >= horizon:
                 break
             log.popitem(last=False)
             self._forget(entry)
@@ -849,11 +884,31 @@ class Outbox(Generic[T]):
         while media and not media[0]._in_log:
             media.popleft()
 
-    def _margin(self, round_trip: float | None) -> float:
-        ceiling = self._limits.handle_margin
-        if round_trip is None or not math.isfinite(round_trip) or round_trip < 0:
-            return ceiling
-        return min(ceiling, max(MIN_HANDLE_MARGIN, 2 * round_trip))
+    def _connection(
+        self, connection: int, base: _Point | None, base_through: int, round_trip: float | None
+    ) -> _Connection:
+        conn = _Connection(connection, self._next_seq, base, base_through, 0.0)
+        self._set_round_trip(conn, round_trip)
+        return conn
+
+    def _set_round_trip(
+        self, conn: _Connection, round_trip: float | None, jitter: float = 0.0
+    ) -> None:
+        if round_trip is not None and (not math.isfinite(round_trip) or round_trip < 0):
+            round_trip = None
+        if not math.isfinite(jitter) or jitter < 0:
+            jitter = 0.0
+        conn.round_trip = round_trip
+        conn.jitter = jitter
+        conn.margin = self._margin(round_trip, jitter)
+
+    def _margin(self, round_trip: float | None, jitter: float) -> float:
+        """How long before a handle's arrival an entry may be missing from its snapshot: the
+        round trip and its tolerance (at least the jitter), or ``handle_margin`` while it is
+        not measured."""
+        if round_trip is None:
+            return self._limits.handle_margin
+        return round_trip + max(self._limits.round_trip_tolerance, jitter)
 
     def _switch(self, conn: _Connection, needed: list[Entry[T]]) -> None:
         for entry in self._pending:

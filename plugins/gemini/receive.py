@@ -126,6 +126,7 @@ class Receiver:
         # and the handle that follows is no place to move.
         if not busy and not interrupted:
             self._rotation.turn_ended()
+            self._rotation.served()
 
     def _tool_calls(self, event: wire.ToolCalls, now: float) -> None:
         s = self._s

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -67,7 +68,12 @@ from realtime_resumption.moves import (
     scrub,
 )
 from realtime_resumption.redaction import redact
-from realtime_resumption.resumption import MoveDecision, ResumptionOptions, SessionResumption
+from realtime_resumption.resumption import (
+    DEFAULT_GO_AWAY_NOTICE,
+    MoveDecision,
+    ResumptionOptions,
+    SessionResumption,
+)
 from realtime_resumption.transport import MoveStats, SessionLostError, TransportError
 
 if TYPE_CHECKING:
@@ -118,6 +124,9 @@ class Rotation:
         self._taken: MoveDecision | None = None
         self._watchdog = ResumeWatchdog(resume_watchdog, self._watchdog_expired)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._epoch = 0
+        """Advances when the machine drops the actions it returned before (abandon, give up,
+        close): a callback run by one action can send the event that does so."""
         self._done: list[asyncio.Future[MoveReport]] = []
         self._forget_session()
 
@@ -169,6 +178,7 @@ class Rotation:
         self._requested = False
         self._go_away_seen = False
         self._cut_by_loss = False
+        self._deadline_at: float | None = None
         self._closed = False
         self._last_close: tuple[int | None, str | None] = (None, None)
 
@@ -206,6 +216,10 @@ class Rotation:
         cut it."""
         self._helper.turn_ended()
 
+    def served(self) -> None:
+        """The current connection completed an answered turn (it is no flapping one)."""
+        self._machine.send(m.Served())
+
     def user_turn(self) -> None:
         """A sign of the user's turn, for the resume watchdog."""
         self._watchdog.user_turn()
@@ -224,6 +238,7 @@ class Rotation:
         if not self._enabled or self.moving or self._closed:
             return
         self._go_away_seen = True
+        self._note_deadline(DEFAULT_GO_AWAY_NOTICE if seconds is None else seconds)
         self._machine.send(m.Wanted())
         self._helper.go_away(seconds)
         self._take_decision()
@@ -238,6 +253,7 @@ class Rotation:
             logger.info(
                 "{}: the setup changed; moving at the next resumable point", self._s.callbacks
             )
+            self._note_deadline(CONFIG_MOVE_WAIT)
             self._machine.send(m.Wanted())
             self._helper.go_away(CONFIG_MOVE_WAIT)
             self._take_decision()
@@ -308,6 +324,7 @@ class Rotation:
         """Stop everything (disconnect): the helper, any move (reported as lost with ``why``),
         the watchdog. Nothing of the rotation runs after it returns."""
         self._closed = True
+        self._epoch += 1
         self._watchdog.stop()
         self._helper.dispose()
         self._machine.send(m.Dispose())
@@ -320,6 +337,7 @@ class Rotation:
     def abandon(self, why: str) -> list[asyncio.Task[Any]]:
         """Stop at once (``abort_incumbent``): dispose the helper, cancel any move (reported as
         lost), and start over with no handle. Returns the cancelled tasks to await."""
+        self._epoch += 1
         self._watchdog.stop()
         self._helper.dispose()
         tasks: list[asyncio.Task[Any]] = list(self._tasks)
@@ -404,7 +422,10 @@ class Rotation:
     def _carry_out(self, actions: Sequence[m.Action]) -> None:
         """Carry out ``actions``: the immediate ones now, the rest (from the first dial, wait or
         break on) in a move task."""
+        epoch = self._epoch
         for index, action in enumerate(actions):
+            if self._epoch != epoch:
+                return
             if isinstance(action, (m.Dial, m.Wait, m.Break)):
                 task = asyncio.get_running_loop().create_task(
                     self._drive(list(actions[index:])),
@@ -417,7 +438,8 @@ class Rotation:
 
     async def _drive(self, actions: list[m.Action]) -> None:
         """A move task: carry out the actions, feeding each outcome back to the machine."""
-        while actions:
+        epoch = self._epoch
+        while actions and self._epoch == epoch:
             action = actions.pop(0)
             if isinstance(action, m.Dial):
                 actions += await self._attempt(action.handle)
@@ -444,6 +466,8 @@ class Rotation:
             s.feed()
         elif isinstance(action, m.Switch):
             self._switch(action.handle)
+        elif isinstance(action, m.Abandon):
+            self._abandon()
         elif isinstance(action, m.Retried):
             logger.warning(
                 "{}: attempt failed ({}); retrying", s.callbacks, self._describe(action.why)
@@ -498,6 +522,11 @@ class Rotation:
 
     def _begin(self, reason: MoveReason, handle: str | None, kind: HandleKind) -> MoveInProgress:
         self._watchdog.stop()
+        move = self.log.current
+        if move is not None:
+            # The move a turn on the incumbent postponed goes on, from a newer handle.
+            move.reason = reason
+            return move
         move = self.log.begin(reason, handle, kind, self._s.now())
         if self._s.gate is InputGate.HELD:
             move.input_stopped(self._s.now())
@@ -515,11 +544,43 @@ class Rotation:
         self._s.call(self._s.callbacks.on_move_started, reason, kind)
         return move
 
+    def _abandon(self) -> None:
+        """A turn began on the incumbent during a planned move: give the replacement up and
+        wait for the next resumable point (or the deadline) with the notice left."""
+        self._epoch += 1
+        for task in self._tasks:
+            if task is not asyncio.current_task():
+                task.cancel()
+        self._drop_pending()
+        logger.info(
+            "{}: a turn began on the old connection; the move waits for it to end",
+            self._s.callbacks,
+        )
+        # The helper spent its notice on the abandoned dial: a fresh one learns the latest
+        # handle (no resumable point: the turn is in progress) and the notice left.
+        self._helper.dispose()
+        self._helper = self._new_helper()
+        if self._s.handle is not None:
+            self._helper.resumption_update(self._s.handle, True)
+        self._helper.turn_started()
+        left = CONFIG_MOVE_WAIT if self._deadline_at is None else self._deadline_at - self._s.now()
+        self._helper.go_away(max(0.0, left))
+        self._take_decision()
+
+    def _note_deadline(self, seconds: float) -> None:
+        at = self._s.now() + (seconds if math.isfinite(seconds) else DEFAULT_GO_AWAY_NOTICE)
+        self._deadline_at = at if self._deadline_at is None else min(self._deadline_at, at)
+
     def _switch(self, handle: str | None) -> None:
         conn, self._pending = self._pending, None
         move = self.log.current
         assert conn is not None and move is not None
+        # Nothing is fed to the new connection until what it said while it settled (its
+        # first handle, above all) is delivered: a handle recorded after writes it never
+        # saw would be taken to hold them.
+        self._s.gate = InputGate.HELD
         report = self._handover.switch(conn, move, handle)
+        self._deadline_at = None
         self._go_away_seen = False
         self._requested = False
         if report.outcome is MoveOutcome.RESUMED:
@@ -529,6 +590,11 @@ class Rotation:
             self._helper.dispose()
             self._helper = self._new_helper()
         self._resolve(report)
+        # Delivered now the move is recorded, so its first handle counts as a resumable point.
+        self._handover.release(conn)
+        if not self.moving:  # (that may have begun the next move, with its own gate)
+            self._s.gate = InputGate.OPEN
+            self._s.feed()
         if self._s.setup_stale:
             asyncio.get_running_loop().call_soon(self.config_changed)
         else:
@@ -541,6 +607,7 @@ class Rotation:
         if self._closed:
             return
         self._closed = True
+        self._epoch += 1
         self._watchdog.stop()
         self._helper.dispose()
         self._machine.send(m.Dispose())

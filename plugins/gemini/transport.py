@@ -59,6 +59,7 @@ from realtime_resumption.transport import (
     ContentTurn,
     GenerationEndReason,
     GenerationOverrides,
+    GenerationSettings,
     NotConnectedError,
     ProviderEvidenceEvent,
     RealtimeLLMUsage,
@@ -104,7 +105,8 @@ class GeminiLiveTransport:
     and voice; ``response_modality`` (``audio``, or ``text`` for an external TTS); the system
     instruction; ``tools`` as google-genai ``Tool``/``FunctionDeclaration`` objects or dicts;
     transcription flags; ``realtime_input_config`` and ``context_window_compression`` (SDK
-    types); ``http_options``. ``credential_provider`` supplies an expiring credential before
+    types); ``generation`` (temperature, token limit, sampling, thinking, ...: a
+    ``GenerationSettings``, changed mid-call through ``update_session``); ``http_options``. ``credential_provider`` supplies an expiring credential before
     every dial. ``setup_timeout`` bounds each dial: the SDK would wait forever for
     ``setupComplete``. ``transparent`` asks Vertex AI for ``lastConsumedClientMessageIndex``
     (the Gemini API refuses it). ``initial_history_in_client_content`` lets Gemini 3.x models
@@ -167,6 +169,7 @@ class GeminiLiveTransport:
         output_audio_transcription: bool = True,
         realtime_input_config: types.RealtimeInputConfig | None = None,
         context_window_compression: types.ContextWindowCompressionConfig | None = None,
+        generation: GenerationSettings | None = None,
         http_options: types.HttpOptions | None = None,
         credential_provider: CredentialProvider | None = None,
         client: genai.Client | None = None,
@@ -231,6 +234,7 @@ class GeminiLiveTransport:
             realtime_input_config=realtime_input_config,
             context_window_compression=context_window_compression,
             initial_history_in_client_content=initial_history_in_client_content,
+            generation=generation or GenerationSettings(),
         )
         self._secrets: set[str] = {api_key} if api_key else set()
         self._tracker = GenerationTracker(tool_call_grace=tool_call_grace)
@@ -443,6 +447,7 @@ class GeminiLiveTransport:
 
     def _force_closed(self) -> None:
         """After a disconnect that ran out of time or failed: nothing may stay up."""
+        self._rotation.abandon("the client closed the session during the move")
         if self._active:
             self._s.close(1000, "closed by the client")
         self._s.cancel_timers()
@@ -532,7 +537,7 @@ class GeminiLiveTransport:
         self._tools.connected(conn.dial_gen, resumed_from=None)
         # Nothing seeds this session: history replayed while it dialled goes to it as sent.
         self._input.outbox.attach_fresh(
-            conn.dial_gen, self._now(), round_trip=conn.setup_seconds, seeded=False
+            conn.dial_gen, self._now(), round_trip=conn.round_trip, seeded=False
         )
         self._s.active = True
         self._s.install(conn, *self._dialler.take(conn))

@@ -103,4 +103,3 @@ def tool_result(value: object) -> ToolResult:
             f"not {value.scheduling!r}"
         )
     return value
-

@@ -1,1 +1,32 @@
-"""LiveKit Agents plugin."""
+"""LiveKit Agents plugin: a Gemini Live ``RealtimeModel`` that survives connection rotation.
+
+A drop-in for ``livekit.plugins.google.realtime.RealtimeModel``::
+
+    from livekit.plugins import realtime_resumption
+
+    session = AgentSession(llm=realtime_resumption.RealtimeModel(voice="Puck"))
+
+Sessions move to a new connection by themselves at a ``goAway``, after a drop, and when
+instructions or tools change; each move is reported by a ``session_moved`` event carrying the
+``MoveReport`` and followed by ``session_reconnected``.
+"""
+
+from livekit.agents import Plugin
+
+from .events import SessionMovedEvent
+from .log import logger
+from .model import RealtimeModel
+from .session import RealtimeSession
+from .version import __version__
+
+__all__ = ["RealtimeModel", "RealtimeSession", "SessionMovedEvent", "__version__"]
+
+
+class RealtimeResumptionPlugin(Plugin):
+    """Registers the plugin with LiveKit Agents."""
+
+    def __init__(self) -> None:
+        super().__init__(__name__, __version__, __package__, logger)
+
+
+Plugin.register_plugin(RealtimeResumptionPlugin())

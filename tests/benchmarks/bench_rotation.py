@@ -10,11 +10,16 @@ moves (an abrupt drop at idle), each between two answered turns. Printed:
 - client audio chunks lost per 100 moves (accepted by the transport, absent from the
   session's final state, from the emulator's ledger), and duplicated ones;
 - CPU per move on the client's thread (transport, SDK, TLS): rounds of a typed turn and a
-  move, without audio, against rounds of the turn alone (difference of medians).
+  move, without audio, against rounds of the turn alone (difference of medians);
+- per setup latency (``--setups``, wall seconds of each setup): the input stall of each
+  planned move as the emulator's ledger measures it (the longest time no connection received
+  client audio around the move), and a question asked while the replacement sets up against
+  the same question at rest (from the end of the utterance to the answer's first chunk).
 
 The emulator runs on its own thread, so CPU figures are the client's alone.
 
     .venv/bin/python tests/benchmarks/bench_rotation.py [--moves 20] [--profiles gemini vertex]
+        [--setups 0.3 4]
 """
 
 from __future__ import annotations
@@ -119,6 +124,8 @@ class _Run:
     audio_accepted: int
     audio_lost: int
     audio_duplicated: int
+    stalls: list[float]
+    """The ledger's input stall of each move (ms)."""
 
 
 def _transport(server: _EmulatorThread, profile: str) -> GeminiLiveTransport:
@@ -141,13 +148,22 @@ def _transport(server: _EmulatorThread, profile: str) -> GeminiLiveTransport:
     return GeminiLiveTransport(api_key="bench", **common)
 
 
-async def _phase(server: _EmulatorThread, profile: str, kind: str, count: int) -> _Run:
-    """``count`` rounds of an answered turn, then (``kind``) a goAway or a drop."""
+async def _streaming_caller(
+    server: _EmulatorThread, profile: str
+) -> tuple[GeminiLiveTransport, ScriptedCaller, str]:
+    """A connected transport and a caller streaming its microphone in real time."""
     transport = _transport(server, profile)
     caller = ScriptedCaller(transport, chunk_ms=CHUNK_MS, pace=1.0, turn_silence=TURN_SILENCE)
     await transport.connect()
-    session = caller.record.session_ids[0]
     caller.start_microphone()
+    return transport, caller, caller.record.session_ids[0]
+
+
+async def _phase(
+    server: _EmulatorThread, profile: str, kind: str, count: int, notice: float = NOTICE
+) -> _Run:
+    """``count`` rounds of an answered turn, then (``kind``) a goAway (``notice``) or a drop."""
+    transport, caller, session = await _streaming_caller(server, profile)
     idle_flags: list[bool] = []
     for round_ in range(count):
         moves = len(caller.record.moves)
@@ -158,7 +174,7 @@ async def _phase(server: _EmulatorThread, profile: str, kind: str, count: int) -
             def at_chunk(event: CallerEvent, fired: list[CallerEvent] = fired) -> None:
                 if not fired and event.kind == "answer_chunk" and event.chunk == 2:
                     fired.append(event)
-                    server.soon(lambda emu: emu.faults.go_away(NOTICE, session_id=session))
+                    server.soon(lambda emu: emu.faults.go_away(notice, session_id=session))
 
             remove = caller.add_listener(at_chunk)
             await caller.ask(QUESTION, timeout=WAIT)
@@ -168,7 +184,7 @@ async def _phase(server: _EmulatorThread, profile: str, kind: str, count: int) -
             await caller.ask(QUESTION, timeout=WAIT)
             await _handle_after_turn(caller)
             if kind == "planned":
-                server.soon(lambda emu: emu.faults.go_away(NOTICE, session_id=session))
+                server.soon(lambda emu: emu.faults.go_away(notice, session_id=session))
                 idle_flags.append(True)
             else:
                 server.soon(lambda emu: emu.faults.drop(session))
@@ -203,18 +219,24 @@ def _measure(
 ) -> _Run:
     sessions = tuple(dict.fromkeys(caller.record.session_ids))
 
-    def collect(emu: Emulator) -> tuple[dict[int, float], set[int], int]:
+    def collect(emu: Emulator) -> tuple[dict[int, float], set[int], int, list[float]]:
         summary = emu.ledger.summary()
         arrival: dict[int, float] = {}
         kept: set[int] = set()
         duplicated = 0
+        stalls: list[float] = []
         for sid in sessions:
             arrival.update(_kept_arrivals(emu.ledger.sessions[sid]))
             kept.update(summary.sessions[sid].audio_consumed)
             duplicated += len(summary.sessions[sid].audio_duplicates)
-        return arrival, kept, duplicated
+            stalls += [
+                1000 * m.input_stall
+                for m in summary.sessions[sid].moves
+                if m.input_stall is not None
+            ]
+        return arrival, kept, duplicated, stalls
 
-    arrival, kept, duplicated = server.call(collect)
+    arrival, kept, duplicated, stalls = server.call(collect)
     record = caller.record
     sent = {a.seq: a.at for a in record.audio}
     delays = {seq: arrival[seq] - at for seq, at in sent.items() if seq in arrival}
@@ -242,6 +264,7 @@ def _measure(
         audio_accepted=len(sent),
         audio_lost=sum(1 for seq in sent if seq not in kept),
         audio_duplicated=duplicated,
+        stalls=stalls,
     )
 
 
@@ -313,6 +336,7 @@ def _report(kind: str, run: _Run, cpu_ms: float) -> None:
     print(f"  {kind} moves: {len(moves)} ({', '.join(sorted(reasons))}; {', '.join(outcomes)})")
     print(f"    input gap, MoveReport.gap_ms (ms)    {_stats([m.gap_ms for m in moves])}")
     print(f"    input gap, caller's audio delay (ms) {_stats(run.caller_gap)}")
+    print(f"    input stall, emulator's ledger (ms)  {_stats(run.stalls)}")
     if kind == "planned":
         for label, idle in (("at idle", True), ("mid-answer", False)):
             starts = [start for i, start, _ in run.go_away_timing if i == idle]
@@ -331,10 +355,90 @@ def _report(kind: str, run: _Run, cpu_ms: float) -> None:
     print(f"    messages buffered per move           {_stats(buffered)}")
 
 
+def _answer_latency(record: CallerRecord, utterance_end: float) -> float:
+    """Ms from the end of an utterance to the first answer chunk heard after it."""
+    first = min(e.at for e in record.events if e.kind == "answer_chunk" and e.at > utterance_end)
+    return 1000 * (first - utterance_end)
+
+
+async def _question_during_dial(
+    server: _EmulatorThread, profile: str, count: int, notice: float
+) -> tuple[list[float], list[float], list[float], int]:
+    """Rounds of the same question at rest, then asked as a planned move starts dialling.
+    Returns the latencies at rest and during the dial, the moves' ledger stalls and the
+    answers the emulator counted as cut."""
+    transport, caller, session = await _streaming_caller(server, profile)
+    rest: list[float] = []
+    dial: list[float] = []
+    for _ in range(count):
+        utterance = await caller.ask(QUESTION, timeout=WAIT)
+        assert utterance.finished_at is not None
+        rest.append(_answer_latency(caller.record, utterance.finished_at))
+        await _handle_after_turn(caller)
+        moves, started = len(caller.record.moves), len(caller.record.moves_started)
+        server.soon(lambda emu: emu.faults.go_away(notice, session_id=session))
+        await caller.wait_until(
+            lambda r, n=started: len(r.moves_started) > n, timeout=WAIT, what="the move start"
+        )
+        utterance = await caller.ask(QUESTION, timeout=WAIT)
+        assert utterance.finished_at is not None
+        dial.append(_answer_latency(caller.record, utterance.finished_at))
+        await caller.wait_until(
+            lambda r, n=moves: len(r.moves) > n and not r.move_in_progress,
+            timeout=WAIT * 4,
+            what="the move",
+        )
+    await caller.stop_microphone()
+    await asyncio.sleep(0.2)
+    await transport.disconnect()
+    await caller.aclose()
+    sessions = tuple(dict.fromkeys(caller.record.session_ids))
+
+    def collect(emu: Emulator) -> tuple[list[float], int]:
+        summary = emu.ledger.summary()
+        stalls = [
+            1000 * m.input_stall
+            for sid in sessions
+            for m in summary.sessions[sid].moves
+            if m.input_stall is not None
+        ]
+        return stalls, sum(len(summary.sessions[sid].answers_cut) for sid in sessions)
+
+    stalls, cut = server.call(collect)
+    return rest, dial, stalls, cut
+
+
+async def _setups(profile: str, setups: list[float], count: int) -> None:
+    for setup in setups:
+        # setup_latency is on the emulator's clock: scaled to ``setup`` wall seconds.
+        config = EmulatorConfig(
+            profile=profile, time_scale=SCALE, seed=1, setup_latency=setup / SCALE
+        )
+        with _EmulatorThread(config) as server:
+            # The service gives 50-60 s of notice; the bench's short one must still cover a setup.
+            notice = max(NOTICE, 4 * setup / SCALE)
+            run = await _phase(server, profile, "planned", count, notice)
+            rest, dial, stalls, cut = await _question_during_dial(server, profile, count, notice)
+        print(f"  setups of {setup:g} s:")
+        print(f"    planned moves: input stall, ledger (ms)  {_stats(run.stalls)}")
+        print(
+            f"    planned moves: MoveReport.gap_ms         {_stats([m.gap_ms for m in run.moves])}"
+        )
+        print(f"    question at rest -> answer (ms)          {_stats(rest)}")
+        print(f"    question during the dial -> answer (ms)  {_stats(dial)}")
+        extra = [d - r for d, r in zip(dial, rest, strict=True)]
+        print(f"    during the dial minus at rest (ms)       {_stats(extra)}")
+        print(f"    moves with a question: input stall (ms)  {_stats(stalls)}")
+        print(f"    answers cut (ledger)                     {cut}")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--moves", type=int, default=20, help="moves of each kind per profile")
     parser.add_argument("--profiles", nargs="+", default=["gemini", "vertex"])
+    parser.add_argument(
+        "--setups", nargs="*", type=float, default=[0.3, 4.0], help="setup latencies (s)"
+    )
     args = parser.parse_args()
     logger.remove()  # the figures, not the logs
     print(
@@ -348,6 +452,7 @@ async def main() -> None:
             for kind in ("planned", "lost"):
                 run = await _phase(server, profile, kind, args.moves)
                 _report(kind, run, await _cpu_per_move(server, profile, kind, args.moves))
+        await _setups(profile, args.setups, args.moves)
 
 
 if __name__ == "__main__":

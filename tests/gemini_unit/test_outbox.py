@@ -225,39 +225,66 @@ def test_arrival_rule_replays_margin_audio_but_never_text() -> None:
 
 
 @pytest.mark.parametrize(
-    ("round_trip", "replayed_audio"),
+    ("round_trip", "replayed", "possibly_duplicated"),
     [
-        (None, ["a-200ms", "a-50ms", "a-5ms"]),  # unmeasured: the whole 0.3 s ceiling
-        (0.05, ["a-50ms", "a-5ms"]),  # twice the round trip: 0.1 s
-        (0.001, ["a-5ms"]),  # the floor: one 20 ms frame
-        (5.0, ["a-200ms", "a-50ms", "a-5ms"]),  # never past the ceiling
-        (float("nan"), ["a-200ms", "a-50ms", "a-5ms"]),  # nonsense: the ceiling
+        # unmeasured: audio within the 0.3 s fallback margin, never text
+        (None, ["a-200ms", "a-50ms", "a-5ms"], 3),
+        # 20 ms: what was written within one round trip was on its way (any kind); audio
+        # up to the tolerance (15 ms) earlier is replayed too
+        (0.02, ["a-5ms", "t-5ms"], 0),
+        (0.048, ["a-50ms", "a-5ms", "t-5ms"], 1),
+        (0.06, ["a-50ms", "t-50ms", "a-5ms", "t-5ms"], 0),
+        (float("nan"), ["a-200ms", "a-50ms", "a-5ms"], 3),  # nonsense: as unmeasured
     ],
 )
-def test_a_measured_round_trip_narrows_the_arrival_margin(
-    round_trip: float | None, replayed_audio: list[str]
+def test_a_measured_round_trip_places_the_snapshot_in_the_input(
+    round_trip: float | None, replayed: list[str], possibly_duplicated: int
 ) -> None:
     outbox, wire = make(handle_margin=0.3)
     outbox.attach_fresh(1, 0.0, round_trip=round_trip)
     send(outbox, wire, 0.5, "a-500ms")
     send(outbox, wire, 0.8, "a-200ms")
+    send(outbox, wire, 0.95, "a-50ms", "t-50ms")
+    send(outbox, wire, 0.995, "a-5ms", "t-5ms")
+    outbox.record_handle("h1", 1, 1.0)
+    replay = outbox.attach_resumed(2, "h1", 1.1)
+    assert wire.flush(1.1) == replayed
+    assert replay.possibly_duplicated == possibly_duplicated
+
+
+def test_the_round_trip_is_the_one_measured_when_the_handle_arrived() -> None:
+    outbox, wire = make(handle_margin=0.3)
+    outbox.attach_fresh(1, 0.0)
+    outbox.round_trip_measured(1, 0.01)
     send(outbox, wire, 0.95, "a-50ms")
     send(outbox, wire, 0.995, "a-5ms")
     outbox.record_handle("h1", 1, 1.0)
+    outbox.round_trip_measured(1, 0.2)  # later measurements do not move h1's snapshot
     replay = outbox.attach_resumed(2, "h1", 1.1)
-    assert wire.flush(1.1) == replayed_audio
-    assert replay.possibly_duplicated == len(replayed_audio)
+    assert wire.flush(1.1) == ["a-5ms"]
+    assert replay.possibly_duplicated == 0
+
+
+def test_a_write_counts_from_when_it_completed() -> None:
+    outbox, wire = make(handle_margin=0.3)
+    outbox.attach_fresh(1, 0.0, round_trip=0.01)
+    entry = outbox.submit("a-queued", A, 0.9, audio_seconds=CHUNK)
+    wire.flush(0.9)
+    outbox.mark_written(entry, 1, 0.995)  # it waited for the socket
+    outbox.record_handle("h1", 1, 1.0)
+    outbox.attach_resumed(2, "h1", 1.1)
+    assert wire.flush(1.1) == ["a-queued"]
 
 
 def test_the_margin_belongs_to_the_connection_that_issued_the_handle() -> None:
     outbox, wire = make(handle_margin=0.3)
     outbox.attach_fresh(1, 0.0, round_trip=0.001)
-    send(outbox, wire, 0.8, "a-slow-link-needs")
+    send(outbox, wire, 0.8, "a-fast-link-has-it")
     outbox.record_handle("h1", 1, 1.0)
-    # The replacement's link is slower; h1 keeps the margin of the link it came over.
-    outbox.attach_resumed(2, "h1", 1.1, round_trip=1.0)
+    # The replacement's link is slower; h1 keeps the round trip of the link it came over.
+    outbox.attach_resumed(2, "h1", 1.1, round_trip=0.5)
     assert wire.flush(1.1) == []
-    send(outbox, wire, 1.9, "a-on-slow-link")
+    send(outbox, wire, 1.6, "a-on-slow-link")
     outbox.record_handle("h2", 2, 2.0)
     outbox.attach_resumed(3, "h2", 2.1)
     assert wire.flush(2.1) == ["a-on-slow-link"]

@@ -1,0 +1,286 @@
+"""``RealtimeModel``: the Google plugin's constructor, on a transport that moves sessions."""
+
+from __future__ import annotations
+
+import os
+import weakref
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from google.genai import types
+from livekit.agents import llm
+from livekit.agents.types import (
+    DEFAULT_API_CONNECT_OPTIONS,
+    NOT_GIVEN,
+    APIConnectOptions,
+    NotGivenOr,
+)
+from livekit.agents.utils import images, is_given
+
+from realtime_resumption import OutboxLimits, ResumptionOptions
+from realtime_resumption.gemini import DEFAULT_MODEL
+from realtime_resumption.transport import GenerationSettings
+
+from .log import logger
+from .options import DEFAULT_IMAGE_ENCODE_OPTIONS, Options
+
+if TYPE_CHECKING:
+    from .session import RealtimeSession
+
+DEFAULT_VERTEX_MODEL = "gemini-live-2.5-flash-native-audio"
+
+
+class RealtimeModel(llm.RealtimeModel):
+    """Gemini Live for LiveKit Agents, with sessions that survive connection rotation.
+
+    Takes every parameter of ``livekit.plugins.google.realtime.RealtimeModel`` (same names and
+    defaults), so switching is a change of import. On top of it, sessions move to a new
+    connection by themselves: at the next resumable point after a ``goAway``, after a dropped
+    connection (with backoff, within ``retry_budget`` failed attempts per session), and when
+    instructions or tools change — the answer in progress is never cut, and audio, text and
+    tool results sent during a move are delivered once. ``resumption`` times the moves
+    (``ResumptionOptions``), ``input_buffer`` bounds what is held across one (``OutboxLimits``),
+    ``resume_watchdog`` bounds how long a resumed session may leave the user unanswered (None:
+    off), ``transparent`` asks Vertex AI for exact replay. Each move is reported by a
+    ``session_moved`` event (``SessionMovedEvent``) and then ``session_reconnected``.
+
+    ``conn_options`` bounds the first connection: ``timeout`` per setup, ``max_retry``
+    attempts ``retry_interval`` apart. ``session_resumption.handle`` resumes an earlier
+    session. The generation settings (temperature, max output tokens, top-p/k, penalties,
+    thinking, media resolution, affective dialog, proactivity) reach the setup as with the
+    Google plugin; ``candidate_count`` other than 1 is logged and not applied (Gemini Live
+    gives one answer per turn).
+    """
+
+    def __init__(
+        self,
+        *,
+        instructions: NotGivenOr[str] = NOT_GIVEN,
+        model: NotGivenOr[str] = NOT_GIVEN,
+        api_key: NotGivenOr[str] = NOT_GIVEN,
+        voice: str = "Puck",
+        language: NotGivenOr[str] = NOT_GIVEN,
+        modalities: NotGivenOr[list[types.Modality]] = NOT_GIVEN,
+        vertexai: NotGivenOr[bool] = NOT_GIVEN,
+        project: NotGivenOr[str] = NOT_GIVEN,
+        location: NotGivenOr[str] = NOT_GIVEN,
+        candidate_count: int = 1,
+        temperature: NotGivenOr[float] = NOT_GIVEN,
+        max_output_tokens: NotGivenOr[int] = NOT_GIVEN,
+        top_p: NotGivenOr[float] = NOT_GIVEN,
+        top_k: NotGivenOr[int] = NOT_GIVEN,
+        presence_penalty: NotGivenOr[float] = NOT_GIVEN,
+        frequency_penalty: NotGivenOr[float] = NOT_GIVEN,
+        input_audio_transcription: NotGivenOr[types.AudioTranscriptionConfig | None] = NOT_GIVEN,
+        output_audio_transcription: NotGivenOr[types.AudioTranscriptionConfig | None] = NOT_GIVEN,
+        image_encode_options: NotGivenOr[images.EncodeOptions] = NOT_GIVEN,
+        enable_affective_dialog: NotGivenOr[bool] = NOT_GIVEN,
+        proactivity: NotGivenOr[bool] = NOT_GIVEN,
+        realtime_input_config: NotGivenOr[types.RealtimeInputConfig] = NOT_GIVEN,
+        context_window_compression: NotGivenOr[types.ContextWindowCompressionConfig] = NOT_GIVEN,
+        tool_behavior: NotGivenOr[types.Behavior] = NOT_GIVEN,
+        tool_response_scheduling: NotGivenOr[types.FunctionResponseScheduling] = NOT_GIVEN,
+        session_resumption: NotGivenOr[types.SessionResumptionConfig] = NOT_GIVEN,
+        api_version: NotGivenOr[str] = NOT_GIVEN,
+        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
+        http_options: NotGivenOr[types.HttpOptions] = NOT_GIVEN,
+        media_resolution: NotGivenOr[types.MediaResolution] = NOT_GIVEN,
+        thinking_config: NotGivenOr[types.ThinkingConfig] = NOT_GIVEN,
+        credentials: object | None = None,
+        resumption: NotGivenOr[ResumptionOptions] = NOT_GIVEN,
+        input_buffer: NotGivenOr[OutboxLimits] = NOT_GIVEN,
+        retry_budget: NotGivenOr[int] = NOT_GIVEN,
+        resume_watchdog: NotGivenOr[float | None] = NOT_GIVEN,
+        transparent: bool = False,
+    ) -> None:
+        use_vertexai = (
+            vertexai
+            if is_given(vertexai)
+            else os.environ.get("GOOGLE_GENAI_USE_VERTEXAI", "0").lower() in ("true", "1")
+        )
+        model_name = (
+            model if is_given(model) else (DEFAULT_VERTEX_MODEL if use_vertexai else DEFAULT_MODEL)
+        )
+        modality = "audio"
+        if is_given(modalities) and types.Modality.AUDIO not in modalities:
+            modality = "text"
+        input_transcription = (
+            input_audio_transcription is not None if is_given(input_audio_transcription) else True
+        )
+        output_transcription = (
+            output_audio_transcription is not None if is_given(output_audio_transcription) else True
+        )
+
+        key = api_key if is_given(api_key) else os.environ.get("GOOGLE_API_KEY")
+        gcp_project = project if is_given(project) else os.environ.get("GOOGLE_CLOUD_PROJECT")
+        gcp_location = (
+            location
+            if is_given(location)
+            else os.environ.get("GOOGLE_CLOUD_LOCATION") or "us-central1"
+        )
+        if use_vertexai:
+            if not gcp_project:
+                gcp_project = _default_project()
+            if not gcp_project:
+                raise ValueError(
+                    "Vertex AI needs a project: pass project= or set GOOGLE_CLOUD_PROJECT"
+                )
+        elif not key:
+            raise ValueError("the Gemini API needs a key: pass api_key= or set GOOGLE_API_KEY")
+        elif credentials is not None:
+            logger.warning("'credentials' only applies to Vertex AI; ignored for the Gemini API")
+            credentials = None
+
+        resumption_handle: str | None = None
+        if is_given(session_resumption):
+            resumption_handle = session_resumption.handle
+            transparent = transparent or bool(session_resumption.transparent)
+        if transparent and not use_vertexai:
+            raise ValueError(
+                "transparent session resumption is a Vertex AI feature: the Gemini API refuses it"
+            )
+
+        if candidate_count != 1:
+            logger.warning(
+                "candidate_count is not applied: Gemini Live gives one answer per turn",
+                extra={"candidate_count": candidate_count},
+            )
+        generation = GenerationSettings(
+            temperature=temperature if is_given(temperature) else None,
+            max_output_tokens=max_output_tokens if is_given(max_output_tokens) else None,
+            top_p=top_p if is_given(top_p) else None,
+            top_k=top_k if is_given(top_k) else None,
+            presence_penalty=presence_penalty if is_given(presence_penalty) else None,
+            frequency_penalty=frequency_penalty if is_given(frequency_penalty) else None,
+            media_resolution=media_resolution if is_given(media_resolution) else None,
+            thinking=thinking_config if is_given(thinking_config) else None,
+            enable_affective_dialog=(
+                enable_affective_dialog if is_given(enable_affective_dialog) else None
+            ),
+            proactivity=(
+                types.ProactivityConfig(proactive_audio=proactivity)
+                if is_given(proactivity)
+                else None
+            ),
+        )
+
+        options_http = http_options if is_given(http_options) else None
+        if is_given(api_version):
+            options_http = (options_http or types.HttpOptions()).model_copy(
+                update={"api_version": api_version}
+            )
+
+        self._opts = Options(
+            model=model_name,
+            vertexai=use_vertexai,
+            api_key=key if not use_vertexai else None,
+            project=gcp_project if use_vertexai else None,
+            location=gcp_location if use_vertexai else None,
+            credentials=credentials,
+            voice=voice,
+            language=language if is_given(language) else None,
+            response_modality=modality,
+            instructions=instructions if is_given(instructions) else None,
+            input_audio_transcription=input_transcription,
+            output_audio_transcription=output_transcription,
+            image_encode_options=(
+                image_encode_options
+                if is_given(image_encode_options)
+                else DEFAULT_IMAGE_ENCODE_OPTIONS
+            ),
+            realtime_input_config=realtime_input_config
+            if is_given(realtime_input_config)
+            else None,
+            context_window_compression=(
+                context_window_compression if is_given(context_window_compression) else None
+            ),
+            tool_behavior=tool_behavior,
+            tool_response_scheduling=tool_response_scheduling,
+            http_options=options_http,
+            conn_options=conn_options,
+            resumption_handle=resumption_handle,
+            transparent=transparent,
+            resumption=resumption,
+            input_buffer=input_buffer,
+            retry_budget=retry_budget,
+            resume_watchdog=resume_watchdog,
+            generation=generation,
+        )
+        super().__init__(
+            capabilities=llm.RealtimeCapabilities(
+                message_truncation=False,
+                turn_detection=not self._opts.manual_activity,
+                user_transcription=input_transcription,
+                auto_tool_reply_generation=True,
+                audio_output=modality == "audio",
+                manual_function_calls=False,
+                mutable_chat_context=True,
+                mutable_instructions=True,
+                mutable_tools=True,
+                per_response_tool_choice=False,
+            )
+        )
+        self._sessions: weakref.WeakSet[RealtimeSession] = weakref.WeakSet()
+
+    @property
+    def model(self) -> str:
+        """The Gemini Live model's name."""
+        return self._opts.model
+
+    @property
+    def provider(self) -> str:
+        """``Vertex AI`` or ``Gemini``."""
+        return "Vertex AI" if self._opts.vertexai else "Gemini"
+
+    def session(self, *, turn_detection_disabled: bool = False) -> RealtimeSession:
+        """A new session; it connects at once. ``turn_detection_disabled`` is not supported
+        (``can_disable_turn_detection`` is False), as with the Google plugin."""
+        from .session import RealtimeSession
+
+        session = RealtimeSession(self, replace(self._opts))
+        self._sessions.add(session)
+        return session
+
+    def update_options(
+        self,
+        *,
+        voice: NotGivenOr[str] = NOT_GIVEN,
+        temperature: NotGivenOr[float] = NOT_GIVEN,
+        tool_behavior: NotGivenOr[types.Behavior] = NOT_GIVEN,
+        tool_response_scheduling: NotGivenOr[types.FunctionResponseScheduling] = NOT_GIVEN,
+    ) -> None:
+        """Change settings for new sessions and every live one (a new voice, temperature or
+        tool behaviour moves a live session to a connection set up with it)."""
+        if is_given(voice):
+            self._opts.voice = voice
+        if is_given(tool_behavior):
+            self._opts.tool_behavior = tool_behavior
+        if is_given(tool_response_scheduling):
+            self._opts.tool_response_scheduling = tool_response_scheduling
+        if is_given(temperature):
+            self._opts.generation = self._opts.generation.merged(
+                GenerationSettings(temperature=temperature)
+            )
+        for session in self._sessions:
+            session.update_options(
+                voice=voice,
+                temperature=temperature,
+                tool_behavior=tool_behavior,
+                tool_response_scheduling=tool_response_scheduling,
+            )
+
+    async def aclose(self) -> None:
+        """Nothing to release: each session owns its connection."""
+
+
+def _default_project() -> str | None:
+    """The project of the application-default credentials, when there are any."""
+    try:
+        import google.auth
+
+        _, project = google.auth.default(  # type: ignore[no-untyped-call]
+            scopes=["https://www.googleapis.com/auth/cloud-platform"]
+        )
+    except Exception:
+        return None
+    return project if isinstance(project, str) else None

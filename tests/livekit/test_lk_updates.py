@@ -1,0 +1,116 @@
+"""New instructions and tools mid-call: the live connection cannot take them, so the session
+moves to a connection set up with them (the emulator's ledger records each setup)."""
+
+from __future__ import annotations
+
+from google.genai import types
+from livekit.agents import Agent, AgentSession, function_tool
+from livekit.plugins import realtime_resumption as rr
+
+from realtime_resumption.emulator import Emulator, EmulatorConfig
+from realtime_resumption.moves import MoveOutcome, MoveReason
+
+from .lk_helpers import Recorder, until
+
+
+@function_tool
+async def lookup(what: str = "") -> str:
+    """Look something up."""
+    return "found"
+
+
+@function_tool
+async def book(what: str = "") -> str:
+    """Book something."""
+    return "booked"
+
+
+async def test_new_instructions_and_tools_move_the_session_to_a_new_setup() -> None:
+    async with Emulator(EmulatorConfig(time_scale=0.1)) as emu:
+        model = rr.RealtimeModel(api_key="test-key", http_options=emu.http_options())
+        session = AgentSession(llm=model, aec_warmup_duration=None)
+        agent = Agent(instructions="First instructions.", tools=[lookup])
+        recorder = Recorder()
+        await session.start(agent)
+        recorder.attach_realtime(agent.realtime_llm_session)
+        try:
+            result = await session.run(user_input="hello")
+            result.expect.next_event().is_message(role="assistant")
+
+            await agent.update_instructions("Second instructions.")
+            await until(lambda: len(recorder.moves) == 1)
+            # A resumed connection says nothing until there is something to say: the next
+            # move waits for the handle after this turn.
+            result = await session.run(user_input="hello again")
+            result.expect.next_event().is_message(role="assistant")
+            await agent.update_tools([lookup, book])
+            await until(lambda: len(recorder.moves) == 2)
+
+            # The new tool works on the connection that declared it.
+            result = await session.run(user_input="please book a table")
+            result.expect.next_event().is_function_call(name="book")
+            result.expect.next_event().is_function_call_output(output="booked")
+            result.expect.next_event().is_message(role="assistant")
+            result.expect.no_more_events()
+            # The conversation was kept: the chat context holds no item twice.
+            ids = [item.id for item in agent.realtime_llm_session.chat_ctx.items]
+            assert len(ids) == len(set(ids))
+        finally:
+            await session.aclose()
+
+    (record,) = emu.ledger.sessions.values()
+    setups = [c.setup for c in record.connections if c.established]
+    assert [(s.system_instruction, s.tools) for s in setups if s is not None] == [
+        ("First instructions.", ("lookup",)),
+        ("Second instructions.", ("lookup",)),
+        ("Second instructions.", ("lookup", "book")),
+    ]
+    assert [m.report.reason for m in recorder.moves] == [MoveReason.CONFIG, MoveReason.CONFIG]
+    assert all(m.report.outcome is MoveOutcome.RESUMED for m in recorder.moves)
+    assert recorder.reconnected == 2
+    assert recorder.fatal_errors == []
+    (summary,) = emu.ledger.summary().sessions.values()
+    assert summary.answers_cut == ()
+    assert summary.stranded_tool_responses == ()
+
+
+async def test_generation_settings_reach_the_setup_and_a_new_temperature_moves_the_session() -> (
+    None
+):
+    async with Emulator(EmulatorConfig(time_scale=0.1)) as emu:
+        model = rr.RealtimeModel(
+            api_key="test-key",
+            http_options=emu.http_options(),
+            temperature=0.4,
+            max_output_tokens=300,
+            top_p=0.8,
+            presence_penalty=0.1,
+            thinking_config=types.ThinkingConfig(thinking_budget=0),
+            proactivity=True,
+        )
+        session = AgentSession(llm=model, aec_warmup_duration=None)
+        agent = Agent(instructions="Be helpful.")
+        recorder = Recorder()
+        await session.start(agent)
+        recorder.attach_realtime(agent.realtime_llm_session)
+        try:
+            result = await session.run(user_input="hello")
+            result.expect.next_event().is_message(role="assistant")
+            model.update_options(temperature=0.9)
+            await until(lambda: len(recorder.moves) == 1)
+        finally:
+            await session.aclose()
+
+    (record,) = emu.ledger.sessions.values()
+    first, second = (c.setup for c in record.connections if c.established)
+    assert first is not None and second is not None
+    assert first.generation == {
+        "temperature": 0.4,
+        "max_output_tokens": 300,
+        "top_p": 0.8,
+        "presence_penalty": 0.1,
+        "thinking_config": {"thinking_budget": 0},
+        "proactivity": {"proactive_audio": True},
+    }
+    assert second.generation == {**first.generation, "temperature": 0.9}
+    assert [m.report.reason for m in recorder.moves] == [MoveReason.CONFIG]

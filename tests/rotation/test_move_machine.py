@@ -1,0 +1,404 @@
+"""The move's state machine and the failure policy, driven directly: pure, no I/O, no clock.
+
+Each transition of ``gemini.move`` and each row of ``gemini.failures``' table has a test here;
+a hypothesis state machine then feeds random event sequences and checks the invariants (the
+machine never dials without bound, CLOSED is final, every wait is a jittered retry delay).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from realtime_resumption.gemini import move as m
+from realtime_resumption.gemini.failures import RetryPolicy, Stage, Verdict, classify
+from realtime_resumption.gemini.session import InputGate
+from realtime_resumption.moves import HandleKind, MoveReason
+from realtime_resumption.transport import ConnectError, ConnectFailure, SessionLostError
+
+DELAYS = (0.0, 0.5, 1.0, 2.0, 4.0)
+H1 = "handle-one-0123456789abcdef"
+
+
+def machine(**policy: object) -> m.MoveMachine:
+    policy.setdefault("random", random.Random(7).random)
+    return m.MoveMachine(DELAYS, RetryPolicy(**policy))  # type: ignore[arg-type]
+
+
+def due(
+    now: float = 0.0,
+    *,
+    reason: MoveReason = MoveReason.PLANNED,
+    handle: str | None = H1,
+    incumbent: bool = True,
+    can_rebuild: bool = True,
+    forced: bool = False,
+) -> m.Due:
+    kind = HandleKind.AFTER_TURN if handle else HandleKind.NONE
+    return m.Due(now, reason, handle, kind, incumbent, can_rebuild, forced)
+
+
+def lost(now: float, handle: str | None = H1, *, can_rebuild: bool = True) -> m.Lost:
+    kind = HandleKind.MID_TURN if handle else HandleKind.NONE
+    return m.Lost(now, 1006, handle, kind, can_rebuild)
+
+
+def http(status: int) -> ConnectError:
+    return ConnectError(ConnectFailure("refused", f"HTTP {status}", code=status))
+
+
+def closed(code: int) -> ConnectError:
+    return ConnectError(ConnectFailure("closed", f"code {code}", code=code))
+
+
+def switch(mm: m.MoveMachine, now: float) -> list[m.Action]:
+    assert mm.send(m.SetupOk()) == [m.Settle()]
+    return mm.send(m.Settled(now))
+
+
+# --- the transitions ---------------------------------------------------------------------------
+
+
+def test_a_planned_move_dials_while_the_incumbent_serves_then_switches() -> None:
+    mm = machine()
+    assert mm.send(m.Wanted()) == []
+    assert mm.phase is m.Phase.WAITING
+    assert mm.send(due()) == [
+        m.Gate(InputGate.OPEN),
+        m.Begin(MoveReason.PLANNED, H1, HandleKind.AFTER_TURN),
+        m.Dial(H1),
+    ]
+    assert mm.phase is m.Phase.DIALLING
+    assert mm.send(m.SetupOk()) == [m.Settle()]
+    assert mm.phase is m.Phase.SETTLING
+    assert mm.send(m.Settled(3.0)) == [m.Switch(H1)]
+    assert mm.phase is m.Phase.IDLE
+    assert mm.move is None
+    assert mm.probation_until == 3.0 + RetryPolicy().probation
+
+
+def test_a_loss_resumes_from_the_latest_handle_with_input_held() -> None:
+    mm = machine()
+    assert mm.send(lost(5.0)) == [
+        m.Gate(InputGate.HELD),
+        m.Begin(MoveReason.LOST, H1, HandleKind.MID_TURN),
+        m.Dial(H1),
+    ]
+
+
+def test_a_loss_with_no_handle_rebuilds_or_gives_up_without_history() -> None:
+    assert machine().send(lost(5.0, None))[-1] == m.Dial(None)
+    actions = machine().send(lost(5.0, None, can_rebuild=False))
+    assert isinstance(actions[-1], m.GiveUp)
+    assert "no resumption handle" in actions[-1].why
+
+
+@pytest.mark.parametrize("phase", ["dialling", "settling"])
+def test_a_turn_that_begins_on_the_incumbent_abandons_a_planned_move(phase: str) -> None:
+    """No stall: the turn runs on the incumbent; the replacement's snapshot lacks it."""
+    mm = machine()
+    mm.send(m.Wanted())
+    mm.send(due())
+    if phase == "settling":
+        mm.send(m.SetupOk())
+    assert mm.send(m.TurnStarted()) == [m.Abandon()]
+    assert (mm.phase, mm.move) == (m.Phase.WAITING, None)
+    assert mm.send(m.SetupOk()) == [], "the abandoned dial's outcome means nothing"
+    later = mm.send(due(1.0, handle="newer-handle-0123456789"))
+    assert later[-1] == m.Dial("newer-handle-0123456789")
+
+
+def test_a_turn_that_begins_during_a_forced_move_holds_input_once() -> None:
+    mm = machine()
+    mm.send(due(reason=MoveReason.DEADLINE, forced=True))
+    assert mm.send(m.TurnStarted()) == [m.Gate(InputGate.HELD)]
+    assert mm.send(m.TurnStarted()) == []
+    assert machine().send(m.TurnStarted()) == [], "no move: nothing to hold"
+
+
+def test_the_incumbent_lost_mid_move_holds_input_and_the_move_goes_on() -> None:
+    mm = machine()
+    mm.send(due())
+    assert mm.send(lost(1.0)) == [m.Gate(InputGate.HELD)]
+    assert mm.phase is m.Phase.DIALLING
+    assert mm.send(m.TurnStarted()) == [], "a move with no incumbent is never abandoned"
+    assert switch(mm, 2.0)[0] == m.Switch(H1)
+
+
+def test_a_transient_failure_retries_the_same_handle_after_a_jittered_delay() -> None:
+    mm = machine(random=lambda: 1.0)
+    mm.send(due())
+    actions = mm.send(m.Failed(1.0, Stage.DIAL, http(503)))
+    assert isinstance(actions[0], m.Retried)
+    assert actions[1] == m.Wait(0.5 * 1.5)
+    assert mm.phase is m.Phase.BACKOFF
+    assert mm.send(m.BackoffOver()) == [m.Dial(H1)]
+    assert mm.budget.spent == 1
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_auth_failures_are_fatal_at_once_and_cost_no_budget(status: int) -> None:
+    mm = machine()
+    mm.send(due())
+    actions = mm.send(m.Failed(1.0, Stage.DIAL, http(status)))
+    assert len(actions) == 1 and isinstance(actions[0], m.GiveUp)
+    assert f"HTTP {status}" in actions[0].why and "API key" in actions[0].why
+    assert mm.budget.spent == 0
+    assert mm.phase is m.Phase.CLOSED
+
+
+def test_a_refused_handle_rebuilds_and_is_never_tried_again() -> None:
+    mm = machine()
+    mm.send(due())
+    mm.send(m.SetupOk())
+    actions = mm.send(m.Failed(1.0, Stage.SETTLING, code=1008))
+    assert actions[-1] == m.Dial(None)
+    assert H1 in mm.refused
+    assert mm.budget.spent == 0
+    switch(mm, 2.0)
+    assert H1 not in mm.refused, "a fresh session forgets the old session's refusals"
+
+
+def test_a_refused_handle_without_history_loses_the_session() -> None:
+    mm = machine()
+    mm.send(due(can_rebuild=False))
+    actions = mm.send(m.Failed(1.0, Stage.DIAL, closed(1007), can_rebuild=False))
+    assert isinstance(actions[-1], m.GiveUp)
+
+
+def test_1011_with_the_incumbent_open_switches_to_break_before_make_once() -> None:
+    mm = machine()
+    mm.send(due())
+    mm.send(m.SetupOk())
+    actions = mm.send(m.Failed(1.0, Stage.SETTLING, code=1011))
+    assert actions[1:] == [m.Gate(InputGate.HELD), m.Break(), m.Dial(H1)]
+    assert mm.break_first
+    assert mm.budget.spent == 0
+    mm.send(m.SetupOk())
+    retry = mm.send(m.Failed(2.0, Stage.SETTLING, code=1011))
+    assert isinstance(retry[-1], m.Wait), "the first strike with the handle: a retry"
+    mm.send(m.BackoffOver())
+    mm.send(m.SetupOk())
+    assert mm.send(m.Failed(3.0, Stage.SETTLING, code=1011))[-1] == m.Dial(None)
+
+
+def test_a_connection_that_dies_on_probation_is_a_failed_attempt_of_its_move() -> None:
+    mm = machine(random=lambda: 0.5)
+    mm.send(due())
+    switch(mm, 10.0)
+    actions = mm.send(lost(10.2))
+    assert actions[-1] == m.Wait(DELAYS[1]), "the next attempt waits the next delay"
+    assert mm.budget.spent == 1
+    assert mm.send(m.BackoffOver()) == [m.Dial(H1)]
+
+
+def test_a_server_that_drops_every_connection_after_its_switch_spends_the_streak() -> None:
+    mm = machine(random=lambda: 0.5)
+    mm.send(due())
+    now, dials = 0.0, 1
+    while mm.phase is not m.Phase.CLOSED:
+        now += 0.1
+        switch(mm, now)
+        now += 0.1
+        actions = mm.send(lost(now))
+        while actions and isinstance(actions[-1], m.Wait):
+            now += actions[-1].seconds
+            actions = mm.send(m.BackoffOver())
+        dials += sum(isinstance(a, m.Dial) for a in actions)
+    assert dials == len(DELAYS)
+    assert isinstance(actions[-1], m.GiveUp) and "every attempt failed" in actions[-1].why
+
+
+def test_a_connection_that_answered_a_turn_is_off_probation_at_once() -> None:
+    mm = machine()
+    mm.send(due())
+    switch(mm, 10.0)
+    assert mm.send(m.Served()) == []
+    assert mm.send(lost(10.2))[-1] == m.Dial(H1), "a real loss: no backoff, no charge"
+    assert mm.budget.spent == 0
+
+
+def test_a_loss_after_the_probation_starts_a_fresh_streak() -> None:
+    mm = machine()
+    mm.send(due())
+    switch(mm, 10.0)
+    mm.send(lost(10.2))
+    mm.send(m.BackoffOver())
+    switch(mm, 11.0)
+    assert mm.send(lost(20.0))[-1] == m.Dial(H1)
+    assert mm.budget.streak == 0
+
+
+def test_the_budget_bounds_a_session_in_count() -> None:
+    mm = machine(attempts=3)
+    mm.send(due())
+    mm.send(m.Failed(0.0, Stage.DIAL, http(503)))
+    mm.send(m.BackoffOver())
+    mm.send(m.Failed(1.0, Stage.DIAL, http(503)))
+    mm.send(m.BackoffOver())
+    actions = mm.send(m.Failed(2.0, Stage.DIAL, http(503)))
+    assert isinstance(actions[-1], m.GiveUp) and "budget (3 failed attempts)" in actions[-1].why
+
+
+def test_the_budget_bounds_a_session_in_time() -> None:
+    mm = m.MoveMachine((0.0,) * 50, RetryPolicy(within=30.0))
+    mm.send(due())
+    now = 0.0
+    actions: list[m.Action] = []
+    while mm.phase is not m.Phase.CLOSED:
+        actions = mm.send(m.Failed(now, Stage.DIAL, TimeoutError("slow")))
+        if isinstance(actions[-1], m.Wait):
+            mm.send(m.BackoffOver())
+        now += 10.0
+    assert now <= 50.0
+    assert isinstance(actions[-1], m.GiveUp) and "30 s" in actions[-1].why
+
+
+def test_dispose_closes_and_nothing_moves_after() -> None:
+    mm = machine()
+    mm.send(due())
+    assert mm.send(m.Dispose()) == []
+    assert mm.phase is m.Phase.CLOSED
+    for event in (m.Wanted(), due(), lost(1.0), m.TurnStarted(), m.SetupOk(), m.BackoffOver()):
+        assert mm.send(event) == []
+
+
+def test_jitter_spreads_delays_and_keeps_zero_at_zero() -> None:
+    draws = iter([0.0, 1.0])
+    policy = RetryPolicy(jitter=0.5, random=lambda: next(draws))
+    assert policy.spread(0.0) == 0.0
+    assert policy.spread(2.0) == 1.0
+    assert policy.spread(2.0) == 3.0
+    rng = random.Random(1)
+    spread = {round(RetryPolicy(random=rng.random).spread(1.0), 6) for _ in range(20)}
+    assert len(spread) == 20, "a storm of sessions does not redial in lockstep"
+
+
+# --- the failure policy's table ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "stage", "code", "strikes", "verdict"),
+    [
+        (http(401), Stage.DIAL, None, 0, Verdict.FATAL),
+        (http(403), Stage.DIAL, None, 0, Verdict.FATAL),
+        (http(400), Stage.DIAL, None, 0, Verdict.FATAL),
+        (http(429), Stage.DIAL, None, 0, Verdict.RETRY),
+        (http(503), Stage.DIAL, None, 0, Verdict.RETRY),
+        (closed(1007), Stage.DIAL, None, 0, Verdict.REFUSED),
+        (None, Stage.SETTLING, 1008, 0, Verdict.REFUSED),
+        (None, Stage.PROBATION, 1007, 0, Verdict.REFUSED),
+        (None, Stage.SETTLING, 1011, 0, Verdict.RETRY),
+        (None, Stage.SETTLING, 1011, 1, Verdict.REFUSED),
+        (None, Stage.SETTLING, 1000, 0, Verdict.RETRY),
+        (None, Stage.SERVING, 1008, 0, Verdict.MOVE),
+        (TimeoutError("slow"), Stage.DIAL, None, 0, Verdict.RETRY),
+        (OSError("unreachable"), Stage.DIAL, None, 0, Verdict.RETRY),
+        (SessionLostError("over"), Stage.SETTLING, None, 0, Verdict.FATAL),
+    ],
+)
+def test_the_failure_policy_table(
+    error: BaseException | None, stage: Stage, code: int | None, strikes: int, verdict: Verdict
+) -> None:
+    assert classify(error, stage, code=code, strikes=strikes).verdict is verdict
+
+
+def test_retry_policy_validates_its_fields() -> None:
+    with pytest.raises(ValueError, match="retry_budget"):
+        RetryPolicy(attempts=0)
+    with pytest.raises(ValueError, match="within"):
+        RetryPolicy(within=0)
+    with pytest.raises(ValueError, match="jitter"):
+        RetryPolicy(jitter=2)
+
+
+# --- random event sequences --------------------------------------------------------------------
+
+
+class Moves(RuleBasedStateMachine):
+    """Random events in any order; the machine's promises hold after each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mm = machine(attempts=8)
+        self.now = 0.0
+        self.dials_since_switch = 0
+        self.closed = False
+
+    def _send(self, event: m.Event) -> None:
+        was_closed = self.mm.phase is m.Phase.CLOSED
+        actions = self.mm.send(event)
+        if was_closed:
+            assert actions == []
+        for action in actions:
+            if isinstance(action, m.Dial):
+                self.dials_since_switch += 1
+            elif isinstance(action, m.Switch):
+                self.dials_since_switch = 0
+            elif isinstance(action, m.Wait):
+                assert 0 <= action.seconds <= max(DELAYS) * 1.5
+            elif isinstance(action, m.GiveUp):
+                assert self.mm.phase is m.Phase.CLOSED
+        if any(isinstance(a, (m.Dial, m.Break)) for a in actions):
+            assert self.mm.phase is m.Phase.DIALLING
+
+    @rule(dt=st.floats(0, 3))
+    def tick(self, dt: float) -> None:
+        self.now += dt
+
+    @rule(incumbent=st.booleans(), handle=st.sampled_from([H1, "other-handle-xyz", None]))
+    def due(self, incumbent: bool, handle: str | None) -> None:
+        self._send(due(self.now, handle=handle, incumbent=incumbent))
+
+    @rule()
+    def wanted(self) -> None:
+        self._send(m.Wanted())
+
+    @rule()
+    def setup_ok(self) -> None:
+        self._send(m.SetupOk())
+
+    @rule()
+    def settled(self) -> None:
+        self._send(m.Settled(self.now))
+
+    @rule(
+        code=st.sampled_from([None, 1000, 1006, 1007, 1008, 1011]),
+        stage=st.sampled_from([Stage.DIAL, Stage.SETTLING]),
+        status=st.sampled_from([None, 429, 503]),
+    )
+    def failed(self, code: int | None, stage: Stage, status: int | None) -> None:
+        error = http(status) if status is not None else None
+        self._send(m.Failed(self.now, stage, error, code))
+
+    @rule()
+    def backoff_over(self) -> None:
+        self._send(m.BackoffOver())
+
+    @rule(handle=st.sampled_from([H1, None]), can_rebuild=st.booleans())
+    def lost(self, handle: str | None, can_rebuild: bool) -> None:
+        self._send(lost(self.now, handle, can_rebuild=can_rebuild))
+
+    @rule()
+    def served(self) -> None:
+        self._send(m.Served())
+
+    @rule()
+    def turn_started(self) -> None:
+        self._send(m.TurnStarted())
+
+    @invariant()
+    def bounded(self) -> None:
+        mm = self.mm
+        assert mm.budget.spent <= mm.policy.attempts
+        # Per streak: one dial per retry delay, plus a rebuild and a break-before-make each.
+        assert self.dials_since_switch <= mm.policy.attempts + len(DELAYS) + 2 + 8
+        assert (mm.move is None) == (mm.phase in (m.Phase.IDLE, m.Phase.WAITING, m.Phase.CLOSED))
+
+
+TestMoves = Moves.TestCase
+TestMoves.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
