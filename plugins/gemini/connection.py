@@ -23,6 +23,8 @@ from google.genai import errors, live, types
 from loguru import logger
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
+from realtime_resumption.gemini import loop_lag
+from realtime_resumption.gemini.loop_lag import LoopLag
 from realtime_resumption.gemini.messages import ClientMessage, write
 from realtime_resumption.redaction import secret
 from realtime_resumption.transport import (
@@ -122,6 +124,7 @@ class _Connection:
         self._writer: asyncio.Task[None] | None = None
         self._pinger: asyncio.Task[None] | None = None
         self._latencies: deque[float] = deque(maxlen=_PING_SAMPLES)
+        self._lag: LoopLag | None = None
         self._state: Literal["new", "open", "closing", "closed"] = "new"
         self._broken = False
         self._released = False
@@ -199,19 +202,32 @@ class _Connection:
         ping = getattr(self._websocket(), "ping", None)
         if ping is None:
             return
-        pause = _FIRST_PING_PAUSE
-        while True:
-            try:
-                pong = await ping()
-                async with asyncio.timeout(_PING_TIMEOUT):
-                    latency = await pong
-            except TimeoutError:
-                latency = _PING_TIMEOUT
-            except Exception:  # the socket is closing: the receive loop reports it
-                return
-            self._latencies.append(latency)
-            await asyncio.sleep(pause)
-            pause = min(PING_INTERVAL, pause * 2)
+        # The loop's lag is watched while the round trip is: both place handles in the input.
+        lag = self._lag = loop_lag.for_running_loop()
+        lag.acquire()
+        try:
+            pause = _FIRST_PING_PAUSE
+            while True:
+                try:
+                    pong = await ping()
+                    async with asyncio.timeout(_PING_TIMEOUT):
+                        latency = await pong
+                except TimeoutError:
+                    latency = _PING_TIMEOUT
+                except Exception:  # the socket is closing: the receive loop reports it
+                    return
+                self._latencies.append(latency)
+                await asyncio.sleep(pause)
+                pause = min(PING_INTERVAL, pause * 2)
+        finally:
+            lag.release()
+
+    def arrived_at(self, handled_at: float) -> float:
+        """The earliest a server message handled at ``handled_at`` may have reached the
+        process: twice the event loop's recent lag earlier (see ``gemini.loop_lag``). Twice,
+        because the lag also delayed the writes before it (their completion is what the
+        outbox times), and a sampled maximum underestimates the lag."""
+        return handled_at - 2 * (self._lag.recent() if self._lag is not None else 0.0)
 
     def _websocket(self) -> object:
         # The SDK keeps its WebSocket private: reach it defensively (None if it moved).

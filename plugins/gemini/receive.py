@@ -167,7 +167,7 @@ class Receiver:
             s.input.outbox.record_handle(
                 handle,
                 conn.dial_gen,
-                now,
+                conn.arrived_at(now),
                 resumable=resumable,
                 last_consumed_index=event.last_consumed_client_message_index,
             )

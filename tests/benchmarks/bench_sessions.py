@@ -104,6 +104,7 @@ class _EmulatorProcess:
             "--serve",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            limit=2**28,  # the report is one JSON line with every chunk's arrival
         )
         hello = await self._ask(None)
         context = ssl.create_default_context(cafile=hello["ca_file"])
@@ -276,7 +277,7 @@ def main() -> None:
     """Entry point: ``--serve`` runs the emulator's side."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, nargs="+", default=[25, 50, 100, 150])
-    parser.add_argument("--seconds", type=float, default=8.0, help="streamed seconds per N")
+    parser.add_argument("--seconds", type=float, default=6.0, help="streamed seconds per N")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:

@@ -70,6 +70,10 @@ def rotation_config(profile: Profile, **changes: Any) -> EmulatorConfig:
     # the move, not about when a connection's first handle comes. Realistic first handles
     # (after the first answer) are the seamless-moves work's to adopt.
     changes.setdefault("update_after_setup", True)
+    # No network delay yet: without transparent mode the transport's replay margin follows
+    # its setup time, not the round trip, so audio in flight when a handle is issued can be
+    # lost on a loaded machine (the seamless-moves work measures the round trip instead).
+    changes.setdefault("round_trip", 0.0)
     if profile == "vertex":
         changes.setdefault("handle_delay", VERTEX_HANDLE_DELAY)
     return EmulatorConfig(profile=profile, **changes)

@@ -255,9 +255,7 @@ STORM_RESUMPTION = ResumptionOptions(
 
 @pytest.mark.parametrize("profile", PROFILES)
 async def test_rotation_storm(arena: Arena, profile: Profile) -> None:
-    # No network round trip: the transport's replay margin follows its setup time, not the
-    # round trip (issue 10), and a hundred sessions on one loop lose audio within it.
-    emu = await arena.emulator(profile, setup_timeout=200.0, round_trip=0.0)
+    emu = await arena.emulator(profile, setup_timeout=200.0)
     client = emu.client(vertex=profile == "vertex")
     rigs = [
         arena.rig(
