@@ -31,6 +31,11 @@ def _camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
+def _snake(name: str) -> str:
+    """The snake_case spelling of a camelCase ``name`` (the inverse of ``_camel``)."""
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
 def get(obj: Mapping[str, Any], name: str) -> Any:
     """``obj[name]`` under its snake_case or camelCase spelling (``name`` is snake_case)."""
     value = obj.get(name)
@@ -299,10 +304,6 @@ def _snake_keys(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {_snake(str(key)): _snake_keys(item) for key, item in value.items()}
     return value
-
-
-def _snake(key: str) -> str:
-    return "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
 
 
 def _parse_client_content(body: Mapping[str, Any]) -> ClientContent:

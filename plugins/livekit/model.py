@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import weakref
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from google.genai import types
 from livekit.agents import llm
@@ -146,17 +146,15 @@ class RealtimeModel(llm.RealtimeModel):
                 extra={"candidate_count": candidate_count},
             )
         generation = GenerationSettings(
-            temperature=temperature if is_given(temperature) else None,
-            max_output_tokens=max_output_tokens if is_given(max_output_tokens) else None,
-            top_p=top_p if is_given(top_p) else None,
-            top_k=top_k if is_given(top_k) else None,
-            presence_penalty=presence_penalty if is_given(presence_penalty) else None,
-            frequency_penalty=frequency_penalty if is_given(frequency_penalty) else None,
-            media_resolution=media_resolution if is_given(media_resolution) else None,
-            thinking=thinking_config if is_given(thinking_config) else None,
-            enable_affective_dialog=(
-                enable_affective_dialog if is_given(enable_affective_dialog) else None
-            ),
+            temperature=_given(temperature),
+            max_output_tokens=_given(max_output_tokens),
+            top_p=_given(top_p),
+            top_k=_given(top_k),
+            presence_penalty=_given(presence_penalty),
+            frequency_penalty=_given(frequency_penalty),
+            media_resolution=_given(media_resolution),
+            thinking=_given(thinking_config),
+            enable_affective_dialog=_given(enable_affective_dialog),
             proactivity=(
                 types.ProactivityConfig(proactive_audio=proactivity)
                 if is_given(proactivity)
@@ -164,7 +162,7 @@ class RealtimeModel(llm.RealtimeModel):
             ),
         )
 
-        options_http = http_options if is_given(http_options) else None
+        options_http = _given(http_options)
         if is_given(api_version):
             options_http = (options_http or types.HttpOptions()).model_copy(
                 update={"api_version": api_version}
@@ -178,9 +176,9 @@ class RealtimeModel(llm.RealtimeModel):
             location=gcp_location if use_vertexai else None,
             credentials=credentials,
             voice=voice,
-            language=language if is_given(language) else None,
+            language=_given(language),
             response_modality=modality,
-            instructions=instructions if is_given(instructions) else None,
+            instructions=_given(instructions),
             input_audio_transcription=input_transcription,
             output_audio_transcription=output_transcription,
             image_encode_options=(
@@ -191,9 +189,7 @@ class RealtimeModel(llm.RealtimeModel):
             realtime_input_config=realtime_input_config
             if is_given(realtime_input_config)
             else None,
-            context_window_compression=(
-                context_window_compression if is_given(context_window_compression) else None
-            ),
+            context_window_compression=(_given(context_window_compression)),
             tool_behavior=tool_behavior,
             tool_response_scheduling=tool_response_scheduling,
             http_options=options_http,
@@ -271,6 +267,14 @@ class RealtimeModel(llm.RealtimeModel):
 
     async def aclose(self) -> None:
         """Nothing to release: each session owns its connection."""
+
+
+_T = TypeVar("_T")
+
+
+def _given(value: NotGivenOr[_T]) -> _T | None:
+    """``value``, or None when it was not given."""
+    return value if is_given(value) else None
 
 
 def _default_project() -> str | None:

@@ -16,7 +16,7 @@ import asyncio
 import time
 from typing import Literal
 
-from bench_transport import _EmulatorThread
+from emulator_thread import EmulatorThread
 from google.genai import types
 from livekit import rtc
 from livekit.agents import Agent, AgentSession, llm
@@ -87,7 +87,8 @@ async def _run(kind: Kind, http_options: types.HttpOptions) -> float:
 
 
 async def main() -> None:
-    with _EmulatorThread(EmulatorConfig()) as http_options:
+    with EmulatorThread(EmulatorConfig()) as server:
+        http_options = server.http_options
         figures: dict[str, list[float]] = {"stock": [], "ours": []}
         for _ in range(ROUNDS):
             for kind in KINDS:

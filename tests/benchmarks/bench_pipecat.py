@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench_transport import _EmulatorThread
+from emulator_thread import EmulatorThread
 from google.genai import types
 from pipecat.frames.frames import (
     Frame,
@@ -144,7 +144,8 @@ def _figure(samples: list[float]) -> str:
 async def main() -> None:
     print(f"CPU microseconds per frame (pipeline thread), best of {RUNS} interleaved runs")
     results: dict[str, list[float]] = {"stock": [], "ours": []}
-    with _EmulatorThread(EmulatorConfig(vad_silence=3600.0)) as http_options:
+    with EmulatorThread(EmulatorConfig(vad_silence=3600.0)) as server:
+        http_options = server.http_options
         for _ in range(RUNS):
             service = _stock(http_options)
             results["stock"].append(await _pipeline(service, _input_work(service)))
@@ -157,7 +158,8 @@ async def main() -> None:
 
     results = {"stock": [], "ours": []}
     config = EmulatorConfig(answer_chunks=OUTPUT_CHUNKS, chunk_interval=0.0)
-    with _EmulatorThread(config) as http_options:
+    with EmulatorThread(config) as server:
+        http_options = server.http_options
         for _ in range(RUNS):
             results["stock"].append(await _pipeline(_stock(http_options), _output_work))
             results["ours"].append(await _pipeline(_ours(http_options), _output_work))

@@ -27,13 +27,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from emulator_thread import EmulatorThread
 from google.oauth2.credentials import Credentials
 from loguru import logger
 
@@ -61,58 +59,6 @@ RESUMPTION = ResumptionOptions(deadline_margin=1.0, retry_delays=(0.0, 0.05, 0.1
 QUESTION = ("what", "is", "new", "today")
 
 
-class _EmulatorThread:
-    """The emulator on a thread and event loop of its own."""
-
-    def __init__(self, config: EmulatorConfig) -> None:
-        self._config = config
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self.emu: Emulator | None = None
-        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
-
-    async def _serve(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        async with Emulator(self._config) as emu:
-            self.emu = emu
-            self._ready.set()
-            await self._stop.wait()
-
-    def __enter__(self) -> _EmulatorThread:
-        self._thread.start()
-        if not self._ready.wait(30):
-            raise RuntimeError("the emulator did not start")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._loop is not None and self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(30)
-
-    def soon(self, action: Callable[[Emulator], object]) -> None:
-        """Run ``action`` on the emulator's loop, without waiting."""
-        assert self._loop is not None and self.emu is not None
-        emu = self.emu
-        self._loop.call_soon_threadsafe(action, emu)
-
-    def call(self, action: Callable[[Emulator], T]) -> T:
-        """Run ``action`` on the emulator's loop and return its result."""
-        assert self._loop is not None and self.emu is not None
-        emu = self.emu
-        done: Future[T] = Future()
-
-        def run() -> None:
-            try:
-                done.set_result(action(emu))
-            except Exception as error:
-                done.set_exception(error)
-
-        self._loop.call_soon_threadsafe(run)
-        return done.result(30)
-
-
 @dataclass
 class _Run:
     """One phase's moves and what the caller saw."""
@@ -128,8 +74,8 @@ class _Run:
     """The ledger's input stall of each move (ms)."""
 
 
-def _transport(server: _EmulatorThread, profile: str) -> GeminiLiveTransport:
-    http_options = server.call(lambda emu: emu.http_options())
+def _transport(server: EmulatorThread, profile: str) -> GeminiLiveTransport:
+    http_options = server.http_options
     common: dict[str, Any] = {
         "model": MODEL,
         "tool_call_grace": 0.02,
@@ -149,7 +95,7 @@ def _transport(server: _EmulatorThread, profile: str) -> GeminiLiveTransport:
 
 
 async def _streaming_caller(
-    server: _EmulatorThread, profile: str
+    server: EmulatorThread, profile: str
 ) -> tuple[GeminiLiveTransport, ScriptedCaller, str]:
     """A connected transport and a caller streaming its microphone in real time."""
     transport = _transport(server, profile)
@@ -160,7 +106,7 @@ async def _streaming_caller(
 
 
 async def _phase(
-    server: _EmulatorThread, profile: str, kind: str, count: int, notice: float = NOTICE
+    server: EmulatorThread, profile: str, kind: str, count: int, notice: float = NOTICE
 ) -> _Run:
     """``count`` rounds of an answered turn, then (``kind``) a goAway (``notice``) or a drop."""
     transport, caller, session = await _streaming_caller(server, profile)
@@ -212,7 +158,7 @@ async def _handle_after_turn(caller: ScriptedCaller) -> None:
 
 
 def _measure(
-    server: _EmulatorThread,
+    server: EmulatorThread,
     caller: ScriptedCaller,
     kind: str,
     idle_flags: list[bool],
@@ -296,7 +242,7 @@ def _stats(values: list[float]) -> str:
     return f"median {statistics.median(ordered):7.1f}  p95 {p95:7.1f}"
 
 
-async def _cpu_per_move(server: _EmulatorThread, profile: str, kind: str, count: int) -> float:
+async def _cpu_per_move(server: EmulatorThread, profile: str, kind: str, count: int) -> float:
     """Client-thread CPU milliseconds a move adds to a round of conversation.
 
     Rounds of a typed turn alone alternate with rounds of a typed turn and a move (``kind``:
@@ -362,7 +308,7 @@ def _answer_latency(record: CallerRecord, utterance_end: float) -> float:
 
 
 async def _question_during_dial(
-    server: _EmulatorThread, profile: str, count: int, notice: float
+    server: EmulatorThread, profile: str, count: int, notice: float
 ) -> tuple[list[float], list[float], list[float], int]:
     """Rounds of the same question at rest, then asked as a planned move starts dialling.
     Returns the latencies at rest and during the dial, the moves' ledger stalls and the
@@ -414,7 +360,7 @@ async def _setups(profile: str, setups: list[float], count: int) -> None:
         config = EmulatorConfig(
             profile=profile, time_scale=SCALE, seed=1, setup_latency=setup / SCALE
         )
-        with _EmulatorThread(config) as server:
+        with EmulatorThread(config) as server:
             # The service gives 50-60 s of notice; the bench's short one must still cover a setup.
             notice = max(NOTICE, 4 * setup / SCALE)
             run = await _phase(server, profile, "planned", count, notice)
@@ -447,7 +393,7 @@ async def main() -> None:
     )
     for profile in args.profiles:
         config = EmulatorConfig(profile=profile, time_scale=SCALE, seed=1)
-        with _EmulatorThread(config) as server:
+        with EmulatorThread(config) as server:
             print(f"{profile}:")
             for kind in ("planned", "lost"):
                 run = await _phase(server, profile, kind, args.moves)

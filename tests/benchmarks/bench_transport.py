@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import threading
 import time
 from collections.abc import Awaitable, Callable
 
+from emulator_thread import EmulatorThread
 from google import genai
 from google.genai import types
 from loguru import logger
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig, user_audio
+from realtime_resumption.emulator import EmulatorConfig, user_audio
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.transport import ContentTurn
 
@@ -28,37 +28,6 @@ SEND_CHUNKS = 2000
 RECEIVE_CHUNKS = 1000
 RUNS = 7
 SILENCE = user_audio(1, speech=False)  # 20 ms at 16 kHz: the VAD never ends a turn on it
-
-
-class _EmulatorThread:
-    """The emulator on a thread of its own."""
-
-    def __init__(self, config: EmulatorConfig) -> None:
-        self._config = config
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self.http_options: types.HttpOptions | None = None
-        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
-
-    async def _serve(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        async with Emulator(self._config) as emu:
-            self.http_options = emu.http_options()
-            self._ready.set()
-            await self._stop.wait()
-
-    def __enter__(self) -> types.HttpOptions:
-        self._thread.start()
-        if not self._ready.wait(30) or self.http_options is None:
-            raise RuntimeError("the emulator did not start")
-        return self.http_options
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._loop is not None and self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(30)
 
 
 async def _cpu(work: Callable[[], Awaitable[int]]) -> float:
@@ -181,7 +150,8 @@ async def main() -> None:
     sdk: list[float] = []
     calls: list[float] = []
     total: list[float] = []
-    with _EmulatorThread(EmulatorConfig(vad_silence=3600.0)) as http_options:
+    with EmulatorThread(EmulatorConfig(vad_silence=3600.0)) as server:
+        http_options = server.http_options
         for _ in range(RUNS):
             sdk.append(await sdk_send(http_options))
             call, whole = await transport_send(http_options)
@@ -195,7 +165,8 @@ async def main() -> None:
 
     sdk, ours = [], []
     receive_config = EmulatorConfig(answer_chunks=RECEIVE_CHUNKS, chunk_interval=0.0)
-    with _EmulatorThread(receive_config) as http_options:
+    with EmulatorThread(receive_config) as server:
+        http_options = server.http_options
         for _ in range(RUNS):
             sdk.append(await sdk_receive(http_options))
             ours.append(await transport_receive(http_options))

@@ -134,11 +134,11 @@ async def test_three_moves_lose_nothing_and_keep_every_answer_whole() -> None:
 
     # The three questions were each answered once and whole. Known transport limit (see the
     # README's Limits): without transparent resumption the transport replays the audio sent
-    # within its round-trip estimate before the handle it resumes from, and with 0.3 s setups
-    # that can hold the tail of the last utterance: the model then starts answering it again
-    # on the new connection and is interrupted by the next question. Such a repeat is the
-    # only other answer allowed, and it must be that: interrupted, on a connection a move
-    # opened, answering words of an earlier question.
+    # within the round trip (and its tolerance) before the handle it resumes from, and that
+    # can hold the tail of the last utterance: the model then starts answering it again on
+    # the new connection and is interrupted by the next question. Such a repeat is the only
+    # other answer allowed, and it must be that: interrupted, on a connection a move opened,
+    # answering words of an earlier question.
     turns = list(session.turns.values())
     complete = [t for t in turns if t.outcome == "complete"]
     assert [t.user_text for t in complete] == ["hello", "tell me more", "please lookup flights"]
