@@ -100,8 +100,16 @@ class Raising:
         return sum(1 for n, _ in self.calls if n == name)
 
     async def wait(self, name: str, count: int = 1) -> None:
+        await self._until(lambda: self.count(name) >= count)
+
+    async def wait_handles(self, count: int) -> None:
+        """Wait until ``count`` distinct handles arrived."""
+        await self._until(lambda: len(self.handles()) >= count)
+
+    @staticmethod
+    async def _until(condition: Callable[[], bool]) -> None:
         async with asyncio.timeout(WAIT):
-            while self.count(name) < count:  # noqa: ASYNC110 - callbacks carry no event
+            while not condition():  # noqa: ASYNC110 - callbacks carry no event
                 await asyncio.sleep(0.005)
 
 
@@ -132,27 +140,33 @@ def capture() -> Iterator[Capture]:
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
 async def test_no_secret_whole_in_any_record_across_moves(profile: str, capture: Capture) -> None:
     secret = f"AIza-{secrets.token_hex(16)}"
-    # A handle after every setup, so each connection's handles pass through the logs; when
-    # the first one comes is not what this test is about.
-    config = EmulatorConfig(profile=profile, time_scale=0.05, update_after_setup=True)
+    # The service says nothing after setupComplete: each connection's first handle follows
+    # its first answer, so a question on every connection passes its handles through the logs.
+    config = EmulatorConfig(profile=profile, time_scale=0.05)
     async with Emulator(config) as emu:
         transport = _transport(emu, secret)
         calls = Raising(transport)
         await transport.connect()
         for seq in range(1, 4):
             transport.send_audio(user_audio(seq, speech=False))
-        transport.send_live_text([ContentTurn("user", "hello there")])
-        await calls.wait("on_turn_complete")
-        await calls.wait("on_resumption_update", 2)
+
+        async def answered(turn: int, question: str) -> None:
+            transport.send_live_text([ContentTurn("user", question)])
+            await calls.wait("on_turn_complete", turn)
+            await calls.wait_handles(turn)
+
+        await answered(1, "hello there")
         emu.faults.go_away(time_left=2.0)  # planned: resumed
         await calls.wait("on_move", 1)
-        emu.faults.drop()  # lost: resumed from the fallback handle
+        await answered(2, "what is new")
+        emu.faults.drop()  # lost: resumed from the new connection's handle
         await calls.wait("on_move", 2)
+        await answered(3, "and then")
         emu.faults.expire_handles()
         emu.faults.drop()  # the handle is refused: rebuilt
         await calls.wait("on_move", 3)
         transport.send_live_text([ContentTurn("user", "are you still there")])
-        await calls.wait("on_turn_complete", 2)
+        await calls.wait("on_turn_complete", 4)
         outcomes = [args[0].outcome for name, args in calls.calls if name == "on_move"]
         await transport.disconnect()
 

@@ -53,8 +53,12 @@ twice. It stands for a round trip, which does not shrink: scenarios that load th
 storm) keep the shipped margin."""
 
 RESUMPTION = ResumptionOptions(
-    deadline_margin=1.0, retry_delays=(0.0, 0.05, 0.1, 0.2), attempt_timeout=0.5
+    deadline_margin=1.0, retry_delays=(0.0, 0.05, 0.1, 0.2), attempt_timeout=1.0
 )
+"""Retries a fraction of a second apart. An attempt spans the setup and the settle: a quiet
+server says nothing after setupComplete, so the replacement settles the whole
+``RESUME_SETTLE`` (0.5 s, unscaled) and the attempt needs more than that plus the slowest
+setup a scenario scripts (4 s on the emulator's clock, 0.2 s here)."""
 
 QUESTION = ("what", "is", "new")
 WARM_UP = ("hello", "there")
@@ -66,10 +70,6 @@ def rotation_config(profile: Profile, **changes: Any) -> EmulatorConfig:
     """A fast emulator in ``profile``."""
     changes.setdefault("time_scale", SCALE)
     changes.setdefault("notice", NOTICE)
-    # These scenarios were written when every setup was followed by a handle; they are about
-    # the move, not about when a connection's first handle comes. Realistic first handles
-    # (after the first answer) are the seamless-moves work's to adopt.
-    changes.setdefault("update_after_setup", True)
     # No network delay yet: without transparent mode the transport's replay margin follows
     # its setup time, not the round trip, so audio in flight when a handle is issued can be
     # lost on a loaded machine (the seamless-moves work measures the round trip instead).
