@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 Close = tuple[int | None, str | None]
 
+
 class Handover:
     """Settles, switches to and retires connections; see the module documentation.
 
