@@ -10,6 +10,7 @@ real time; the transport retries within a fraction of a second.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -160,6 +161,28 @@ class Rig:
         except TimeoutError:
             pass
 
+    async def drain(self) -> None:
+        """Stop the microphone and wait until the session has answered all it heard: no
+        speech pending in the emulator, no answer running there or open here. Audio a move
+        replayed although the session had it (heard twice) can make a turn of its own;
+        closing before its answer ends would cut it."""
+        await self.settle_audio()
+
+        def answered(r: CallerRecord) -> bool:
+            if r.open_generations or r.move_in_progress:
+                return False
+            for sid in dict.fromkeys(r.session_ids):
+                session = self.emu.ledger.sessions.get(sid)
+                if session is None:
+                    continue
+                if session.state is not None and session.state.pending.speech:
+                    return False
+                if any(t.outcome == "running" for t in session.turns.values()):
+                    return False
+            return True
+
+        await self.caller.wait_until(answered, timeout=WAIT, what="every turn answered")
+
     async def close(self) -> None:
         """Stop the caller, disconnect, and give the transport its callbacks back."""
         if self.closed:
@@ -307,7 +330,12 @@ def check_invariants(rig: Rig, ledger: LedgerSummary, expect: Expect) -> None:
     sessions = [rig.emu.ledger.sessions[s] for s in summary.sessions]
     if comparison.stranded_tool_responses:
         problems.append(f"stranded tool responses: {comparison.stranded_tool_responses}")
-    unawaited = [r for s in sessions for r in s.unawaited_tool_responses]
+    # A result the caller sent before the cancellation of its call reached it crossed that
+    # cancellation on the wire (the user barged in on the tool call): the session ignores
+    # it, and no client could have known. Any other result a session no longer awaited is
+    # a move's (or the transport's) doing.
+    crossed = _results_crossing_their_cancellation(record)
+    unawaited = [r for s in sessions for r in s.unawaited_tool_responses if r not in crossed]
     if unawaited:
         problems.append(f"tool responses to a session that no longer awaited them: {unawaited}")
 
@@ -362,6 +390,73 @@ def check_invariants(rig: Rig, ledger: LedgerSummary, expect: Expect) -> None:
             problems.append("no on_close after the session was lost")
 
     assert not problems, "\n".join([*problems, str(summary), str(comparison), _moves(rig)])
+
+
+def check_move_figures(rig: Rig, ledger: LedgerSummary, *, slow_setup: float | None) -> int:
+    """The ledger's per-move figures against the caller's move reports: no move lost audio,
+    none made the session hear audio it was not sent again (with ``transparent`` none heard
+    any twice), and, when every resumed setup took ``slow_setup`` wall seconds, a planned
+    move that held nothing (``gap_ms`` 0) kept the input flowing while the replacement set
+    up: its input lag (the stall beyond the stream's usual spacing) stays under that setup.
+
+    A move pairs with the ledger's next move of the session it resumed; a rebuild starts the
+    next session. When a replacement was set up and then given up (the user began a turn on
+    the incumbent), the ledger counts a move the transport never made; the moves
+    are then not paired. Returns how many moves were paired."""
+    sessions = [ledger.sessions[s] for s in dict.fromkeys(rig.record.session_ids)]
+    problems: list[str] = []
+    paired = 0
+    for summary in sessions:
+        problems.extend(
+            f"move {m.index} of {summary.session_id} lost audio {_ranges(m.audio_lost)}"
+            for m in summary.moves
+            if m.audio_lost
+        )
+        if rig.transparent:
+            problems.extend(
+                f"move {m.index} of {summary.session_id} made audio heard twice despite "
+                f"transparent resumption: {_ranges(m.audio_duplicates)}"
+                for m in summary.moves
+                if m.audio_duplicates
+            )
+    expected = sum(len(s.moves) for s in sessions)
+    resumed = [m for m in rig.record.moves if m.outcome == MoveOutcome.RESUMED]
+    if expected == len(resumed):
+        ledger_moves = iter(m for s in sessions for m in s.moves)
+        for report, move in zip(resumed, ledger_moves, strict=True):
+            paired += 1
+            if len(move.audio_duplicates) > report.messages_replayed:
+                problems.append(
+                    f"move {report.number}: {len(move.audio_duplicates)} chunk(s) heard twice, "
+                    f"only {report.messages_replayed} message(s) replayed"
+                )
+            lag = move.input_lag
+            if (
+                slow_setup is not None
+                and report.reason == MoveReason.PLANNED
+                and report.gap_ms == 0
+                and lag is not None
+                and lag >= slow_setup
+            ):
+                problems.append(
+                    f"move {report.number} held nothing, yet input lagged {lag * 1000:.0f} ms "
+                    f"while a {slow_setup * 1000:.0f} ms setup ran"
+                )
+    assert not problems, "\n".join([*problems, f"paired {paired}", str(ledger), _moves(rig)])
+    return paired
+
+
+def _results_crossing_their_cancellation(record: CallerRecord) -> set[str]:
+    cancelled_at: dict[str, float] = {}
+    for event in record.events:
+        if event.kind == "tool_cancel":
+            for call_id in event.detail.split():
+                cancelled_at.setdefault(call_id, event.at)
+    return {
+        a.call_id
+        for a in record.tool_answers
+        if a.outcome == "sent" and a.at < cancelled_at.get(a.call_id, -math.inf)
+    }
 
 
 def _user_texts(rig: Rig, sessions: Sequence[str]) -> list[str]:

@@ -5,6 +5,13 @@ Each example is a short script run on a fresh emulator, transport and caller: ut
 (questions and tool requests, waited for or not), typed text, goAways and drops now or at a
 chosen answer chunk or tool call, a refused attempt, expired handles, and pauses until the
 conversation is quiet. It ends with a further user turn that must be answered.
+
+Each example also draws the server it runs on: the setup latency (the service's 0.3 s, or a
+range drawn per setup from the example's seed), replacements that set up for seconds (the
+service's "reconnect penalty", ``faults.slow_setups``), and the network round trip, 0-20 ms on
+the wall clock: a round trip does not shrink with the emulator's time, so it is given to the
+emulator divided by ``SCALE``. Besides the invariants, the ledger's per-move figures hold (see
+``check_move_figures``).
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,12 +31,14 @@ from .arena import (
     ASK_TOOL,
     NOTICE,
     QUESTION,
+    SCALE,
     WAIT,
     Arena,
     Expect,
     Profile,
     Rig,
     check_invariants,
+    check_move_figures,
 )
 
 Action = Literal[
@@ -75,7 +84,47 @@ STEPS = st.builds(
     ),
     st.booleans(),
 )
-SCRIPTS = st.tuples(st.sampled_from(["gemini", "vertex"]), st.lists(STEPS, min_size=1, max_size=7))
+
+
+@dataclass(frozen=True)
+class Server:
+    """How slow the server and the network are in one example (emulator seconds, but the
+    round trip in wall milliseconds)."""
+
+    setup_latency: float | tuple[float, float]
+    slow_replacements: float | None
+    """Every resumed setup after the warm-up takes this long (None: ``setup_latency``)."""
+    round_trip_ms: float
+    seed: int
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "setup_latency": self.setup_latency,
+            "round_trip": self.round_trip_ms / 1000 / SCALE,
+            "seed": self.seed,
+        }
+
+    @property
+    def slow_setup_wall(self) -> float | None:
+        """The slow replacements' setup on the wall clock."""
+        return None if self.slow_replacements is None else self.slow_replacements * SCALE
+
+
+ROUND_TRIPS_MS = (0.0, 1.0, 6.0, 12.0)
+"""Wall-clock round trips. The emulator delays data frames but not yet its pings, so the
+transport measures about 0 ms and places handles with its 15 ms tolerance alone: a round trip
+beyond it loses the audio in flight at each handle (20 ms does, every time). 20 ms comes in
+when the emulator delays pings too."""
+SERVERS = st.builds(
+    Server,
+    st.sampled_from([0.3, 0.3, (0.1, 0.6), (0.3, 1.5)]),
+    st.sampled_from([None, None, 2.0, 4.0]),
+    st.sampled_from(ROUND_TRIPS_MS),
+    st.integers(0, 2**16),
+)
+SCRIPTS = st.tuples(
+    st.sampled_from(["gemini", "vertex"]), SERVERS, st.lists(STEPS, min_size=1, max_size=7)
+)
 
 
 class _Script:
@@ -87,12 +136,14 @@ class _Script:
         self.expired = False
         self._listeners: list[Callable[[], None]] = []
 
-    async def play(self, profile: Profile, steps: list[Step]) -> None:
-        emu = await self.arena.emulator(profile)
+    async def play(self, profile: Profile, server: Server, steps: list[Step]) -> None:
+        emu = await self.arena.emulator(profile, **server.config())
         rig = self.arena.rig(emu)
         await rig.start()
         await rig.warm_up()
         caller, faults, session = rig.caller, emu.faults, rig.session_id
+        if server.slow_replacements is not None:
+            faults.slow_setups(1000, server.slow_replacements, resumed_only=True)
         for step in steps:
             action = step.action
             if action in ("ask", "ask_tool"):
@@ -117,13 +168,17 @@ class _Script:
                 self.expired = faults.expire_handles() > 0 or self.expired
             else:
                 await rig.wait_quiet(len(rig.record.moves_started))
-        # Scripted moments that never came must not fire while the scenario ends.
+        # Scripted moments that never came must not fire while the scenario ends (the slow
+        # setups stay: the server is as slow to the end).
         faults.clear()
+        if server.slow_replacements is not None:
+            faults.slow_setups(1000, server.slow_replacements, resumed_only=True)
         for remove in self._listeners:
             remove()
         await self._quiet(rig)
         await rig.alive()
         await self._quiet(rig)
+        await rig.drain()
         ledger = await self.arena.finish()
         assert ledger is not None
         outcomes = tuple(m.outcome for m in rig.record.moves)
@@ -132,6 +187,7 @@ class _Script:
         if not self.expired:
             assert MoveOutcome.REBUILT not in outcomes, outcomes
         check_invariants(rig, ledger, Expect(outcomes=outcomes, cut_allowed=self.dropped))
+        check_move_figures(rig, ledger, slow_setup=server.slow_setup_wall)
 
     def _drop_at(self, rig: Rig, chunk: int) -> None:
         done: list[CallerEvent] = []
@@ -154,21 +210,23 @@ class _Script:
         await rig.caller.wait_until(quiet, timeout=WAIT, what="a quiet conversation")
 
 
-async def _run(profile: Profile, steps: list[Step]) -> None:
+async def _run(profile: Profile, server: Server, steps: list[Step]) -> None:
     arena = Arena()
     try:
-        await _Script(arena).play(profile, steps)
+        await _Script(arena).play(profile, server, steps)
     finally:
         await arena.teardown()
 
 
 @settings(
-    max_examples=20,
+    max_examples=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
     derandomize=True,
 )
 @given(SCRIPTS)
-def test_random_interleavings_keep_the_invariants(script: tuple[Profile, list[Step]]) -> None:
-    profile, steps = script
-    asyncio.run(_run(profile, steps))
+def test_random_interleavings_keep_the_invariants(
+    script: tuple[Profile, Server, list[Step]],
+) -> None:
+    profile, server, steps = script
+    asyncio.run(_run(profile, server, steps))

@@ -7,6 +7,12 @@ goAway; input typed or spoken while a move is under way; two rotations back to b
 storm of 100 sessions, each with its own transport. Each scenario ends with
 ``check_invariants`` (see conftest) and, unless the session is rightly lost, a further answered
 turn.
+
+Every setup takes the service's 0.3 s (the emulator's default), and the server says nothing
+after setupComplete. One cell set gives every replacement a 4 s setup (the service's reported
+"reconnect penalty"): a goAway at each phase, and a goAway while speech is held for a
+replacement after a drop; those cells also check the ledger's per-move figures
+(``check_move_figures``: input lag, audio lost, audio heard twice).
 """
 
 from __future__ import annotations
@@ -29,12 +35,14 @@ from .arena import (
     PROFILES,
     QUESTION,
     RESUMPTION,
+    SCALE,
     WAIT,
     Arena,
     Expect,
     Profile,
     Rig,
     check_invariants,
+    check_move_figures,
 )
 
 Phase = Literal["idle", "user_speech", "answer", "tool_call", "turn_end"]
@@ -244,6 +252,72 @@ async def test_two_rotations_back_to_back(arena: Arena, typing: bool, profile: P
     await rig.wait_quiet(2)
     await rig.alive()
     await _finish(arena, rig, Expect(outcomes=(RESUMED, RESUMED), reasons=(PLANNED, PLANNED)))
+
+
+# --- replacements that take 4 s to set up ---------------------------------------------------
+
+SLOW_SETUP = 4.0
+"""Emulator seconds every resumed setup takes (0.2 s on the wall clock at ``SCALE``)."""
+
+
+async def _slow_rig(arena: Arena, profile: Profile) -> Rig:
+    emu = await arena.emulator(profile)
+    rig = arena.rig(emu)
+    await rig.start()
+    await rig.warm_up()
+    emu.faults.slow_setups(1000, SLOW_SETUP, resumed_only=True)
+    return rig
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("phase", PHASES)
+async def test_go_away_with_a_slow_replacement(
+    arena: Arena, phase: Phase, profile: Profile
+) -> None:
+    rig = await _slow_rig(arena, profile)
+    await reach(rig, phase, lambda: rig.emu.faults.go_away(NOTICE, session_id=rig.session_id))
+    await rig.wait_quiet(1)
+    await rig.alive()
+    await rig.drain()
+    ledger = await arena.finish()
+    assert ledger is not None
+    check_invariants(rig, ledger, _expected("ok"))
+    assert check_move_figures(rig, ledger, slow_setup=SLOW_SETUP * SCALE) == 1
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_go_away_while_speech_is_held(arena: Arena, profile: Profile) -> None:
+    """A drop while the user speaks: the speech waits for the replacement, which sets up for
+    4 s; the goAway reaches the replacement as it takes over with the held speech. The
+    speech is answered there, and the second move comes after that answer."""
+    rig = await _slow_rig(arena, profile)
+    emu = rig.emu
+
+    def go_away_on_arrival(event: CallerEvent) -> None:
+        if event.kind == "move" and len(rig.record.moves) == 1:
+            emu.faults.go_away(NOTICE, session_id=rig.session_id)
+
+    rig.caller.add_listener(go_away_on_arrival)
+    await reach(rig, "user_speech", lambda: emu.faults.drop(rig.session_id))
+    await rig.wait_quiet(2)
+    await rig.alive()
+    await rig.drain()
+    ledger = await arena.finish()
+    assert ledger is not None
+    (first, second) = rig.record.moves
+    assert first.gap_ms > 0, "the speech waited for the replacement"
+    assert second.gap_ms == 0, "the planned move held nothing"
+    check_invariants(
+        rig, ledger, Expect(outcomes=(RESUMED, RESUMED), reasons=(MoveReason.LOST, PLANNED))
+    )
+    assert check_move_figures(rig, ledger, slow_setup=SLOW_SETUP * SCALE) == 2
+    # The held speech reached the replacement whole and was answered there, once.
+    answered = [
+        t.user_text
+        for sid in dict.fromkeys(rig.record.session_ids)
+        for t in emu.ledger.sessions[sid].turns.values()
+    ]
+    assert answered.count(" ".join(LONG_UTTERANCE)) == 1, answered
 
 
 # --- rotation storm ---------------------------------------------------------------------------
