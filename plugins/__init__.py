@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         CredentialProvider,
         GeminiLiveTransport,
     )
+    from realtime_resumption.gemini.failures import RetryPolicy
     from realtime_resumption.gemini.history import HistoryLimits
     from realtime_resumption.gemini.outbox import OutboxLimits
     from realtime_resumption.moves import (
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
         ContentTurn,
         DialAbandonedError,
         GenerationEndReason,
+        GenerationSettings,
         LLMTransport,
         NotConnectedError,
         ReconnectState,
@@ -63,6 +65,7 @@ _EXPORTS: Final[dict[str, str]] = {
     "CredentialProvider": "realtime_resumption.gemini",
     "OutboxLimits": "realtime_resumption.gemini.outbox",
     "HistoryLimits": "realtime_resumption.gemini.history",
+    "RetryPolicy": "realtime_resumption.gemini.failures",
     "ResumptionOptions": "realtime_resumption.resumption",
     "SessionResumption": "realtime_resumption.resumption",
     # moves
@@ -77,6 +80,7 @@ _EXPORTS: Final[dict[str, str]] = {
     "RetainedUserTurn": "realtime_resumption.transport",
     "ReconnectState": "realtime_resumption.transport",
     "SessionUpdate": "realtime_resumption.transport",
+    "GenerationSettings": "realtime_resumption.transport",
     "ToolCall": "realtime_resumption.transport",
     "ToolResult": "realtime_resumption.transport",
     "CancelResponseOptions": "realtime_resumption.transport",
@@ -112,6 +116,7 @@ __all__ = [
     "EmulatorConfig",
     "GeminiLiveTransport",
     "GenerationEndReason",
+    "GenerationSettings",
     "HandleKind",
     "HistoryLimits",
     "LLMTransport",
@@ -124,6 +129,7 @@ __all__ = [
     "ReplayItem",
     "ResumptionOptions",
     "RetainedUserTurn",
+    "RetryPolicy",
     "Secret",
     "SendQueueFullError",
     "SessionLostError",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import statistics
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -202,6 +203,10 @@ class MoveSummary:
       later than the new connection's first audio. None when the client sent no audio around
       the move. The emulator cannot tell a microphone the client paused from a stall: a
       client that stops streaming around a move sees the pause counted.
+    - ``cadence``: the session's usual spacing of client audio, the median time between
+      consecutive audio messages (a real-time client's chunk length); None with fewer than
+      two. ``input_lag`` is the stall beyond it: how much later than at its usual pace the
+      client's audio arrived, 0 when the move cost the stream nothing.
     - ``audio_lost``: seqs whose last receipt was on the old connection and that the final
       state lacks (the new connection resumed from a snapshot without them, and the client
       did not replay them).
@@ -218,6 +223,14 @@ class MoveSummary:
     input_stall: float | None
     audio_lost: tuple[int, ...]
     audio_duplicates: tuple[int, ...]
+    cadence: float | None = None
+
+    @property
+    def input_lag(self) -> float | None:
+        """The input stall beyond the client's usual spacing of audio (never negative)."""
+        if self.input_stall is None or self.cadence is None:
+            return None
+        return max(0.0, self.input_stall - self.cadence)
 
 
 @dataclass(frozen=True)
@@ -278,7 +291,7 @@ class LedgerSummary:
         lines = []
         for s in self.sessions.values():
             moves = "; ".join(
-                f"stall {_ms(m.input_stall)}, lost {len(m.audio_lost)}, "
+                f"stall {_ms(m.input_stall)} (lag {_ms(m.input_lag)}), lost {len(m.audio_lost)}, "
                 f"twice {len(m.audio_duplicates)}"
                 for m in s.moves
             )
@@ -378,6 +391,8 @@ def _moves(
 ) -> tuple[MoveSummary, ...]:
     audio = _audio_messages(record)
     times = [m.time for m, _ in audio]
+    spacing = [b - a for a, b in itertools.pairwise(times)]
+    cadence = statistics.median(spacing) if spacing else None
     receipts: dict[int, list[int]] = {}
     for m, conn in audio:
         for seq in m.audio_seqs:
@@ -411,6 +426,7 @@ def _moves(
                 input_stall=max(stalls) if stalls else None,
                 audio_lost=tuple(lost_from.get(old.index, ())),
                 audio_duplicates=tuple(twice_on.get(new.index, ())),
+                cadence=cadence,
             )
         )
     return tuple(moves)

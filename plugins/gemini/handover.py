@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from google.genai import types
 from loguru import logger
@@ -28,14 +28,6 @@ if TYPE_CHECKING:
     from realtime_resumption.gemini.session import Session
 
 Close = tuple[int | None, str | None]
-
-RESUME_SETTLE: Final = 0.5
-"""Seconds a new connection may stay silent after its setup before it counts as accepted.
-
-Gemini may refuse a resume right after ``setupComplete`` (a close 1011 while the incumbent is
-still open, or 1007/1008 for a handle it no longer knows); a connection that says anything
-first was accepted, so the switch happens as soon as it does. The incumbent keeps serving
-meanwhile, so on a planned move the wait costs no input gap."""
 
 
 class Handover:
@@ -103,17 +95,17 @@ class Handover:
 
     # --- settling -----------------------------------------------------------------------------
 
-    async def settle(self, conn: _Connection) -> Close | None:
+    async def settle(self, conn: _Connection, seconds: float) -> Close | None:
         """Let a new connection prove it was accepted: None once it sent its first message
-        (or stayed open ``RESUME_SETTLE`` seconds); its close code and reason when it closed
-        first. What it sends meanwhile is held for the switch."""
+        (or stayed open ``seconds``); its close code and reason when it closed first. What it
+        sends meanwhile is held for the switch."""
         signal: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._held[conn] = []
         self._settling[conn] = signal
         try:
             conn.start_receiving()
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(RESUME_SETTLE):
+                async with asyncio.timeout(seconds):
                     await signal
         except BaseException:
             self.drop(conn)

@@ -16,7 +16,8 @@ States (:class:`Phase`) and their transitions::
                                              the incumbent keeps serving (make-before-break)
                    └─Due (break first)─► DIALLING, after Break: close the incumbent first
     DIALLING ──SetupOk──► SETTLING           the replacement is set up: let it prove that the
-                                             provider accepted it
+                                             provider accepted it (briefly while input is
+                                             held: ``SETTLE_HELD``)
     SETTLING ──Settled──► IDLE               Switch: the session moves to the replacement;
                                              it is on probation for ``RetryPolicy.probation``
                                              (Served: an answered turn ends it early)
@@ -63,6 +64,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Final
 
 from realtime_resumption.gemini.failures import (
     REFUSED_OR_OVERLOADED,
@@ -75,6 +77,24 @@ from realtime_resumption.gemini.failures import (
 )
 from realtime_resumption.gemini.session import InputGate
 from realtime_resumption.moves import HandleKind, MoveReason
+
+SETTLE: Final = 0.5
+"""Seconds a replacement may stay silent after its setup before it counts as accepted, while
+the incumbent serves.
+
+Gemini may refuse a resume right after ``setupComplete`` (a close 1011 while the incumbent is
+still open, or 1007/1008 for a handle it no longer knows); a connection that says anything
+first was accepted, so the switch happens as soon as it does. The incumbent keeps serving
+meanwhile, so on a planned move the wait costs no input gap."""
+
+SETTLE_HELD: Final = 0.05
+"""The settle while input is held (the incumbent is gone, or a forced move holds it).
+
+Every moment of it is silence for the user, and a service that says nothing after its setup
+would make :data:`SETTLE` the gap. So only a close that follows ``setupComplete`` at once is
+waited for; a later refusal closes the installed connection on probation, which counts as a
+failed attempt of the move (a second report, the next attempt backed off), and what was
+replayed to it is replayed again from the handle."""
 
 
 class Phase(StrEnum):
@@ -208,7 +228,9 @@ class Dial:
 
 @dataclass(frozen=True)
 class Settle:
-    """Let the replacement settle."""
+    """Let the replacement settle: until it says something, closes, or ``seconds`` pass."""
+
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -364,8 +386,10 @@ class MoveMachine:
         return actions + self._attempt(event.now)
 
     def _setup_ok(self, event: SetupOk) -> list[Action]:
+        move = self.move
+        assert move is not None
         self.phase = Phase.SETTLING
-        return [Settle()]
+        return [Settle(SETTLE_HELD if move.held else SETTLE)]
 
     def _settled(self, event: Settled) -> list[Action]:
         move = self.move

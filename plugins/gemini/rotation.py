@@ -488,9 +488,10 @@ class Rotation:
             async with asyncio.timeout(timeout):
                 conn = await self._dialler.dial(handle)
                 self._pending = conn
-                self._machine.send(m.SetupOk())
+                [settle] = self._machine.send(m.SetupOk())
+                assert isinstance(settle, m.Settle)
                 stage = Stage.SETTLING
-                close = await self._handover.settle(conn)
+                close = await self._handover.settle(conn, settle.seconds)
         except TimeoutError:
             self._drop_pending()
             error = TimeoutError(f"the attempt did not finish within attempt_timeout ({timeout} s)")

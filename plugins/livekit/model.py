@@ -17,7 +17,7 @@ from livekit.agents.types import (
 )
 from livekit.agents.utils import images, is_given
 
-from realtime_resumption import OutboxLimits, ResumptionOptions
+from realtime_resumption import OutboxLimits, ResumptionOptions, RetryPolicy
 from realtime_resumption.gemini import DEFAULT_MODEL
 from realtime_resumption.transport import GenerationSettings
 
@@ -89,7 +89,7 @@ class RealtimeModel(llm.RealtimeModel):
         credentials: object | None = None,
         resumption: NotGivenOr[ResumptionOptions] = NOT_GIVEN,
         input_buffer: NotGivenOr[OutboxLimits] = NOT_GIVEN,
-        retry_budget: NotGivenOr[int] = NOT_GIVEN,
+        retry_budget: NotGivenOr[int | RetryPolicy] = NOT_GIVEN,
         resume_watchdog: NotGivenOr[float | None] = NOT_GIVEN,
         transparent: bool = False,
     ) -> None:

@@ -9,7 +9,7 @@ from google.genai import types
 from livekit.agents.types import NOT_GIVEN, APIConnectOptions, NotGivenOr
 from livekit.agents.utils import images, is_given
 
-from realtime_resumption import OutboxLimits, ResumptionOptions
+from realtime_resumption import OutboxLimits, ResumptionOptions, RetryPolicy
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.redaction import redact
 from realtime_resumption.transport import GenerationSettings
@@ -52,7 +52,7 @@ class Options:
     transparent: bool
     resumption: NotGivenOr[ResumptionOptions] = NOT_GIVEN
     input_buffer: NotGivenOr[OutboxLimits] = NOT_GIVEN
-    retry_budget: NotGivenOr[int] = NOT_GIVEN
+    retry_budget: NotGivenOr[int | RetryPolicy] = NOT_GIVEN
     resume_watchdog: NotGivenOr[float | None] = NOT_GIVEN
     generation: GenerationSettings = field(default_factory=GenerationSettings)
 

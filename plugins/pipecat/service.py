@@ -61,6 +61,7 @@ from pipecat.transcriptions.language import Language
 from pipecat.utils.types import assert_given, is_given
 
 from realtime_resumption.gemini import DEFAULT_SETUP_TIMEOUT, GeminiLiveTransport
+from realtime_resumption.gemini.failures import RetryPolicy
 from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET
 from realtime_resumption.gemini.watchdog import DEFAULT_RESUME_WATCHDOG
@@ -105,7 +106,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
     GeminiLiveLLMService`` 1.14 constructor (same parameters, defaults and deprecation
     warnings), plus what the transport needs to move sessions: ``resumption`` (when to
     move, retries), ``input_buffer`` (input held across a move), ``retry_budget`` (failed
-    attempts the whole session may spend) and ``resume_watchdog`` (how long a resumed
+    attempts the whole session may spend, or a ``RetryPolicy``) and ``resume_watchdog`` (how long a resumed
     connection may leave the user unanswered). ``user_audio_preroll_secs`` sizes the audio
     kept before an activity starts with server VAD disabled.
 
@@ -138,7 +139,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         http_options: types.HttpOptions | None = None,
         resumption: ResumptionOptions | None = None,
         input_buffer: OutboxLimits | None = None,
-        retry_budget: int = DEFAULT_RETRY_BUDGET,
+        retry_budget: int | RetryPolicy = DEFAULT_RETRY_BUDGET,
         resume_watchdog: float | None = DEFAULT_RESUME_WATCHDOG,
         **kwargs: Any,
     ) -> None:

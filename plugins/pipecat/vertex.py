@@ -21,6 +21,7 @@ from pipecat.services.google.gemini_live.llm import InputParams
 from pipecat.services.google.gemini_live.vertex.llm import GeminiLiveVertexLLMSettings
 
 from realtime_resumption.gemini import Credential, CredentialProvider
+from realtime_resumption.gemini.failures import RetryPolicy
 from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET
 from realtime_resumption.gemini.watchdog import DEFAULT_RESUME_WATCHDOG
@@ -116,7 +117,7 @@ class GeminiLiveVertexLLMService(GeminiLiveLLMService):
         http_options: types.HttpOptions | None = None,
         resumption: ResumptionOptions | None = None,
         input_buffer: OutboxLimits | None = None,
-        retry_budget: int = DEFAULT_RETRY_BUDGET,
+        retry_budget: int | RetryPolicy = DEFAULT_RETRY_BUDGET,
         resume_watchdog: float | None = DEFAULT_RESUME_WATCHDOG,
         transparent: bool = False,
         credential_provider: CredentialProvider | None = None,

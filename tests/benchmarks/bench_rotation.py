@@ -13,7 +13,8 @@ moves (an abrupt drop at idle), each between two answered turns. Printed:
   move, without audio, against rounds of the turn alone (difference of medians);
 - per setup latency (``--setups``, wall seconds of each setup): the input stall of each
   planned move as the emulator's ledger measures it (the longest time no connection received
-  client audio around the move), and a question asked while the replacement sets up against
+  client audio around the move) and its lag (that stall beyond the caller's 20 ms spacing of
+  audio, the figure a "no stall" target is about), and a question asked while the replacement sets up against
   the same question at rest (from the end of the utterance to the answer's first chunk).
 
 The emulator runs on its own thread, so CPU figures are the client's alone.
@@ -37,7 +38,7 @@ from loguru import logger
 
 from realtime_resumption.emulator import Emulator, EmulatorConfig
 from realtime_resumption.emulator.caller import CallerEvent, CallerRecord, ScriptedCaller
-from realtime_resumption.emulator.ledger import SessionRecord
+from realtime_resumption.emulator.ledger import LedgerSummary, SessionRecord
 from realtime_resumption.emulator.server import VERTEX_LOCATION, VERTEX_PROJECT
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.moves import MoveReport
@@ -72,6 +73,16 @@ class _Run:
     audio_duplicated: int
     stalls: list[float]
     """The ledger's input stall of each move (ms)."""
+    lags: list[float]
+    """The ledger's input lag of each move: the stall beyond the audio's usual spacing (ms)."""
+
+
+def _ledger_stalls(summary: LedgerSummary, sessions: tuple[str, ...]) -> tuple[list[float], ...]:
+    """The ledger's input stall and lag (ms) of each move of ``sessions``."""
+    moves = [m for sid in sessions for m in summary.sessions[sid].moves]
+    stalls = [1000 * m.input_stall for m in moves if m.input_stall is not None]
+    lags = [1000 * m.input_lag for m in moves if m.input_lag is not None]
+    return stalls, lags
 
 
 def _transport(server: EmulatorThread, profile: str) -> GeminiLiveTransport:
@@ -165,24 +176,20 @@ def _measure(
 ) -> _Run:
     sessions = tuple(dict.fromkeys(caller.record.session_ids))
 
-    def collect(emu: Emulator) -> tuple[dict[int, float], set[int], int, list[float]]:
+    def collect(
+        emu: Emulator,
+    ) -> tuple[dict[int, float], set[int], int, tuple[list[float], ...]]:
         summary = emu.ledger.summary()
         arrival: dict[int, float] = {}
         kept: set[int] = set()
         duplicated = 0
-        stalls: list[float] = []
         for sid in sessions:
             arrival.update(_kept_arrivals(emu.ledger.sessions[sid]))
             kept.update(summary.sessions[sid].audio_consumed)
             duplicated += len(summary.sessions[sid].audio_duplicates)
-            stalls += [
-                1000 * m.input_stall
-                for m in summary.sessions[sid].moves
-                if m.input_stall is not None
-            ]
-        return arrival, kept, duplicated, stalls
+        return arrival, kept, duplicated, _ledger_stalls(summary, sessions)
 
-    arrival, kept, duplicated, stalls = server.call(collect)
+    arrival, kept, duplicated, (stalls, lags) = server.call(collect)
     record = caller.record
     sent = {a.seq: a.at for a in record.audio}
     delays = {seq: arrival[seq] - at for seq, at in sent.items() if seq in arrival}
@@ -211,6 +218,7 @@ def _measure(
         audio_lost=sum(1 for seq in sent if seq not in kept),
         audio_duplicated=duplicated,
         stalls=stalls,
+        lags=lags,
     )
 
 
@@ -283,6 +291,7 @@ def _report(kind: str, run: _Run, cpu_ms: float) -> None:
     print(f"    input gap, MoveReport.gap_ms (ms)    {_stats([m.gap_ms for m in moves])}")
     print(f"    input gap, caller's audio delay (ms) {_stats(run.caller_gap)}")
     print(f"    input stall, emulator's ledger (ms)  {_stats(run.stalls)}")
+    print(f"    input lag beyond the cadence (ms)    {_stats(run.lags)}")
     if kind == "planned":
         for label, idle in (("at idle", True), ("mid-answer", False)):
             starts = [start for i, start, _ in run.go_away_timing if i == idle]
@@ -309,10 +318,10 @@ def _answer_latency(record: CallerRecord, utterance_end: float) -> float:
 
 async def _question_during_dial(
     server: EmulatorThread, profile: str, count: int, notice: float
-) -> tuple[list[float], list[float], list[float], int]:
+) -> tuple[list[float], list[float], list[float], list[float], int]:
     """Rounds of the same question at rest, then asked as a planned move starts dialling.
-    Returns the latencies at rest and during the dial, the moves' ledger stalls and the
-    answers the emulator counted as cut."""
+    Returns the latencies at rest and during the dial, the moves' ledger stalls and lags, and
+    the answers the emulator counted as cut."""
     transport, caller, session = await _streaming_caller(server, profile)
     rest: list[float] = []
     dial: list[float] = []
@@ -340,18 +349,13 @@ async def _question_during_dial(
     await caller.aclose()
     sessions = tuple(dict.fromkeys(caller.record.session_ids))
 
-    def collect(emu: Emulator) -> tuple[list[float], int]:
+    def collect(emu: Emulator) -> tuple[tuple[list[float], ...], int]:
         summary = emu.ledger.summary()
-        stalls = [
-            1000 * m.input_stall
-            for sid in sessions
-            for m in summary.sessions[sid].moves
-            if m.input_stall is not None
-        ]
-        return stalls, sum(len(summary.sessions[sid].answers_cut) for sid in sessions)
+        cut = sum(len(summary.sessions[sid].answers_cut) for sid in sessions)
+        return _ledger_stalls(summary, sessions), cut
 
-    stalls, cut = server.call(collect)
-    return rest, dial, stalls, cut
+    (stalls, lags), cut = server.call(collect)
+    return rest, dial, stalls, lags, cut
 
 
 async def _setups(profile: str, setups: list[float], count: int) -> None:
@@ -364,9 +368,12 @@ async def _setups(profile: str, setups: list[float], count: int) -> None:
             # The service gives 50-60 s of notice; the bench's short one must still cover a setup.
             notice = max(NOTICE, 4 * setup / SCALE)
             run = await _phase(server, profile, "planned", count, notice)
-            rest, dial, stalls, cut = await _question_during_dial(server, profile, count, notice)
+            rest, dial, stalls, lags, cut = await _question_during_dial(
+                server, profile, count, notice
+            )
         print(f"  setups of {setup:g} s:")
         print(f"    planned moves: input stall, ledger (ms)  {_stats(run.stalls)}")
+        print(f"    planned moves: input lag, ledger (ms)    {_stats(run.lags)}")
         print(
             f"    planned moves: MoveReport.gap_ms         {_stats([m.gap_ms for m in run.moves])}"
         )
@@ -375,6 +382,7 @@ async def _setups(profile: str, setups: list[float], count: int) -> None:
         extra = [d - r for d, r in zip(dial, rest, strict=True)]
         print(f"    during the dial minus at rest (ms)       {_stats(extra)}")
         print(f"    moves with a question: input stall (ms)  {_stats(stalls)}")
+        print(f"    moves with a question: input lag (ms)    {_stats(lags)}")
         print(f"    answers cut (ledger)                     {cut}")
 
 

@@ -140,12 +140,14 @@ def test_a_move_reports_its_input_stall_and_what_it_lost_or_doubled() -> None:
     (move,) = summary.moves
     assert (move.from_connection, move.to_connection) == (0, 1)
     assert move.input_stall == pytest.approx(0.32)
+    # The stream's usual spacing is 20 ms: the move made it 300 ms late.
+    assert move.cadence == pytest.approx(0.02) and move.input_lag == pytest.approx(0.30)
     assert move.audio_duplicates == tuple(range(35, 40)) and move.audio_lost == ()
     assert move.gap == pytest.approx(-0.5) and summary.gaps == (move.gap,)
     totals = ledger.summary()
     assert totals.max_input_stall == pytest.approx(0.32) and totals.moves == (move,)
     assert (totals.audio_duplicate_count, totals.audio_lost_count) == (5, 0)
-    assert "stall 320 ms, lost 0, twice 5" in str(totals)
+    assert "stall 320 ms (lag 300 ms), lost 0, twice 5" in str(totals)
 
 
 def test_audio_lost_is_charged_to_the_move_that_lost_it() -> None:
@@ -171,3 +173,4 @@ def test_audio_lost_is_charged_to_the_move_that_lost_it() -> None:
     _connection(q, 1.0, 1.3, 2.0)
     (move,) = quiet.summary().sessions["q"].moves
     assert move.input_stall is None and quiet.summary().max_input_stall is None
+    assert move.input_lag is None

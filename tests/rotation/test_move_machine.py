@@ -56,7 +56,8 @@ def closed(code: int) -> ConnectError:
 
 
 def switch(mm: m.MoveMachine, now: float) -> list[m.Action]:
-    assert mm.send(m.SetupOk()) == [m.Settle()]
+    [settle] = mm.send(m.SetupOk())
+    assert settle in (m.Settle(m.SETTLE), m.Settle(m.SETTLE_HELD))
     return mm.send(m.Settled(now))
 
 
@@ -73,7 +74,7 @@ def test_a_planned_move_dials_while_the_incumbent_serves_then_switches() -> None
         m.Dial(H1),
     ]
     assert mm.phase is m.Phase.DIALLING
-    assert mm.send(m.SetupOk()) == [m.Settle()]
+    assert mm.send(m.SetupOk()) == [m.Settle(m.SETTLE)]
     assert mm.phase is m.Phase.SETTLING
     assert mm.send(m.Settled(3.0)) == [m.Switch(H1)]
     assert mm.phase is m.Phase.IDLE
@@ -127,6 +128,21 @@ def test_the_incumbent_lost_mid_move_holds_input_and_the_move_goes_on() -> None:
     assert mm.phase is m.Phase.DIALLING
     assert mm.send(m.TurnStarted()) == [], "a move with no incumbent is never abandoned"
     assert switch(mm, 2.0)[0] == m.Switch(H1)
+
+
+def test_a_replacement_settles_briefly_only_while_input_waits_for_it() -> None:
+    """A long settle is free while an incumbent takes input, and silence when none does."""
+    planned = machine()
+    planned.send(due())
+    assert planned.send(m.SetupOk()) == [m.Settle(m.SETTLE)]
+    dropped = machine()
+    dropped.send(lost(1.0))
+    assert dropped.send(m.SetupOk()) == [m.Settle(m.SETTLE_HELD)]
+    gone_mid_move = machine()
+    gone_mid_move.send(due())
+    gone_mid_move.send(lost(1.0))
+    assert gone_mid_move.send(m.SetupOk()) == [m.Settle(m.SETTLE_HELD)]
+    assert m.SETTLE_HELD < m.SETTLE
 
 
 def test_a_transient_failure_retries_the_same_handle_after_a_jittered_delay() -> None:
