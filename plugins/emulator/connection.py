@@ -240,7 +240,8 @@ class Connection:
         return self.spawn(self.close(code, reason))
 
     def drop(self) -> None:
-        """Abort the TCP connection: no close frame, the client sees 1006."""
+        """Abort the TCP connection: no close frame, the client sees 1006 (the reset crosses
+        the network; frames on their way, either way, are lost)."""
         if self._closing:
             return
         self._closing = True

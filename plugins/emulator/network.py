@@ -6,10 +6,11 @@ websockets answers by itself), close frames, and the end of the connection. A cl
 measures the round trip by pinging sees what its data sees. The TLS handshake happens below
 it and crosses at once.
 
-Each direction is a FIFO stamped on entry: bytes leave ``delay`` seconds after they entered,
-never before the bytes ahead of them, so the delay adds latency without costing throughput.
-One timer per direction is armed while something is on its way, and none once the connection
-ended. Without a delay websockets' own connection class is used: no hop, no timer.
+Each direction is a FIFO stamped on entry: bytes leave ``delay`` seconds after they entered
+(within a burst up to ``_BATCH`` later, never earlier), never before the bytes ahead of them,
+so the delay adds latency without costing throughput. One timer per direction is armed while
+something is on its way, and none once the connection ended. Without a delay websockets' own
+connection class is used: no hop, no timer.
 """
 
 from __future__ import annotations
@@ -24,14 +25,20 @@ from websockets.asyncio.server import ServerConnection
 
 _T = TypeVar("_T")
 
+_BATCH = 0.0005
+"""A stream of items is delivered at most once per this long, or per delay if shorter (each
+item up to that much late, never early): a timer per frame of a burst would cost more than
+the frames themselves."""
+
 
 class _Link(Generic[_T]):
-    """One direction: each item is handed to ``deliver`` ``delay`` s after it was put, in
-    order."""
+    """One direction: each item is handed to ``deliver`` ``delay`` s after it was put (a
+    burst's within one batch), in order."""
 
     def __init__(self, delay: float, deliver: Callable[[_T], None]) -> None:
         self._loop = asyncio.get_running_loop()
         self._delay = delay
+        self._batch = min(_BATCH, delay)
         self._deliver = deliver
         self._items: deque[tuple[float, _T]] = deque()
         self._timer: asyncio.TimerHandle | None = None
@@ -55,9 +62,9 @@ class _Link(Generic[_T]):
         self._items.clear()
         return items
 
-    def _arm(self) -> None:
+    def _arm(self, earliest: float = 0.0) -> None:
         if self._timer is None and self._items:
-            self._timer = self._loop.call_at(self._items[0][0], self._arrive)
+            self._timer = self._loop.call_at(max(self._items[0][0], earliest), self._arrive)
 
     def _arrive(self) -> None:
         self._timer = None
@@ -66,7 +73,7 @@ class _Link(Generic[_T]):
             while self._items and self._items[0][0] <= now:
                 self._deliver(self._items.popleft()[1])
         finally:
-            self._arm()
+            self._arm(now + self._batch)
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,8 @@ _Outgoing = bytes | _Mark | _Command
 
 @dataclass(frozen=True)
 class _Lost:
+    """The socket's end (``connection_lost``), with its exception."""
+
     exc: Exception | None
 
 
