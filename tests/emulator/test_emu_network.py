@@ -51,8 +51,8 @@ def only_connection(emu: Emulator) -> ConnectionRecord:
 
 
 @asynccontextmanager
-async def raw_client(emu: Emulator) -> AsyncIterator[ClientConnection]:
-    """A websockets client (no SDK in between), before its setup."""
+async def raw_client(emu: Emulator, *, set_up: bool = True) -> AsyncIterator[ClientConnection]:
+    """A websockets client (no SDK in between), after its setup (or before it)."""
     async with connect(
         f"wss://127.0.0.1:{emu.port}{PATH}",
         ssl=emu.client_ssl_context(),
@@ -60,6 +60,9 @@ async def raw_client(emu: Emulator) -> AsyncIterator[ClientConnection]:
         proxy=None,
         max_size=2**20,
     ) as ws:
+        if set_up:
+            await ws.send(SETUP)
+            await ws.recv()
         yield ws
 
 
@@ -73,7 +76,7 @@ async def test_pings_take_the_round_trip_data_takes() -> None:
     rtt = cfg.scaled(RTT)
     async with Emulator(cfg) as emu:
         dialled = now()
-        async with raw_client(emu) as ws:
+        async with raw_client(emu, set_up=False) as ws:
             opened = now()
             await ws.send(SETUP)
             await ws.recv()
@@ -95,7 +98,7 @@ async def test_a_refused_upgrade_crosses_the_network_too() -> None:
         emu.faults.refuse_next(1, "http503")
         dialled = now()
         with pytest.raises(InvalidStatus) as refused:
-            async with raw_client(emu):
+            async with raw_client(emu, set_up=False):
                 pass
         assert now() - dialled >= cfg.scaled(RTT)
     assert refused.value.response.status_code == 503
@@ -105,8 +108,6 @@ async def test_frames_and_pings_keep_their_order() -> None:
     cfg = slow_network()
     async with Emulator(cfg) as emu:
         async with raw_client(emu) as ws:
-            await ws.send(SETUP)
-            await ws.recv()
             pongs = []
             for seq in range(20):
                 audio = user_audio(seq, speech=False)
@@ -129,8 +130,6 @@ async def test_the_close_frame_follows_the_frames_sent_before_it() -> None:
     cfg = slow_network()
     async with Emulator(cfg) as emu:
         async with raw_client(emu) as ws:
-            await ws.send(SETUP)
-            await ws.recv()
             emu.faults.send_raw('{"one": 1}')
             emu.faults.send_raw('{"two": 2}')
             closing = emu.faults.close(1011)
@@ -179,8 +178,6 @@ async def test_frames_sent_after_the_client_vanished_are_lost_quietly(
     async with Emulator(cfg) as emu:
         with caplog.at_level(logging.WARNING):
             async with raw_client(emu) as ws:
-                await ws.send(SETUP)
-                await ws.recv()
                 await ws.send(ASK)
                 await ws.recv(decode=False)  # the first chunk
                 aborted_at = now()
@@ -227,8 +224,6 @@ def test_a_closed_connection_leaves_no_task_or_timer_behind() -> None:
             before = asyncio.all_tasks()
             for how in ("close", "abort"):
                 async with raw_client(emu) as ws:
-                    await ws.send(SETUP)
-                    await ws.recv()
                     await ws.send(ASK)  # an answer on its way, pings both ways
                     await ws.recv()
                     await (await ws.ping())
