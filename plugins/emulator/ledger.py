@@ -204,8 +204,8 @@ class MoveSummary:
       the move. The emulator cannot tell a microphone the client paused from a stall: a
       client that stops streaming around a move sees the pause counted.
     - ``cadence``: the session's usual spacing of client audio, the median time between
-      consecutive audio messages (a real-time client's chunk length); None with fewer than
-      two. ``input_lag`` is the stall beyond it: how much later than at its usual pace the
+      consecutive audio messages that carried a seq not received before (a real-time
+      client's chunk length; a replay's burst does not count); None with fewer than two. ``input_lag`` is the stall beyond it: how much later than at its usual pace the
       client's audio arrived, 0 when the move cost the stream nothing.
     - ``audio_lost``: seqs whose last receipt was on the old connection and that the final
       state lacks (the new connection resumed from a snapshot without them, and the client
@@ -382,6 +382,19 @@ def _audio_messages(record: SessionRecord) -> list[tuple[ClientMessageRecord, in
     return sorted(found, key=lambda item: item[0].time)
 
 
+def _cadence(audio: list[tuple[ClientMessageRecord, int]]) -> float | None:
+    """The median time between consecutive audio messages that carried something new: a
+    replay's burst is not the client's pace."""
+    seen: set[int] = set()
+    fresh: list[float] = []
+    for m, _ in audio:
+        if not m.audio_seqs or not seen.issuperset(m.audio_seqs):
+            fresh.append(m.time)
+        seen.update(m.audio_seqs)
+    spacing = [b - a for a, b in itertools.pairwise(fresh)]
+    return statistics.median(spacing) if spacing else None
+
+
 def _moves(
     record: SessionRecord,
     established: list[ConnectionRecord],
@@ -391,8 +404,7 @@ def _moves(
 ) -> tuple[MoveSummary, ...]:
     audio = _audio_messages(record)
     times = [m.time for m, _ in audio]
-    spacing = [b - a for a, b in itertools.pairwise(times)]
-    cadence = statistics.median(spacing) if spacing else None
+    cadence = _cadence(audio)
     receipts: dict[int, list[int]] = {}
     for m, conn in audio:
         for seq in m.audio_seqs:

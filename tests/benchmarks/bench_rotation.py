@@ -14,8 +14,10 @@ moves (an abrupt drop at idle), each between two answered turns. Printed:
 - per setup latency (``--setups``, wall seconds of each setup): the input stall of each
   planned move as the emulator's ledger measures it (the longest time no connection received
   client audio around the move) and its lag (that stall beyond the caller's 20 ms spacing of
-  audio, the figure a "no stall" target is about), and a question asked while the replacement sets up against
-  the same question at rest (from the end of the utterance to the answer's first chunk).
+  audio, the figure a "no stall" target is about), and a question asked while the
+  replacement sets up against the same question at rest (from the end of the utterance to
+  the answer's first chunk), as pairwise differences and as differences of the median and
+  p95 of each (the answer's latency at rest varies by a chunk or two on its own).
 
 The emulator runs on its own thread, so CPU figures are the client's alone.
 
@@ -242,12 +244,15 @@ def _kept_arrivals(record: SessionRecord) -> dict[int, float]:
     return arrival
 
 
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
 def _stats(values: list[float]) -> str:
     if not values:
         return "        n/a"
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return f"median {statistics.median(ordered):7.1f}  p95 {p95:7.1f}"
+    return f"median {statistics.median(values):7.1f}  p95 {_p95(values):7.1f}"
 
 
 async def _cpu_per_move(server: EmulatorThread, profile: str, kind: str, count: int) -> float:
@@ -380,7 +385,12 @@ async def _setups(profile: str, setups: list[float], count: int) -> None:
         print(f"    question at rest -> answer (ms)          {_stats(rest)}")
         print(f"    question during the dial -> answer (ms)  {_stats(dial)}")
         extra = [d - r for d, r in zip(dial, rest, strict=True)]
-        print(f"    during the dial minus at rest (ms)       {_stats(extra)}")
+        print(f"    during the dial minus at rest (ms)       {_stats(extra)}  (pairwise)")
+        print(
+            "    during the dial minus at rest (ms)       median "
+            f"{statistics.median(dial) - statistics.median(rest):7.1f}  "
+            f"p95 {_p95(dial) - _p95(rest):7.1f}  (of each)"
+        )
         print(f"    moves with a question: input stall (ms)  {_stats(stalls)}")
         print(f"    moves with a question: input lag (ms)    {_stats(lags)}")
         print(f"    answers cut (ledger)                     {cut}")

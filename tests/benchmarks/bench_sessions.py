@@ -11,8 +11,8 @@ handle), then stream 20 ms silent audio in real time; midway every session gets 
 - client CPU per session-second (the client process's CPU time over N x the streamed seconds)
   and the sessions one core would carry at that cost.
 
-The emulator runs in a process of its own (this script with ``--serve``), so its CPU is not
-the client's; both read the same monotonic clock. The largest N with p95 < 50 ms and nothing
+The emulator runs in a process of its own (``emulator_process``), so its CPU is not the
+client's; both read the same monotonic clock. The largest N with p95 < 50 ms and nothing
 lost is the measured capacity of one client process (one core). Figures are printed, never
 asserted; on a shared machine they are noisy.
 
@@ -24,20 +24,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import ssl
 import statistics
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from emulator_process import EmulatorProcess
 from google import genai
-from google.genai import types
 from loguru import logger
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig, user_audio
+from realtime_resumption.emulator import EmulatorConfig, user_audio
+from realtime_resumption.emulator.ledger import Ledger
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.moves import MoveReport
 from realtime_resumption.transport import ContentTurn
@@ -47,40 +45,18 @@ CHUNK = 0.02
 NOTICE = 10.0
 """goAway timeLeft of the storm: ample time for every session to reach its move."""
 DELAY_GOAL = 0.05
-_SCRIPT = str(Path(__file__).resolve())
 WAIT = 60.0
 """Bound of every wait of the benchmark."""
 
 
-# --- the emulator's process ----------------------------------------------------------------
-
-
-async def _serve() -> None:
-    """The emulator, driven by lines on stdin: ``storm``, ``report``, ``quit``."""
-    logger.remove()
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    config = EmulatorConfig(notice=NOTICE, setup_timeout=WAIT)
-    async with Emulator(config) as emu:
-        print(json.dumps({"base_url": emu.base_url, "ca_file": emu.ca_file}), flush=True)
-        while line := (await reader.readline()).decode().strip():
-            if line == "storm":
-                print(json.dumps({"storm": emu.faults.go_away().count}), flush=True)
-            elif line == "report":
-                print(json.dumps(_report(emu)), flush=True)
-            elif line == "quit":
-                break
-
-
-def _report(emu: Emulator) -> dict[str, Any]:
-    summary = emu.ledger.summary()
+def _report(ledger: Ledger, started_at: float) -> dict[str, Any]:
+    summary = ledger.summary()
     first_arrival: dict[int, float] = {}
-    for record in emu.ledger.sessions.values():
+    for record in ledger.sessions.values():
         for conn in record.connections:
             for message in conn.client_messages:
                 for seq in message.audio_seqs:
-                    first_arrival.setdefault(seq, emu.started_at + message.time)
+                    first_arrival.setdefault(seq, started_at + message.time)
     return {
         "arrivals": first_arrival,
         "lost": summary.audio_lost_count,
@@ -88,56 +64,6 @@ def _report(emu: Emulator) -> dict[str, Any]:
         "moves": len(summary.moves),
         "max_stall": summary.max_input_stall,
     }
-
-
-# --- the client's process ------------------------------------------------------------------
-
-
-class _EmulatorProcess:
-    def __init__(self) -> None:
-        self._process: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> types.HttpOptions:
-        self._process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            _SCRIPT,
-            "--serve",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            limit=2**28,  # the report is one JSON line with every chunk's arrival
-        )
-        hello = await self._ask(None)
-        context = ssl.create_default_context(cafile=hello["ca_file"])
-        return types.HttpOptions(base_url=hello["base_url"], async_client_args={"ssl": context})
-
-    async def _ask(self, command: str | None) -> dict[str, Any]:
-        process = self._process
-        assert process is not None and process.stdin and process.stdout
-        if command is not None:
-            process.stdin.write(f"{command}\n".encode())
-            await process.stdin.drain()
-        line = await asyncio.wait_for(process.stdout.readline(), WAIT)
-        result: dict[str, Any] = json.loads(line)
-        return result
-
-    async def storm(self) -> int:
-        return int((await self._ask("storm"))["storm"])
-
-    async def report(self) -> dict[str, Any]:
-        return await self._ask("report")
-
-    async def stop(self) -> None:
-        process = self._process
-        if process is None:
-            return
-        assert process.stdin is not None
-        process.stdin.write(b"quit\n")
-        await process.stdin.drain()
-        try:
-            await asyncio.wait_for(process.wait(), WAIT)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
 
 
 @dataclass
@@ -195,10 +121,8 @@ class _Result:
 
 
 async def _level(sessions: int, seconds: float) -> _Result:
-    emulator = _EmulatorProcess()
-    options = await emulator.start()
-    try:
-        client = genai.Client(api_key="bench", http_options=options)
+    async with EmulatorProcess(EmulatorConfig(notice=NOTICE, setup_timeout=WAIT)) as server:
+        client = genai.Client(api_key="bench", http_options=server.http_options)
         rigs = [
             _Session(i, GeminiLiveTransport(client=client, model=MODEL)) for i in range(sessions)
         ]
@@ -208,17 +132,15 @@ async def _level(sessions: int, seconds: float) -> _Result:
         cpu = time.process_time()
         streams = [asyncio.create_task(rig.stream(start, seconds)) for rig in rigs]
         await asyncio.sleep(max(0.0, start + seconds / 2 - loop.time()))
-        await emulator.storm()
+        await server.fault("go_away")
         await asyncio.gather(*streams)
         cpu = time.process_time() - cpu
         async with asyncio.timeout(WAIT):
             await asyncio.gather(*(rig.moved.wait() for rig in rigs))
         await asyncio.sleep(0.5)  # the last chunks cross the network
-        report = await emulator.report()
+        report = _report(await server.ledger(), server.started_at)
         await asyncio.gather(*(rig.transport.disconnect() for rig in rigs))
-    finally:
-        await emulator.stop()
-    arrivals = {int(seq): at for seq, at in report["arrivals"].items()}
+    arrivals = report["arrivals"]
     delays, never = [], 0
     for rig in rigs:
         for seq, due in rig.sent.items():
@@ -274,16 +196,11 @@ async def _main(levels: list[int], seconds: float) -> None:
 
 
 def main() -> None:
-    """Entry point: ``--serve`` runs the emulator's side."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, nargs="+", default=[25, 50, 100, 150])
     parser.add_argument("--seconds", type=float, default=6.0, help="streamed seconds per N")
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve:
-        asyncio.run(_serve())
-    else:
-        asyncio.run(_main(args.sessions, args.seconds))
+    asyncio.run(_main(args.sessions, args.seconds))
 
 
 if __name__ == "__main__":

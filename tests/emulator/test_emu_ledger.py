@@ -150,6 +150,27 @@ def test_a_move_reports_its_input_stall_and_what_it_lost_or_doubled() -> None:
     assert "stall 320 ms (lag 300 ms), lost 0, twice 5" in str(totals)
 
 
+def test_a_replay_burst_is_not_the_pace_the_input_lag_is_measured_against() -> None:
+    ledger = Ledger()
+    record = ledger.session("s")
+    old = _connection(record, 0.0, 0.3, 2.0)
+    # A live stream 20 ms apart on average, 17 or 23 ms apart each time (a real network).
+    for seq in range(0, 20):
+        at = 0.4 + 0.02 * seq + (0.003 if seq % 2 else 0.0)
+        old.client_messages.append(
+            ClientMessageRecord(len(old.client_messages), "audio", at, audio_seqs=(seq,))
+        )
+    new = _connection(record, 0.5, 0.8, 3.0)
+    # Switched at 0.8: seqs 0..19 replayed in a 1 ms burst, then the live stream goes on.
+    _streaming(new, range(0, 20), start=0.8, every=0.001)
+    _streaming(new, range(20, 24), start=0.84)
+    record.state = SessionState(consumed_audio=[*range(0, 24)])
+    (move,) = ledger.summary().sessions["s"].moves
+    # Over every arrival, the burst's 1 ms gaps would pull the median down to 17 ms.
+    assert move.cadence == pytest.approx(0.02)
+    assert move.input_stall is not None and move.input_lag == pytest.approx(move.input_stall - 0.02)
+
+
 def test_audio_lost_is_charged_to_the_move_that_lost_it() -> None:
     ledger = Ledger()
     record = ledger.session("s")

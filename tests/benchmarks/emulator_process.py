@@ -1,0 +1,133 @@
+"""The emulator in a process of its own, as the real service is: its CPU, event loop and
+interpreter lock are not the client's, so a benchmark's timing figures are the client's and
+the network's alone.
+
+The child (this file run as a script, given an ``EmulatorConfig``'s fields as JSON) serves
+until told to quit, driven by JSON lines on stdin: a fault (``{"fault": "go_away",
+"kwargs": {...}}``, answered with its result's count), the ledger (``{"ledger": true}``,
+answered with it pickled), ``{"quit": true}``. Both processes read the same monotonic clock,
+so the ledger's times (from ``started_at``) compare with the client's ``loop.time()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+import json
+import pickle
+import ssl
+import sys
+from pathlib import Path
+from typing import Any
+
+from google.genai import types
+from loguru import logger
+
+from realtime_resumption.emulator import Emulator, EmulatorConfig
+from realtime_resumption.emulator.ledger import Ledger
+
+_SCRIPT = str(Path(__file__).resolve())
+WAIT = 60.0
+"""Bound of every exchange with the child (its start, a fault, the ledger, its exit)."""
+
+
+class EmulatorProcess:
+    """``async with EmulatorProcess(config) as server:`` the emulator in a child process."""
+
+    def __init__(self, config: EmulatorConfig) -> None:
+        self._config = config
+        self._process: asyncio.subprocess.Process | None = None
+        self.http_options: types.HttpOptions | None = None
+        self.ca_file = ""
+        self.base_url = ""
+        self.started_at = 0.0
+        """The child's loop time when the emulator started: ledger times count from it."""
+
+    async def __aenter__(self) -> EmulatorProcess:
+        fields = {f.name: getattr(self._config, f.name) for f in dataclasses.fields(EmulatorConfig)}
+        self._process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            _SCRIPT,
+            json.dumps(fields),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=2**28,  # the ledger is one line
+        )
+        hello = await self._ask(None)
+        self.ca_file, self.base_url = hello["ca_file"], hello["base_url"]
+        self.started_at = hello["started_at"]
+        context = ssl.create_default_context(cafile=self.ca_file)
+        self.http_options = types.HttpOptions(
+            base_url=self.base_url, async_client_args={"ssl": context}
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        assert process.stdin is not None
+        try:
+            process.stdin.write(b'{"quit": true}\n')
+            await process.stdin.drain()
+            await asyncio.wait_for(process.wait(), WAIT)
+        except (TimeoutError, ConnectionError):
+            process.kill()
+            await process.wait()
+
+    async def fault(self, name: str, **kwargs: Any) -> int:
+        """Apply ``emu.faults.<name>(**kwargs)`` in the child; how many connections it hit."""
+        reply = await self._ask({"fault": name, "kwargs": kwargs})
+        count: int = reply["count"]
+        return count
+
+    async def ledger(self) -> Ledger:
+        """A copy of the child's ledger, now."""
+        reply = await self._ask({"ledger": True})
+        ledger: Ledger = pickle.loads(base64.b64decode(reply["ledger"]))
+        return ledger
+
+    async def _ask(self, command: dict[str, Any] | None) -> dict[str, Any]:
+        process = self._process
+        assert process is not None and process.stdin and process.stdout
+        if command is not None:
+            process.stdin.write(json.dumps(command).encode() + b"\n")
+            await process.stdin.drain()
+        line = await asyncio.wait_for(process.stdout.readline(), WAIT)
+        if not line:
+            raise RuntimeError("the emulator's process ended")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+
+def _answer(emu: Emulator, command: dict[str, Any]) -> dict[str, Any]:
+    if "fault" in command:
+        result = getattr(emu.faults, command["fault"])(**command.get("kwargs", {}))
+        return {"count": getattr(result, "count", 0)}
+    if "ledger" in command:
+        return {"ledger": base64.b64encode(pickle.dumps(emu.ledger)).decode()}
+    raise ValueError(f"unknown command {command!r}")
+
+
+async def _serve(fields: dict[str, Any]) -> None:
+    logger.remove()
+    logger.add(sys.stderr, level="WARNING")
+    for name in ("setup_latency", "handle_delay"):
+        if isinstance(fields.get(name), list):
+            fields[name] = tuple(fields[name])  # JSON has no tuples
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    async with Emulator(EmulatorConfig(**fields)) as emu:
+        hello = {"base_url": emu.base_url, "ca_file": emu.ca_file, "started_at": emu.started_at}
+        print(json.dumps(hello), flush=True)
+        while line := (await reader.readline()).strip():
+            command = json.loads(line)
+            if command.get("quit"):
+                break
+            print(json.dumps(_answer(emu, command)), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(_serve(json.loads(sys.argv[1])))

@@ -1,0 +1,100 @@
+"""The settle after a loss: with no old connection to take input, the new one takes the held
+input right after its setup (``SETTLE_HELD``), not after the long settle a planned move can
+afford; a refusal that comes after that short settle is caught on probation, retried, and
+what the refused connection was sent is replayed, so nothing the user said is lost."""
+
+from __future__ import annotations
+
+import asyncio
+
+from realtime_resumption.emulator import Emulator, user_audio
+from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.gemini.move import SETTLE, SETTLE_HELD
+from realtime_resumption.moves import MoveOutcome, MoveReason
+
+from .rotation_helpers import (
+    HELLO,
+    TIME_SCALE,
+    Recorder,
+    emulator_config,
+    make_transport,
+    only_session,
+)
+
+CHUNK = 0.02
+REFUSED_AFTER = 0.2
+"""Wall seconds after its setup the refused connection closes: after the short settle,
+within the long one and the probation."""
+assert SETTLE_HELD < REFUSED_AFTER < SETTLE
+
+
+async def _microphone(transport: GeminiLiveTransport, first: int, count: int) -> None:
+    for seq in range(first, first + count):
+        transport.send_audio(user_audio(seq, speech=False))
+        await asyncio.sleep(CHUNK)
+
+
+async def _connected(emu: Emulator) -> tuple[GeminiLiveTransport, Recorder]:
+    """A transport holding a handle: the quiet server issues the first after an answer."""
+    transport = make_transport(emu)
+    rec = Recorder(transport)
+    await transport.connect()
+    transport.send_content(HELLO)
+    await rec.wait_for("on_resumption_update")
+    return transport, rec
+
+
+async def test_after_a_drop_the_new_connection_takes_the_held_input_at_once() -> None:
+    """The quiet emulator says nothing after a setup, so a full settle would hold the input
+    for ``SETTLE`` after it."""
+    async with Emulator(emulator_config("gemini", update_after_setup=False)) as emu:
+        transport, rec = await _connected(emu)
+        streaming = asyncio.create_task(_microphone(transport, 1, 40))
+        await asyncio.sleep(10 * CHUNK)
+        emu.faults.drop()
+        await rec.wait_for("on_move", timeout=5)
+        await streaming
+        await transport.disconnect()
+        await emu.wait_disconnected()
+
+    (move,) = rec.moves
+    assert (move.reason, move.outcome) == (MoveReason.LOST, MoveOutcome.RESUMED)
+    new = only_session(emu).connections[-1]
+    assert new.setup_at is not None
+    first_audio = min(m.time for m in new.client_messages if m.audio_seqs)
+    # The held input follows the setup within the short settle (and the write), far sooner
+    # than the long one.
+    assert first_audio - new.setup_at < SETTLE / 2, (first_audio, new.setup_at)
+    summary = emu.ledger.summary().sessions[only_session(emu).session_id]
+    assert summary.audio_lost == ()
+
+
+async def test_a_refusal_after_the_short_settle_is_retried_and_loses_nothing() -> None:
+    """The resumed connection is closed 1011 a little after the short settle (still within
+    its probation): a failed attempt, retried from the same handle, with the audio the
+    refused connection took replayed to the next."""
+    async with Emulator(emulator_config("gemini", update_after_setup=False)) as emu:
+        transport, rec = await _connected(emu)
+        streaming = asyncio.create_task(_microphone(transport, 1, 50))
+        await asyncio.sleep(10 * CHUNK)
+        emu.faults.flap(close_after=REFUSED_AFTER / TIME_SCALE, code=1011, n=1)
+        emu.faults.drop()
+        await rec.wait_for("on_move", 2, timeout=5)
+        await streaming
+        await asyncio.sleep(5 * CHUNK)  # the last chunks reach the session
+        await transport.disconnect()
+        await emu.wait_disconnected()
+
+    session = only_session(emu)
+    refused = session.connections[1]
+    assert refused.close_code == 1011 and refused.closed_at is not None
+    assert refused.setup_at is not None and refused.closed_at - refused.setup_at > SETTLE_HELD
+    took = {seq for m in refused.client_messages for seq in m.audio_seqs}
+    assert took, "the refused connection was switched to and took input"
+    assert [(m.reason, m.outcome) for m in rec.moves] == [
+        (MoveReason.LOST, MoveOutcome.RESUMED),
+        (MoveReason.LOST, MoveOutcome.RESUMED),
+    ]
+    summary = emu.ledger.summary().sessions[session.session_id]
+    assert summary.audio_lost == ()
+    assert set(range(1, 51)) <= set(summary.audio_consumed), "every chunk reached the session"
