@@ -22,8 +22,9 @@ _EPILOG = """\
 realism (the defaults are the service's):
   setup             --setup-latency S (or LOW,HIGH: drawn per setup, seeded): setup
                     message to setupComplete (default 0.3 s).
-  network           --round-trip S: every frame, both ways, arrives half of it late, in
-                    order (default 0.006 s).
+  network           --round-trip S: everything on the wire (upgrade, frames, pings and
+                    pongs, close), both ways, arrives half of it late, in order
+                    (default 0.006 s).
   first update      --update-after-setup: send a resumption update right after
                     setupComplete (the service does not; its first handle follows an answer).
 

@@ -39,8 +39,10 @@ class EmulatorConfig:
     network). A (low, high) range draws each setup's latency from a generator seeded with
     ``seed``, so runs repeat. ``faults.slow_setups`` overrides it for chosen setups."""
     round_trip: float = 0.006
-    """Network round trip: every frame, both ways, arrives half of it after it was sent, in
-    order (the delay adds latency, not a throughput limit)."""
+    """Network round trip: everything on the wire (the HTTP upgrade, data frames, pings and
+    pongs, close frames, the end of the connection; not the TLS handshake) arrives half of it
+    after it was sent, in order, both ways. The delay adds latency, not a throughput limit;
+    0 puts nothing between the socket and websockets."""
     update_after_setup: bool = False
     """Send a resumption update right after setupComplete. The service does not: it says
     nothing after setupComplete until it has something to say, so by default a new
@@ -114,7 +116,7 @@ class EmulatorConfig:
 
     @property
     def one_way(self) -> float:
-        """The scaled delay of each frame in each direction (half the round trip)."""
+        """The scaled delay of the wire in each direction (half the round trip)."""
         return self.scaled(self.round_trip / 2)
 
     def scaled(self, seconds: float) -> float:

@@ -1,7 +1,8 @@
 """One client connection: the handshake, admission of resumes, the read loop, goAway and close.
 
-Every frame crosses the emulated network (``network``): it arrives half the configured round
-trip after it was sent, in order, both ways. The setup itself takes ``setup_latency``.
+Everything on the wire crosses the emulated network (``network``, below websockets): it
+arrives half the configured round trip after it was sent, in order, both ways. The setup
+itself takes ``setup_latency``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from ..redaction import redact
-from . import wire
+from . import network, wire
 from .config import EmulatorConfig
 from .conversation import Conversation
 from .faults import Faults, Flap
@@ -29,7 +30,6 @@ from .ledger import (
     ServerMessageRecord,
     SetupRecord,
 )
-from .network import Inbound, Outbound
 from .session import HandleEntry, Session, SessionRegistry
 from .snapshot import SessionState
 
@@ -47,10 +47,6 @@ _REASONS = {
     1008: "Requested entity was not found.",
     1011: "Internal error encountered.",
 }
-
-
-# Not scaled, like the server's close timeout: frames still on their way out get this long.
-_DRAIN_TIMEOUT = 5.0
 
 
 def close_reason(code: int) -> str:
@@ -111,8 +107,6 @@ class Connection:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
         self._silenced = False
-        self._out = Outbound(hub.config.one_way)
-        self._in = Inbound(hub.config.one_way)
         self._flap: Flap | None = None
         self._closed_by: ClosedBy | None = None
         self._sent_close: tuple[int, str] | None = None
@@ -158,8 +152,7 @@ class Connection:
     ) -> asyncio.Future[bool]:
         """Send a server message; the future says whether it was delivered (see the ledger).
 
-        Over a network with a delay it only queues the frame: the future resolves once the
-        frame crossed it. Without one it writes the frame before returning, as a socket does.
+        The frame is written at once; the future resolves once it crossed the network.
         """
         return await self._post(wire.encode(message), kind, turn, chunk, handle_index)
 
@@ -179,18 +172,19 @@ class Connection:
             done = asyncio.get_running_loop().create_future()
             done.set_result(False)
             return done
-        if self.hub.config.one_way > 0 or not self._out.idle:
-            done = self._out.put(frame)
-            done.add_done_callback(lambda f: setattr(entry, "delivered", f.result()))
-            return done
         done = asyncio.get_running_loop().create_future()
         try:
             await self._ws.send(frame)
         except ConnectionClosed:
             done.set_result(False)
             return done
-        entry.delivered = True
-        done.set_result(True)
+
+        def crossed(delivered: bool) -> None:
+            entry.delivered = delivered
+            if not done.done():  # a task awaiting it may have been cancelled
+                done.set_result(delivered)
+
+        network.when_crossed(self._ws, crossed)
         return done
 
     # --- faults ------------------------------------------------------------------------------
@@ -246,12 +240,12 @@ class Connection:
         return self.spawn(self.close(code, reason))
 
     def drop(self) -> None:
-        """Abort the TCP connection: no close frame, the client sees 1006."""
+        """Abort the TCP connection: no close frame, the client sees 1006 (the reset crosses
+        the network; frames on their way, either way, are lost)."""
         if self._closing:
             return
         self._closing = True
         self._closed_by = "drop"
-        self._out.break_()
         self._ws.transport.abort()
 
     async def close(self, code: int, reason: str | None = None) -> None:
@@ -262,12 +256,7 @@ class Connection:
         self._closed_by = "server"
         text = close_reason(code) if reason is None else reason
         self._sent_close = (code, text)
-        loop = asyncio.get_running_loop()
         # The close frame follows what was sent before it, across the same network.
-        due = loop.time() + self.hub.config.one_way
-        await self._out.drain(_DRAIN_TIMEOUT)
-        if (wait := due - loop.time()) > 0:
-            await asyncio.sleep(wait)
         await self._ws.close(code, text)
 
     # --- the connection's life -------------------------------------------------------------
@@ -275,9 +264,6 @@ class Connection:
     async def run(self) -> None:
         """Serve the connection until it closes."""
         self.hub.add(self)
-        self.spawn(self._out.run(self._ws.send))
-        if self.hub.config.one_way > 0:
-            self.spawn(self._read())
         try:
             await self._run()
         except ConnectionClosed:
@@ -285,24 +271,10 @@ class Connection:
         finally:
             await self._finish()
 
-    async def _read(self) -> None:
-        """Read frames as they come, and the end of the socket, into the inbound network."""
-        try:
-            while True:
-                self._in.arrived(await self._ws.recv())
-        except ConnectionClosed as exc:
-            self._in.arrived(exc)
-
-    async def _next_frame(self) -> str | bytes:
-        """The next client frame, once it crossed the network (at once without a delay)."""
-        if self.hub.config.one_way > 0:
-            return await self._in.next()
-        return await self._ws.recv()
-
     async def _run(self) -> None:
         config = self.hub.config
         try:
-            raw = await asyncio.wait_for(self._next_frame(), config.scaled(config.setup_timeout))
+            raw = await asyncio.wait_for(self._ws.recv(), config.scaled(config.setup_timeout))
         except TimeoutError:
             logger.debug("emulator: no setup in time")
             await self.close(*DEADLINE_CLOSE["gemini"])
@@ -320,7 +292,7 @@ class Connection:
         if not await self._admit(setup):
             return
         while True:
-            raw = await self._next_frame()
+            raw = await self._ws.recv()
             self.message_index += 1
             if not await self._receive(raw):
                 return

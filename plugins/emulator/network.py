@@ -1,126 +1,289 @@
-"""The network between the emulator and one client: a fixed one-way delay each way, in order.
+"""The network between the emulator and its clients: a fixed one-way delay each way, in order.
 
-Each direction is a FIFO stamped on entry: a frame leaves ``delay`` seconds after it entered,
-and never before the frame ahead of it, so the delay adds latency without costing throughput
-and frame order is kept per connection. Pure bookkeeping and one writer loop; the connection
-owns the tasks.
+It sits between each connection's socket and websockets, so everything that crosses the wire
+is delayed alike: the HTTP upgrade and its response, data frames, pings and pongs (which
+websockets answers by itself), close frames, and the end of the connection. A client that
+measures the round trip by pinging sees what its data sees. The TLS handshake happens below
+it and crosses at once.
+
+Each direction is a FIFO stamped on entry: bytes leave ``delay`` seconds after they entered
+(within a burst up to ``_BATCH`` later, never earlier), never before the bytes ahead of them,
+so the delay adds latency without costing throughput. One timer per direction is armed while
+something is on its way, and none once the connection ended. Without a delay websockets' own
+connection class is used: no hop, no timer.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar, cast
 
-from websockets.exceptions import ConnectionClosed
+from websockets.asyncio.server import ServerConnection
 
-_Frame = str | bytes
+_T = TypeVar("_T")
 
-
-@dataclass
-class _Item:
-    due: float
-    frame: _Frame
-    done: asyncio.Future[bool]
+_BATCH = 0.0005
+"""A stream of items is delivered at most once per this long, or per delay if shorter (each
+item up to that much late, never early): a timer per frame of a burst would cost more than
+the frames themselves."""
 
 
-class Outbound:
-    """Server frames on their way to the client.
+class _Link(Generic[_T]):
+    """One direction: each item is handed to ``deliver`` ``delay`` s after it was put (a
+    burst's within one batch), in order."""
 
-    ``put`` never waits; its future says whether the frame was written (False when the
-    connection was dropped or closed first). ``run`` is the writer loop.
-    """
-
-    def __init__(self, delay: float) -> None:
+    def __init__(self, delay: float, deliver: Callable[[_T], None]) -> None:
+        self._loop = asyncio.get_running_loop()
         self._delay = delay
-        self._items: deque[_Item] = deque()
-        self._ready = asyncio.Event()
-        self._empty = asyncio.Event()
-        self._empty.set()
-        self._broken = False
+        self._batch = min(_BATCH, delay)
+        self._deliver = deliver
+        self._items: deque[tuple[float, _T]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
 
     @property
-    def idle(self) -> bool:
-        """Nothing is queued: a frame written now would not overtake one."""
+    def empty(self) -> bool:
+        """Nothing is on its way."""
         return not self._items
 
-    def put(self, frame: _Frame) -> asyncio.Future[bool]:
-        """Queue ``frame``; the future resolves once it was written (or will never be)."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[bool] = loop.create_future()
-        if self._broken:
-            done.set_result(False)
-            return done
-        self._items.append(_Item(loop.time() + self._delay, frame, done))
-        self._empty.clear()
-        self._ready.set()
-        return done
+    def put(self, item: _T, *, at_once: bool = False) -> None:
+        """Send ``item``; ``at_once``: due now, but still behind what is on its way."""
+        self._items.append((self._loop.time() + (0.0 if at_once else self._delay), item))
+        self._arm()
 
-    def break_(self) -> None:
-        """The connection is gone: nothing queued (or queued later) is written."""
-        self._broken = True
-        while self._items:
-            item = self._items.popleft()
-            if not item.done.done():
-                item.done.set_result(False)
-        self._empty.set()
+    def clear(self) -> list[_T]:
+        """Stop: what is on its way is returned, never delivered."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        items = [item for _, item in self._items]
+        self._items.clear()
+        return items
 
-    async def drain(self, timeout: float) -> bool:
-        """Wait (at most ``timeout`` s) until every queued frame was written or abandoned."""
+    def _arm(self, earliest: float = 0.0) -> None:
+        if self._timer is None and self._items:
+            self._timer = self._loop.call_at(max(self._items[0][0], earliest), self._arrive)
+
+    def _arrive(self) -> None:
+        self._timer = None
+        now = self._loop.time()
         try:
-            await asyncio.wait_for(self._empty.wait(), timeout)
-        except TimeoutError:
-            return False
-        return True
-
-    async def run(self, send: Callable[[_Frame], Awaitable[None]]) -> None:
-        """Write each frame when it is due with ``send`` (the socket's), until cancelled or
-        the socket closes."""
-        loop = asyncio.get_running_loop()
-        try:
-            while True:
-                if not self._items:
-                    self._empty.set()
-                    self._ready.clear()
-                    await self._ready.wait()
-                    continue
-                item = self._items[0]
-                wait = item.due - loop.time()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                if self._broken:
-                    continue
-                self._items.popleft()
-                written = False
-                try:
-                    await send(item.frame)
-                    written = True
-                except ConnectionClosed:
-                    return
-                finally:
-                    item.done.set_result(written)
+            while self._items and self._items[0][0] <= now:
+                self._deliver(self._items.popleft()[1])
         finally:
-            self.break_()
+            self._arm(now + self._batch)
 
 
-class Inbound:
-    """Client frames on their way to the emulator: stamped when read, handed out when due."""
+@dataclass(frozen=True)
+class _Mark:
+    """Follows the bytes written before it: ``then(True)`` once they all reached the socket,
+    ``then(False)`` if some never will."""
 
-    def __init__(self, delay: float) -> None:
-        self._delay = delay
-        self._queue: asyncio.Queue[tuple[float, _Frame | BaseException]] = asyncio.Queue()
+    then: Callable[[bool], None]
 
-    def arrived(self, frame: _Frame | BaseException) -> None:
-        """``frame`` was read from the socket now (an exception: the socket ended with it)."""
-        self._queue.put_nowait((asyncio.get_running_loop().time() + self._delay, frame))
 
-    async def next(self) -> _Frame:
-        """The next frame, once it is due; raises what ended the socket after the last one."""
-        due, frame = await self._queue.get()
-        wait = due - asyncio.get_running_loop().time()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        if isinstance(frame, BaseException):
-            raise frame
-        return frame
+_Command = Literal["eof", "close", "abort"]
+_Outgoing = bytes | _Mark | _Command
+
+
+@dataclass(frozen=True)
+class _Lost:
+    """The socket's end (``connection_lost``), with its exception."""
+
+    exc: Exception | None
+
+
+_Incoming = bytes | Literal["eof"] | _Lost
+
+
+class _DelayedTransport(asyncio.Transport):
+    """What websockets writes reaches the socket ``delay`` s later, in order; so do the half
+    close, the close and the abort (an abort drops what is on its way, both ways)."""
+
+    def __init__(
+        self, transport: asyncio.Transport, delay: float, on_abort: Callable[[], None]
+    ) -> None:
+        super().__init__()
+        self._transport = transport
+        self._out: _Link[_Outgoing] = _Link(delay, self._cross)
+        self._on_abort = on_abort
+        self._closing = False
+        """close() or abort() was called: nothing written after it crosses."""
+        self._aborted = False
+        self.shut = False
+        """The close or the abort reached the socket: its end is this side's doing."""
+        self._gone = False
+        """The socket is closing or closed: bytes that reach it now are lost."""
+        self._lost = False
+        """Some bytes written never reached the socket."""
+        self._ended = False
+
+    def crossed(self, then: Callable[[bool], None]) -> None:
+        """Call ``then`` once everything written so far reached the socket (True), or some of
+        it never will (False)."""
+        if self._lost or self._out.empty:
+            then(not self._lost)
+        else:
+            self._out.put(_Mark(then))
+
+    def socket_gone(self) -> None:
+        """The socket ended (the peer closed or the connection was lost)."""
+        self._gone = True
+
+    def ended(self) -> None:
+        """The connection ended: nothing more crosses, no timer stays armed."""
+        self._closing = self._ended = True
+        self._drop()
+
+    def _drop(self) -> None:
+        dropped = self._out.clear()
+        if dropped:
+            self._lost = True
+        for item in dropped:
+            if isinstance(item, _Mark):
+                item.then(False)
+
+    def _cross(self, item: _Outgoing) -> None:
+        if isinstance(item, _Mark):
+            item.then(not self._lost)
+        elif isinstance(item, bytes):
+            if self._gone or self._transport.is_closing():
+                self._lost = True  # quietly: a real socket's peer would not read it either
+            else:
+                self._transport.write(item)
+        elif item == "eof":
+            if not (self._gone or self._transport.is_closing()):
+                self._transport.write_eof()
+        else:
+            self.shut = True
+            if item == "close":
+                self._transport.close()
+            else:
+                self._transport.abort()
+
+    # --- asyncio.WriteTransport ------------------------------------------------------------
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._closing:
+            self._lost = True
+        elif data:
+            self._out.put(bytes(data))
+
+    def write_eof(self) -> None:
+        if not self._closing:
+            self._out.put("eof")
+
+    def can_write_eof(self) -> bool:
+        return self._transport.can_write_eof()
+
+    def close(self) -> None:
+        if not self._closing:
+            self._closing = True
+            self._out.put("close")
+
+    def abort(self) -> None:
+        if self._aborted:
+            return
+        self._aborted = True
+        if self.shut or self._ended:
+            self._transport.abort()  # the socket is closing already: now, at once
+            return
+        # The reset crosses the network too; what was on its way, either way, is lost.
+        self._closing = True
+        self._drop()
+        self._lost = True
+        self._on_abort()
+        self._out.put("abort")
+
+    def is_closing(self) -> bool:
+        return self._closing or self._transport.is_closing()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._transport.get_write_buffer_limits()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._transport.set_write_buffer_limits(high, low)
+
+    # --- asyncio.ReadTransport and BaseTransport -------------------------------------------
+
+    def pause_reading(self) -> None:
+        self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._transport.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self._transport.is_reading()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+
+class _DelayedConnection(ServerConnection):
+    """A websockets server connection whose bytes cross the network both ways."""
+
+    one_way: float
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._cut = False
+        self._in: _Link[_Incoming] = _Link(self.one_way, self._arrive)
+        self._wire = _DelayedTransport(
+            cast(asyncio.Transport, transport), self.one_way, self._abort_inbound
+        )
+        super().connection_made(self._wire)
+
+    def _abort_inbound(self) -> None:
+        self._cut = True
+        self._in.clear()
+
+    def data_received(self, data: bytes) -> None:
+        if not self._cut:
+            self._in.put(data)
+
+    def eof_received(self) -> None:
+        self._wire.socket_gone()
+        if not self._cut:
+            self._in.put("eof")
+        # None: the socket closes (under TLS it does anyway); what is on its way still comes.
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._wire.socket_gone()
+        # An end this side caused is known here at once; the peer's crosses the network.
+        self._in.put(_Lost(exc), at_once=self._wire.shut)
+
+    def _arrive(self, item: _Incoming) -> None:
+        if isinstance(item, _Lost):
+            self._wire.ended()
+            super().connection_lost(item.exc)
+        elif item == "eof":
+            super().eof_received()
+        else:
+            super().data_received(item)
+
+
+def connection_class(one_way: float) -> type[ServerConnection]:
+    """The ``create_connection`` class for ``websockets.asyncio.server.serve`` on a network
+    with ``one_way`` seconds of delay each way (websockets' own without a delay)."""
+    if one_way <= 0:
+        return ServerConnection
+
+    class DelayedConnection(_DelayedConnection):
+        pass
+
+    DelayedConnection.one_way = one_way
+    return DelayedConnection
+
+
+def when_crossed(ws: ServerConnection, then: Callable[[bool], None]) -> None:
+    """Call ``then(True)`` once everything written to ``ws`` so far crossed the network, or
+    ``then(False)`` if some of it never will (the connection was dropped or ended first)."""
+    transport = ws.transport
+    if isinstance(transport, _DelayedTransport):
+        transport.crossed(then)
+    else:
+        then(True)

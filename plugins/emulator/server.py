@@ -21,6 +21,7 @@ from .config import EmulatorConfig
 from .connection import Api, Connection, Hub
 from .faults import Faults
 from .ledger import AttemptRecord, Ledger
+from .network import connection_class
 from .session import SessionRegistry
 
 _GEMINI_PATH = re.compile(
@@ -118,6 +119,7 @@ class Emulator:
                 compression=None,
                 max_size=_MAX_CLIENT_MESSAGE,
                 close_timeout=_CLOSE_TIMEOUT,
+                create_connection=connection_class(config.one_way),
             )
         except BaseException:
             self._tls.remove()

@@ -1,5 +1,5 @@
 """Audio heard twice and lost per planned move, without ``transparent`` (the arrival rule),
-over a network with a given round trip (a delaying proxy: pings are delayed like data).
+over a network with a given round trip (the emulator's: pings are delayed like data).
 
 Per profile and round trip: N planned moves (goAway after an answered turn) while a caller
 streams 20 ms chunks in real time; from the emulator's ledger, client audio chunks the
@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from google.genai import types
 from google.oauth2.credentials import Credentials
 from loguru import logger
 
@@ -28,9 +25,6 @@ from realtime_resumption.emulator.server import VERTEX_LOCATION, VERTEX_PROJECT
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.resumption import ResumptionOptions
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script
-from net_delay import DelayProxy
 
 MODEL = "gemini-live-2.5-flash-preview"
 SETUP_LATENCY = 0.3
@@ -48,12 +42,9 @@ class ReplayFigures:
     """Client audio chunks the transport accepted that no final state holds."""
 
 
-def _auth(emu: Emulator, port: int, vertex: bool) -> dict[str, Any]:
-    """How the transport reaches ``emu`` through the proxy on ``port``."""
-    options = types.HttpOptions(
-        base_url=f"https://127.0.0.1:{port}",
-        async_client_args={"ssl": emu.client_ssl_context()},
-    )
+def _auth(emu: Emulator, vertex: bool) -> dict[str, Any]:
+    """How the transport reaches ``emu``."""
+    options = emu.http_options()
     if not vertex:
         return {"api_key": "emulator-key", "http_options": options}
     token = Credentials(token="emulator-token")  # type: ignore[no-untyped-call]
@@ -66,14 +57,14 @@ def _auth(emu: Emulator, port: int, vertex: bool) -> dict[str, Any]:
     }
 
 
-def _emulator_config(profile: str, time_scale: float) -> EmulatorConfig:
-    fields = {f.name for f in dataclasses.fields(EmulatorConfig)}
-    realistic: dict[str, Any] = {}
-    if "setup_latency" in fields:
-        realistic["setup_latency"] = SETUP_LATENCY / time_scale
-    if "round_trip" in fields:
-        realistic["round_trip"] = 0.0  # the proxy is the network
-    return EmulatorConfig(profile=profile, time_scale=time_scale, **realistic)  # type: ignore[arg-type]
+def _emulator_config(profile: str, round_trip: float, time_scale: float) -> EmulatorConfig:
+    # Both are wall-clock figures: the emulator scales what it is given.
+    return EmulatorConfig(
+        profile=profile,  # type: ignore[arg-type]
+        time_scale=time_scale,
+        setup_latency=SETUP_LATENCY / time_scale,
+        round_trip=round_trip / time_scale,
+    )
 
 
 async def measure(
@@ -87,40 +78,37 @@ async def measure(
 ) -> ReplayFigures:
     """``moves`` planned moves (goAway after an answered turn) while the caller streams audio
     without pause; Vertex without ``transparent`` (the arrival rule)."""
-    async with Emulator(_emulator_config(profile, time_scale)) as emu:
-        async with DelayProxy(emu.port, round_trip) as proxy:
-            transport = GeminiLiveTransport(
-                **_auth(emu, proxy.port, profile == "vertex"),
-                model=MODEL,
-                tool_call_grace=0.05,
-                resumption=ResumptionOptions(deadline_margin=1.0, attempt_timeout=5.0),
-            )
-            caller = ScriptedCaller(
-                transport, chunk_ms=20, pace=pace, turn_silence=0.5 * time_scale + 0.04
-            )
-            try:
-                await transport.connect()
-                caller.start_microphone()
-                for n in range(1, moves + 1):
-                    await caller.ask(("what", "is", "new"), timeout=wait)
-                    await caller.wait_until(
-                        lambda r: (
-                            bool(r.resumption_updates) and r.resumption_updates[-1].has_handle
-                        ),
-                        timeout=wait,
-                        what="a handle after the answer",
-                    )
-                    emu.faults.go_away(time_left=5.0)
-                    await caller.wait_moves(n, timeout=wait)
-                await caller.ask(("are", "you", "there"), timeout=wait)
-                await caller.stop_microphone()
-                await asyncio.sleep(4 * round_trip + 0.05)  # the last chunks reach the session
-                await transport.disconnect()
-            finally:
-                await caller.aclose()
-                await transport.disconnect()
-            comparison = caller.summary().compare(emu.ledger.summary())
-            outcomes = [m.outcome for m in caller.record.moves]
+    async with Emulator(_emulator_config(profile, round_trip, time_scale)) as emu:
+        transport = GeminiLiveTransport(
+            **_auth(emu, profile == "vertex"),
+            model=MODEL,
+            tool_call_grace=0.05,
+            resumption=ResumptionOptions(deadline_margin=1.0, attempt_timeout=5.0),
+        )
+        caller = ScriptedCaller(
+            transport, chunk_ms=20, pace=pace, turn_silence=0.5 * time_scale + 0.04
+        )
+        try:
+            await transport.connect()
+            caller.start_microphone()
+            for n in range(1, moves + 1):
+                await caller.ask(("what", "is", "new"), timeout=wait)
+                await caller.wait_until(
+                    lambda r: bool(r.resumption_updates) and r.resumption_updates[-1].has_handle,
+                    timeout=wait,
+                    what="a handle after the answer",
+                )
+                emu.faults.go_away(time_left=5.0)
+                await caller.wait_moves(n, timeout=wait)
+            await caller.ask(("are", "you", "there"), timeout=wait)
+            await caller.stop_microphone()
+            await asyncio.sleep(4 * round_trip + 0.05)  # the last chunks reach the session
+            await transport.disconnect()
+        finally:
+            await caller.aclose()
+            await transport.disconnect()
+        comparison = caller.summary().compare(emu.ledger.summary())
+        outcomes = [m.outcome for m in caller.record.moves]
     assert outcomes == [MoveOutcome.RESUMED] * moves, outcomes
     return ReplayFigures(
         profile=profile,

@@ -292,10 +292,7 @@ async def test_a_turn_the_user_begins_while_the_replacement_dials_runs_on_the_in
 async def test_go_away_while_the_user_speaks_waits_for_the_turn_to_end(
     voice_activity: bool,
 ) -> None:
-    # No network delay: the 5 ms margin below stands for a round trip the test does not have.
-    config = emulator_config(
-        "gemini", answer_chunks=10, voice_activity=voice_activity, round_trip=0.0
-    )
+    config = emulator_config("gemini", answer_chunks=10, voice_activity=voice_activity)
     async with Emulator(config) as emu:
         # The whole utterance is sent within milliseconds here: a margin for in-flight audio
         # as long as a real round trip would replay all of it (a real one takes seconds).
