@@ -53,6 +53,10 @@ answer; unscaled it would cover whole compressed utterances, which the session w
 twice. It stands for a round trip, which does not shrink: scenarios that load the machine (the
 storm) keep the shipped margin."""
 
+ROUND_TRIP = 0.006
+"""The network round trip on the wall clock (the emulator's default): a round trip does not
+shrink with the emulator's time, so it is given to the emulator divided by ``SCALE``."""
+
 RESUMPTION = ResumptionOptions(
     deadline_margin=1.0, retry_delays=(0.0, 0.05, 0.1, 0.2), attempt_timeout=1.0
 )
@@ -71,10 +75,7 @@ def rotation_config(profile: Profile, **changes: Any) -> EmulatorConfig:
     """A fast emulator in ``profile``."""
     changes.setdefault("time_scale", SCALE)
     changes.setdefault("notice", NOTICE)
-    # No network delay yet: without transparent mode the transport's replay margin follows
-    # its setup time, not the round trip, so audio in flight when a handle is issued can be
-    # lost on a loaded machine (the seamless-moves work measures the round trip instead).
-    changes.setdefault("round_trip", 0.0)
+    changes.setdefault("round_trip", ROUND_TRIP / SCALE)
     if profile == "vertex":
         changes.setdefault("handle_delay", VERTEX_HANDLE_DELAY)
     return EmulatorConfig(profile=profile, **changes)
