@@ -3,7 +3,9 @@ over a network with a given round trip (the emulator's: pings are delayed like d
 
 Per profile and round trip: N planned moves (goAway after an answered turn) while a caller
 streams 20 ms chunks in real time; from the emulator's ledger, client audio chunks the
-session's final state holds twice, and chunks accepted but absent.
+session's final state holds twice, and chunks accepted but absent. The emulator runs in a
+process of its own (``emulator_process``), as the service does: its event loop's lag is not
+the client's.
 
     .venv/bin/python tests/benchmarks/bench_replay.py [--moves 8] [--round-trips 0.001 0.005 0.01 0.02]
 """
@@ -16,10 +18,12 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from emulator_process import EmulatorProcess
+from google.genai import types
 from google.oauth2.credentials import Credentials
 from loguru import logger
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
+from realtime_resumption.emulator import EmulatorConfig
 from realtime_resumption.emulator.caller import ScriptedCaller
 from realtime_resumption.emulator.server import VERTEX_LOCATION, VERTEX_PROJECT
 from realtime_resumption.gemini import GeminiLiveTransport
@@ -42,9 +46,8 @@ class ReplayFigures:
     """Client audio chunks the transport accepted that no final state holds."""
 
 
-def _auth(emu: Emulator, vertex: bool) -> dict[str, Any]:
-    """How the transport reaches ``emu``."""
-    options = emu.http_options()
+def _auth(options: types.HttpOptions, vertex: bool) -> dict[str, Any]:
+    """How the transport reaches the emulator at ``options``."""
     if not vertex:
         return {"api_key": "emulator-key", "http_options": options}
     token = Credentials(token="emulator-token")  # type: ignore[no-untyped-call]
@@ -78,9 +81,10 @@ async def measure(
 ) -> ReplayFigures:
     """``moves`` planned moves (goAway after an answered turn) while the caller streams audio
     without pause; Vertex without ``transparent`` (the arrival rule)."""
-    async with Emulator(_emulator_config(profile, round_trip, time_scale)) as emu:
+    async with EmulatorProcess(_emulator_config(profile, round_trip, time_scale)) as server:
+        assert server.http_options is not None
         transport = GeminiLiveTransport(
-            **_auth(emu, profile == "vertex"),
+            **_auth(server.http_options, profile == "vertex"),
             model=MODEL,
             tool_call_grace=0.05,
             resumption=ResumptionOptions(deadline_margin=1.0, attempt_timeout=5.0),
@@ -98,7 +102,7 @@ async def measure(
                     timeout=wait,
                     what="a handle after the answer",
                 )
-                emu.faults.go_away(time_left=5.0)
+                await server.fault("go_away", time_left=5.0)
                 await caller.wait_moves(n, timeout=wait)
             await caller.ask(("are", "you", "there"), timeout=wait)
             await caller.stop_microphone()
@@ -107,7 +111,7 @@ async def measure(
         finally:
             await caller.aclose()
             await transport.disconnect()
-        comparison = caller.summary().compare(emu.ledger.summary())
+        comparison = caller.summary().compare((await server.ledger()).summary())
         outcomes = [m.outcome for m in caller.record.moves]
     assert outcomes == [MoveOutcome.RESUMED] * moves, outcomes
     return ReplayFigures(
