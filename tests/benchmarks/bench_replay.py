@@ -1,9 +1,12 @@
-"""Audio heard twice and lost per planned move, without ``transparent`` (the arrival rule),
-over a network with a given round trip (the emulator's: pings are delayed like data).
+"""Audio heard twice and lost per planned move, by the arrival rule (no ``transparent``) and
+the exact one, over a network with a given round trip (the emulator's: pings are delayed like data).
 
 Per profile and round trip: N planned moves (goAway after an answered turn) while a caller
 streams 20 ms chunks in real time; from the emulator's ledger, client audio chunks the
-session's final state holds twice, and chunks accepted but absent.
+session's final state holds twice, and chunks accepted but absent. The emulator runs in a
+process of its own (``emulator_process``), as the service does: its event loop's lag is not
+the client's. ``vertex-transparent`` is Vertex with ``transparent=True``: the handle says
+where it is (the exact rule).
 
     .venv/bin/python tests/benchmarks/bench_replay.py [--moves 8] [--round-trips 0.001 0.005 0.01 0.02]
 """
@@ -16,10 +19,12 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from emulator_process import EmulatorProcess
+from google.genai import types
 from google.oauth2.credentials import Credentials
 from loguru import logger
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
+from realtime_resumption.emulator import EmulatorConfig
 from realtime_resumption.emulator.caller import ScriptedCaller
 from realtime_resumption.emulator.server import VERTEX_LOCATION, VERTEX_PROJECT
 from realtime_resumption.gemini import GeminiLiveTransport
@@ -42,9 +47,8 @@ class ReplayFigures:
     """Client audio chunks the transport accepted that no final state holds."""
 
 
-def _auth(emu: Emulator, vertex: bool) -> dict[str, Any]:
-    """How the transport reaches ``emu``."""
-    options = emu.http_options()
+def _auth(options: types.HttpOptions, vertex: bool) -> dict[str, Any]:
+    """How the transport reaches the emulator at ``options``."""
     if not vertex:
         return {"api_key": "emulator-key", "http_options": options}
     token = Credentials(token="emulator-token")  # type: ignore[no-untyped-call]
@@ -77,10 +81,13 @@ async def measure(
     wait: float = 20.0,
 ) -> ReplayFigures:
     """``moves`` planned moves (goAway after an answered turn) while the caller streams audio
-    without pause; Vertex without ``transparent`` (the arrival rule)."""
-    async with Emulator(_emulator_config(profile, round_trip, time_scale)) as emu:
+    without pause; ``profile`` ``vertex-transparent`` is Vertex with the exact rule."""
+    api, _, mode = profile.partition("-")
+    async with EmulatorProcess(_emulator_config(api, round_trip, time_scale)) as server:
+        assert server.http_options is not None
         transport = GeminiLiveTransport(
-            **_auth(emu, profile == "vertex"),
+            **_auth(server.http_options, api == "vertex"),
+            transparent=mode == "transparent",
             model=MODEL,
             tool_call_grace=0.05,
             resumption=ResumptionOptions(deadline_margin=1.0, attempt_timeout=5.0),
@@ -98,7 +105,7 @@ async def measure(
                     timeout=wait,
                     what="a handle after the answer",
                 )
-                emu.faults.go_away(time_left=5.0)
+                await server.fault("go_away", time_left=5.0)
                 await caller.wait_moves(n, timeout=wait)
             await caller.ask(("are", "you", "there"), timeout=wait)
             await caller.stop_microphone()
@@ -107,7 +114,7 @@ async def measure(
         finally:
             await caller.aclose()
             await transport.disconnect()
-        comparison = caller.summary().compare(emu.ledger.summary())
+        comparison = caller.summary().compare((await server.ledger()).summary())
         outcomes = [m.outcome for m in caller.record.moves]
     assert outcomes == [MoveOutcome.RESUMED] * moves, outcomes
     return ReplayFigures(
@@ -120,12 +127,12 @@ async def measure(
 
 
 async def _main(moves: int, round_trips: list[float], profiles: list[str]) -> None:
-    print(f"{'profile':8} {'rtt ms':>7} {'moves':>5} {'heard twice/move':>17} {'lost/move':>10}")
+    print(f"{'profile':18} {'rtt ms':>7} {'moves':>5} {'heard twice/move':>17} {'lost/move':>10}")
     for profile in profiles:
         for rtt in round_trips:
             f = await measure(profile, rtt, moves, pace=1.0)
             print(
-                f"{profile:8} {rtt * 1000:7.1f} {f.moves:5d} {f.heard_twice / f.moves:17.2f} "
+                f"{profile:18} {rtt * 1000:7.1f} {f.moves:5d} {f.heard_twice / f.moves:17.2f} "
                 f"{f.lost / f.moves:10.2f}",
                 flush=True,
             )
@@ -135,7 +142,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--moves", type=int, default=8)
     parser.add_argument("--round-trips", type=float, nargs="+", default=[0.001, 0.005, 0.01, 0.02])
-    parser.add_argument("--profiles", nargs="+", default=["gemini", "vertex"])
+    parser.add_argument(
+        "--profiles",
+        nargs="+",
+        choices=["gemini", "vertex", "vertex-transparent"],
+        default=["gemini", "vertex", "vertex-transparent"],
+    )
     args = parser.parse_args()
     logger.remove()
     logger.add(sys.stderr, level="ERROR")
