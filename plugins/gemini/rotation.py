@@ -476,8 +476,9 @@ class Rotation:
             self._give_up(SessionLostError(action.why))
 
     async def _attempt(self, handle: str | None) -> list[m.Action]:
-        """One attempt: dial with ``handle`` and let the connection settle, within
-        ``attempt_timeout``; returns the machine's next actions."""
+        """One attempt: dial with ``handle`` within ``attempt_timeout``, then let the
+        connection settle (bounded by the settle itself: a slow setup must not eat into it);
+        returns the machine's next actions."""
         move = self.log.current
         if move is None:
             return []
@@ -487,14 +488,14 @@ class Rotation:
         try:
             async with asyncio.timeout(timeout):
                 conn = await self._dialler.dial(handle)
-                self._pending = conn
-                [settle] = self._machine.send(m.SetupOk())
-                assert isinstance(settle, m.Settle)
-                stage = Stage.SETTLING
-                close = await self._handover.settle(conn, settle.seconds)
+            self._pending = conn
+            [settle] = self._machine.send(m.SetupOk())
+            assert isinstance(settle, m.Settle)
+            stage = Stage.SETTLING
+            close = await self._handover.settle(conn, settle.seconds)
         except TimeoutError:
             self._drop_pending()
-            error = TimeoutError(f"the attempt did not finish within attempt_timeout ({timeout} s)")
+            error = TimeoutError(f"the setup did not complete within attempt_timeout ({timeout} s)")
             return self._failed(stage, error)
         except asyncio.CancelledError:
             self._drop_pending()

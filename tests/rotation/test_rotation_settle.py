@@ -11,6 +11,7 @@ from realtime_resumption.emulator import Emulator, user_audio
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.move import SETTLE, SETTLE_HELD
 from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.resumption import ResumptionOptions
 
 from .rotation_helpers import (
     HELLO,
@@ -98,3 +99,25 @@ async def test_a_refusal_after_the_short_settle_is_retried_and_loses_nothing() -
     summary = emu.ledger.summary().sessions[session.session_id]
     assert summary.audio_lost == ()
     assert set(range(1, 51)) <= set(summary.audio_consumed), "every chunk reached the session"
+
+
+async def test_the_settle_does_not_count_against_attempt_timeout() -> None:
+    """``attempt_timeout`` bounds the dial: on a quiet server a planned move settles the full
+    ``SETTLE``, and an attempt bound shorter than that must not fail every move."""
+    async with Emulator(emulator_config("gemini", update_after_setup=False)) as emu:
+        options = ResumptionOptions(deadline_margin=1.0, attempt_timeout=SETTLE * 0.8)
+        transport = make_transport(emu, resumption=options)
+        rec = Recorder(transport)
+        await transport.connect()
+        transport.send_content(HELLO)
+        await rec.wait_for("on_resumption_update")
+        emu.faults.go_away(60.0)
+        await rec.wait_for("on_move", timeout=5)
+        await transport.disconnect()
+
+    (move,) = rec.moves
+    assert (move.reason, move.outcome, move.attempts) == (
+        MoveReason.PLANNED,
+        MoveOutcome.RESUMED,
+        1,
+    )
