@@ -60,10 +60,9 @@ shrink with the emulator's time, so it is given to the emulator divided by ``SCA
 RESUMPTION = ResumptionOptions(
     deadline_margin=1.0, retry_delays=(0.0, 0.05, 0.1, 0.2), attempt_timeout=1.0
 )
-"""Retries a fraction of a second apart. An attempt spans the setup and the settle: a quiet
-server says nothing after setupComplete, so a replacement the incumbent stands in for settles
-the whole ``gemini.move.SETTLE`` (0.5 s, unscaled), and the attempt needs more than that plus
-the slowest setup a scenario scripts (4 s on the emulator's clock, 0.2 s here)."""
+"""Retries a fraction of a second apart. ``attempt_timeout`` bounds a dial (the settle after
+it has its own bound): well above the slowest setup a scenario scripts (4 s on the emulator's
+clock, 0.2 s here), so a loaded machine does not turn a slow setup into a failed attempt."""
 
 QUESTION = ("what", "is", "new")
 WARM_UP = ("hello", "there")

@@ -16,6 +16,7 @@ from ..transport import transport_helpers
 from ..transport.transport_helpers import GRACE, MODEL, TIME_SCALE, Recorder, emulator_config
 
 __all__ = [
+    "CHUNK",
     "FAST",
     "GRACE",
     "HELLO",
@@ -50,8 +51,15 @@ def seconds(n: float) -> float:
     return n * TIME_SCALE
 
 
-async def stream_silence(transport: GeminiLiveTransport, first: int, count: int) -> None:
-    """Silent user audio numbered from ``first``, one 20 ms chunk every 2 ms."""
+CHUNK = 0.02
+"""A microphone's pace: one 20 ms chunk every 20 ms."""
+
+
+async def stream_silence(
+    transport: GeminiLiveTransport, first: int, count: int, every: float = 0.002
+) -> None:
+    """Silent user audio numbered from ``first``, one 20 ms chunk every ``every`` seconds
+    (2 ms by default; ``CHUNK`` is a microphone's real-time pace)."""
     for seq in range(first, first + count):
         transport.send_audio(user_audio(seq, speech=False))
-        await asyncio.sleep(0.002)
+        await asyncio.sleep(every)

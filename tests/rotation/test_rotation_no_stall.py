@@ -14,26 +14,24 @@ from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
 from .rotation_helpers import (
+    CHUNK,
     TIME_SCALE,
     Recorder,
     emulator_config,
     make_transport,
     only_session,
+    stream_silence,
 )
 
 SLOW_SETUP = 0.4
 """Wall seconds every resumed setup takes (the emulator's clock runs at ``TIME_SCALE``)."""
 STALL_BOUND = SLOW_SETUP / 4
 """An input stall this long would mean input waited for the setup."""
-CHUNK = 0.02
-"""A microphone's pace: one 20 ms chunk every 20 ms."""
 
 
 async def _microphone(transport: GeminiLiveTransport, first: int, seconds: float) -> None:
     """Silent user audio numbered from ``first``, in real time for ``seconds``."""
-    for seq in range(first, first + round(seconds / CHUNK)):
-        transport.send_audio(user_audio(seq, speech=False))
-        await asyncio.sleep(CHUNK)
+    await stream_silence(transport, first, round(seconds / CHUNK), every=CHUNK)
 
 
 async def _slow_emulator_transport(emu: Emulator) -> tuple[GeminiLiveTransport, Recorder]:

@@ -6,38 +6,34 @@ what the refused connection was sent is replayed, so nothing the user said is lo
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from realtime_resumption.emulator import Emulator, user_audio
+from realtime_resumption.emulator import Emulator
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.move import SETTLE, SETTLE_HELD
 from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.resumption import ResumptionOptions
 
 from .rotation_helpers import (
+    CHUNK,
     HELLO,
     TIME_SCALE,
     Recorder,
     emulator_config,
     make_transport,
     only_session,
+    stream_silence,
 )
 
-CHUNK = 0.02
 REFUSED_AFTER = 0.2
 """Wall seconds after its setup the refused connection closes: after the short settle,
 within the long one and the probation."""
 assert SETTLE_HELD < REFUSED_AFTER < SETTLE
 
 
-async def _microphone(transport: GeminiLiveTransport, first: int, count: int) -> None:
-    for seq in range(first, first + count):
-        transport.send_audio(user_audio(seq, speech=False))
-        await asyncio.sleep(CHUNK)
-
-
-async def _connected(emu: Emulator) -> tuple[GeminiLiveTransport, Recorder]:
+async def _connected(emu: Emulator, **options: Any) -> tuple[GeminiLiveTransport, Recorder]:
     """A transport holding a handle: the quiet server issues the first after an answer."""
-    transport = make_transport(emu)
+    transport = make_transport(emu, **options)
     rec = Recorder(transport)
     await transport.connect()
     transport.send_content(HELLO)
@@ -50,7 +46,7 @@ async def test_after_a_drop_the_new_connection_takes_the_held_input_at_once() ->
     for ``SETTLE`` after it."""
     async with Emulator(emulator_config("gemini", update_after_setup=False)) as emu:
         transport, rec = await _connected(emu)
-        streaming = asyncio.create_task(_microphone(transport, 1, 40))
+        streaming = asyncio.create_task(stream_silence(transport, 1, 40, every=CHUNK))
         await asyncio.sleep(10 * CHUNK)
         emu.faults.drop()
         await rec.wait_for("on_move", timeout=5)
@@ -76,7 +72,7 @@ async def test_a_refusal_after_the_short_settle_is_retried_and_loses_nothing() -
     refused connection took replayed to the next."""
     async with Emulator(emulator_config("gemini", update_after_setup=False)) as emu:
         transport, rec = await _connected(emu)
-        streaming = asyncio.create_task(_microphone(transport, 1, 50))
+        streaming = asyncio.create_task(stream_silence(transport, 1, 50, every=CHUNK))
         await asyncio.sleep(10 * CHUNK)
         emu.faults.flap(close_after=REFUSED_AFTER / TIME_SCALE, code=1011, n=1)
         emu.faults.drop()
@@ -106,11 +102,7 @@ async def test_the_settle_does_not_count_against_attempt_timeout() -> None:
     ``SETTLE``, and an attempt bound shorter than that must not fail every move."""
     async with Emulator(emulator_config("gemini", update_after_setup=False)) as emu:
         options = ResumptionOptions(deadline_margin=1.0, attempt_timeout=SETTLE * 0.8)
-        transport = make_transport(emu, resumption=options)
-        rec = Recorder(transport)
-        await transport.connect()
-        transport.send_content(HELLO)
-        await rec.wait_for("on_resumption_update")
+        transport, rec = await _connected(emu, resumption=options)
         emu.faults.go_away(60.0)
         await rec.wait_for("on_move", timeout=5)
         await transport.disconnect()
