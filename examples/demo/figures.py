@@ -73,7 +73,8 @@ class Figures:
     """From the end of the question asked during the move to its answer heard (None: never)."""
     at_rest_delay: float | None
     """The same for a question asked with no move under way."""
-    errors: tuple[str, ...]
+    errors: tuple[tuple[float, str], ...]
+    """(when, text) of each error the stack surfaced to the application (ledger clock)."""
     questions: int
     answered: int
     duration: float
@@ -268,7 +269,7 @@ def figures(run: LaneRun) -> Figures:
         moves=tuple(_moves(run, summary, [a.at - run.origin for a in lost])),
         move_question_delay=_delay(by_question.get(DURING_MOVE)),
         at_rest_delay=_delay(by_question.get(AFTER_MOVE)),
-        errors=tuple(text for _, text in run.record.errors),
+        errors=tuple(run.record.errors),
         questions=len(run.record.asked),
         answered=sum(1 for a in run.record.asked if a.first_heard_at is not None),
         duration=run.duration,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Final
 
 import pydantic
@@ -120,6 +121,16 @@ class LiveOptions:
 
     def __post_init__(self) -> None:
         _generation_fields(self.generation)  # a bad value fails here, not at the first dial
+
+    @cached_property
+    def blocking_functions_only(self) -> bool:
+        """Whether every declared function holds the model until its result comes (none is
+        ``behavior=NON_BLOCKING``)."""
+        return not any(
+            declaration.behavior == types.Behavior.NON_BLOCKING
+            for tool in self.tools
+            for declaration in tool.function_declarations or ()
+        )
 
     def updated(self, update: SessionUpdate) -> LiveOptions:
         """These options with ``update`` applied (``None`` fields leave a setting as it is)."""

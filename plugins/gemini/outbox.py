@@ -42,6 +42,14 @@ video frames, audioStreamEnd by default) written within ``OutboxLimits.round_tri
 before that boundary, or within the measured jitter when it is larger (a busy event loop on
 either side shows in it), are queued again too (counted as possibly duplicated).
 
+*Answered* (both rules): the model's output after a tool response shows the session took the
+response in, and everything written to that connection before it (the input is one ordered
+stream, and a function call holds the model until its result comes). Handles that arrive
+later hold those messages whatever the timing says (:meth:`Outbox.model_answered`), so an
+arrival moved back by a busy loop never replays an answered tool result or the question it
+answered. A non-blocking function, during which the model may go on talking, would make that
+output no proof; the transport declares functions blocking.
+
 Blind spots: the rule assumes the server consumes a message as soon as it arrives and that the
 two directions take half the round trip each; a message written within the round trip's jitter
 of the boundary (beyond the tolerance) is misplaced, heard twice if the link was faster than
@@ -150,12 +158,15 @@ class OutboxLimits:
     handle_margin: float = 0.3
     """Arrival rule on a connection whose round trip is not measured yet: margin-kind
     messages written this long before a handle arrived are replayed on a resume from it."""
-    round_trip_tolerance: float = 0.015
+    round_trip_tolerance: float = 0.04
     """Arrival rule with a measured round trip: margin-kind messages written up to this much
     (or the measured jitter, when larger) earlier than one round trip before a handle arrived
-    are replayed too. The ping does not see how long the service and the client's event loop
-    take to process a frame; 15 ms covers a loaded loop, at the cost of about one 20 ms frame
-    heard twice in two moves."""
+    are replayed too. The ping does not see how long the service takes a frame in after it
+    arrived: Gemini takes audio in as tokens of 1/32 s, so a snapshot may lack up to one
+    token's worth of audio that had arrived, and a busy service or event loop takes longer.
+    40 ms covers one token and a loaded loop, at the cost of about two 20 ms frames heard
+    twice per move while the user speaks; 15 ms lost a 50 ms chunk now and then on a loaded
+    2-core machine."""
     margin_kinds: frozenset[MessageKind] = DEFAULT_MARGIN_KINDS
     """Kinds a duplicate of which is harmless, replayed within the margins."""
     max_handles: int = 2
@@ -295,6 +306,11 @@ class _Connection:
     """How much the measured round trip varies."""
     last_index: int = 0
     last_sent_seq: int = 0
+    last_tool_response: int = 0
+    """Index of the latest tool response whose write to this connection completed."""
+    answered_through: int = 0
+    """Messages written at an index up to this are in the connection's session: the model
+    answered after the tool response at this index, and the input is one ordered stream."""
 
 
 @dataclass(frozen=True)
@@ -330,6 +346,9 @@ class _Point:
     arrived_at: float
     margin: float
     round_trip: float | None
+    answered_through: int = 0
+    """Entries written on ``conn`` at an index up to this are in the snapshot, whatever
+    their timing (see :meth:`Outbox.model_answered`)."""
     prunable_through: int = 0
     lost: _Losses = field(default_factory=_Losses)
 
@@ -488,8 +507,12 @@ class Outbox(Generic[T]):
         the write waits its turn)."""
         deliveries = entry._deliveries
         for i in range(len(deliveries) - 1, -1, -1):
-            if deliveries[i].conn.id == connection:
-                deliveries[i] = replace(deliveries[i], sent_at=max(deliveries[i].sent_at, now))
+            delivery = deliveries[i]
+            if delivery.conn.id == connection:
+                deliveries[i] = replace(delivery, sent_at=max(delivery.sent_at, now))
+                if entry.kind is MessageKind.TOOL_RESPONSE:
+                    conn = delivery.conn
+                    conn.last_tool_response = max(conn.last_tool_response, delivery.index)
                 break
         self._clock = max(self._clock, now)
 
@@ -501,6 +524,17 @@ class Outbox(Generic[T]):
         if live is not None and live.id == connection:
             if seconds != live.round_trip or jitter != live.jitter:
                 self._set_round_trip(live, seconds, jitter)
+
+    def model_answered(self, connection: int) -> None:
+        """The model's audio or text arrived on the live ``connection``. A function call
+        holds the model until its result comes, so output that follows a tool response whose
+        write completed shows the session consumed it, and with it everything written to the
+        connection before it (one ordered stream). Handles that arrive later hold those
+        messages whatever their timing: a busy event loop, which moves a handle's arrival
+        back, cannot make a move replay an answered tool result or the question before it."""
+        live = self._live
+        if live is not None and live.id == connection:
+            live.answered_through = max(live.answered_through, live.last_tool_response)
 
     def mark_unsent(self, entry: Entry[T], connection: int) -> None:
         """The write of ``entry`` to ``connection`` failed: it never got there. The entry is
@@ -561,7 +595,9 @@ class Outbox(Generic[T]):
                 )
             limit, exact = min(last_consumed_index, live.last_index), True
         self._clock = max(self._clock, now)
-        point = _Point(handle, live, limit, exact, now, live.margin, live.round_trip)
+        point = _Point(
+            handle, live, limit, exact, now, live.margin, live.round_trip, live.answered_through
+        )
         point.prunable_through = self._prunable_through(point)
         self._handles.pop(handle, None)
         self._handles[handle] = point
@@ -760,7 +796,7 @@ class Outbox(Generic[T]):
             if delivery is not None:
                 if delivery.index > current.limit:
                     return False
-                if current.exact:
+                if current.exact or delivery.index <= current.answered_through:
                     return True
                 if (
                     current.round_trip is not None

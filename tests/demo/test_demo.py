@@ -55,10 +55,11 @@ def test_ours_loses_nothing(report: dict[str, Any]) -> None:
 def test_stock_pipecat_dies_silently_after_a_refused_reconnect(report: dict[str, Any]) -> None:
     stack = _stack(report, "pipecat-stock")
     assert not stack["survived"]
-    # Only logged: nothing reaches the application.
-    assert stack["errors"] == []
     drop = stack["moves"][-1]
     assert drop["cause"] == "drop" and drop["recovered_at"] is None
+    # The refused reconnect is only logged: nothing reaches the application. (A send that
+    # meets the goAway's deadline close earlier may surface as a send error.)
+    assert [text for at, text in stack["errors"] if at >= drop["at"]] == []
     # It ignores the goAway and reconnects when the server closes: what the user says while
     # the replacement sets up is dropped, the question asked then included.
     go_away = stack["moves"][0]
@@ -80,7 +81,7 @@ def test_stock_livekit_cuts_the_answer_and_a_failed_reconnect_is_fatal(
     assert go_away["cause"] == "goAway" and go_away["recovered_at"] is not None
     assert go_away["input_stall"] >= 0.8 * SHORT.slow_setup
     assert not stack["survived"]
-    assert any("fatal" in error for error in stack["errors"])
+    assert any("fatal" in text for _, text in stack["errors"])
     drop = stack["moves"][-1]
     assert drop["cause"] == "drop" and drop["recovered_at"] is None
 

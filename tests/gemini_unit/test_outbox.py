@@ -230,7 +230,7 @@ def test_arrival_rule_replays_margin_audio_but_never_text() -> None:
         # unmeasured: audio within the 0.3 s fallback margin, never text
         (None, ["a-200ms", "a-50ms", "a-5ms"], 3),
         # 20 ms: what was written within one round trip was on its way (any kind); audio
-        # up to the tolerance (15 ms) earlier is replayed too
+        # up to the tolerance (15 ms here) earlier is replayed too
         (0.02, ["a-5ms", "t-5ms"], 0),
         (0.048, ["a-50ms", "a-5ms", "t-5ms"], 1),
         (0.06, ["a-50ms", "t-50ms", "a-5ms", "t-5ms"], 0),
@@ -240,7 +240,7 @@ def test_arrival_rule_replays_margin_audio_but_never_text() -> None:
 def test_a_measured_round_trip_places_the_snapshot_in_the_input(
     round_trip: float | None, replayed: list[str], possibly_duplicated: int
 ) -> None:
-    outbox, wire = make(handle_margin=0.3)
+    outbox, wire = make(handle_margin=0.3, round_trip_tolerance=0.015)
     outbox.attach_fresh(1, 0.0, round_trip=round_trip)
     send(outbox, wire, 0.5, "a-500ms")
     send(outbox, wire, 0.8, "a-200ms")
@@ -253,7 +253,7 @@ def test_a_measured_round_trip_places_the_snapshot_in_the_input(
 
 
 def test_the_round_trip_is_the_one_measured_when_the_handle_arrived() -> None:
-    outbox, wire = make(handle_margin=0.3)
+    outbox, wire = make(handle_margin=0.3, round_trip_tolerance=0.015)
     outbox.attach_fresh(1, 0.0)
     outbox.round_trip_measured(1, 0.01)
     send(outbox, wire, 0.95, "a-50ms")
@@ -1018,3 +1018,33 @@ def test_a_replay_that_begins_inside_an_activity_reopens_it() -> None:
     assert outbox.activity_to_reopen
     with pytest.raises(ValueError, match="not the live connection"):
         outbox.activity_reopened(1, 1)
+
+
+@pytest.mark.parametrize(
+    ("answered", "replayed"),
+    [
+        ("after the result", ["a-after"]),
+        ("before the result was written", ["a-question", "r-result", "a-after"]),
+        ("never", ["a-question", "r-result", "a-after"]),
+    ],
+)
+def test_the_model_answering_a_tool_result_places_it_in_later_snapshots(
+    answered: str, replayed: list[str]
+) -> None:
+    """Output after a tool response shows the session took it, and everything before it:
+    a handle whose arrival a busy loop moved back before them replays neither."""
+    outbox, wire = make()
+    outbox.attach_fresh(1, 0.0, round_trip=0.01)
+    outbox.submit("a-question", A, 0.6, audio_seconds=CHUNK)
+    result = outbox.submit("r-result", TOOL, 0.6)
+    wire.flush(0.6)
+    if answered == "before the result was written":
+        outbox.model_answered(1)
+    outbox.mark_written(result, 1, 0.6)
+    if answered == "after the result":
+        outbox.model_answered(1)
+        outbox.model_answered(2)  # not the live connection: ignored
+    send(outbox, wire, 0.9, "a-after")
+    outbox.record_handle("h1", 1, 0.55)
+    outbox.attach_resumed(2, "h1", 1.0)
+    assert wire.flush(1.0) == replayed

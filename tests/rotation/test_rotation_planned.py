@@ -22,6 +22,11 @@ from .rotation_helpers import (
     stream_silence,
 )
 
+COMPRESSED_MARGINS = OutboxLimits(handle_margin=0.005, round_trip_tolerance=0.005)
+"""Arrival margins for a test whose question, answer and handle all come within milliseconds
+(the emulator's clock runs fast): the defaults, sized for a real service, would replay the
+question."""
+
 
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
 async def test_go_away_at_idle_moves_before_breaking_and_loses_no_input(profile: str) -> None:
@@ -254,7 +259,9 @@ async def test_a_turn_the_user_begins_while_the_replacement_dials_runs_on_the_in
     replacement, whose snapshot lacks the turn, is given up, and the move resumes from the
     handle that follows the answer."""
     async with Emulator(emulator_config("gemini", answer_chunks=10)) as emu:
-        transport = make_transport(emu)
+        # The answer and its handle come within milliseconds of the question here (a real one
+        # takes seconds): arrival margins that long would replay the question.
+        transport = make_transport(emu, input_buffer=COMPRESSED_MARGINS)
         rec = Recorder(transport)
         await transport.connect()
         await rec.wait_for("on_resumption_update")
@@ -294,9 +301,9 @@ async def test_go_away_while_the_user_speaks_waits_for_the_turn_to_end(
 ) -> None:
     config = emulator_config("gemini", answer_chunks=10, voice_activity=voice_activity)
     async with Emulator(config) as emu:
-        # The whole utterance is sent within milliseconds here: a margin for in-flight audio
-        # as long as a real round trip would replay all of it (a real one takes seconds).
-        transport = make_transport(emu, input_buffer=OutboxLimits(handle_margin=0.005))
+        # The whole utterance is sent, and answered, within milliseconds here: arrival
+        # margins as long as a real service needs would replay all of it.
+        transport = make_transport(emu, input_buffer=COMPRESSED_MARGINS)
         rec = Recorder(transport)
         await transport.connect()
         await rec.wait_for("on_resumption_update")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from realtime_resumption.emulator import Emulator, answer_chunk_id
+from realtime_resumption.gemini import loop_lag
 from realtime_resumption.moves import HandleKind, MoveOutcome
 from realtime_resumption.transport import (
     ContentTurn,
@@ -18,6 +19,55 @@ from .rotation_helpers import Recorder, emulator_config, make_transport, only_se
 
 TOOLS = [{"name": "lookup", "description": "Looks things up."}]
 ASK = [ContentTurn("user", "lookup the weather")]
+
+
+class _LateLoop:
+    """The loop-lag monitor of a loop that runs half a second late. A loaded event loop cannot
+    be had on demand, so this stands in for the real monitor: every handle's arrival is moved
+    back by a second, to before the question and the tool result that came just before it."""
+
+    def acquire(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+    def recent(self) -> float:
+        return 0.5
+
+
+async def test_a_late_loop_does_not_replay_an_answered_question_and_tool_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(loop_lag, "for_running_loop", _LateLoop)
+    async with Emulator(emulator_config("gemini", answer_chunks=20)) as emu:
+        transport = make_transport(emu, tools=TOOLS)
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        emu.faults.go_away_at(on_tool_call=True, time_left=60.0)
+        transport.send_content(ASK)
+        await rec.wait_for("on_tool_call")
+        ((calls,),) = rec.of("on_tool_call")
+        transport.send_tool_result(ToolResult(calls[0].id, "lookup", {"sky": "blue"}))
+        await rec.wait_for("on_move")
+        await transport.disconnect()
+
+    (move,) = rec.moves
+    assert (move.handle_kind, move.outcome) == (HandleKind.AFTER_TURN, MoveOutcome.RESUMED)
+    session = only_session(emu)
+    # Neither went to the new connection: its session, resumed after the answer, has both.
+    sent = [
+        (c.index, m.kind)
+        for c in session.connections
+        for m in c.client_messages
+        if m.kind in ("tool_response", "client_content")
+    ]
+    assert sent == [(0, "client_content"), (0, "tool_response")]
+    assert [t.user_text for t in session.turns.values()] == ["lookup the weather"]
+    assert rec.count("on_tool_call") == 1
+    summary = emu.ledger.summary().sessions[session.session_id]
+    assert summary.stranded_tool_responses == ()
 
 
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])

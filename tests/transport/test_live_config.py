@@ -88,3 +88,20 @@ def test_secrets_stay_out_of_reprs() -> None:
     assert "very-secret" not in repr(credential)
     state = ReconnectState(resumption_handle="handle-that-is-secret")
     assert "that-is-secret" not in repr(state)
+
+
+@pytest.mark.parametrize(
+    ("behaviors", "blocking"),
+    [
+        ((), True),
+        ((None, types.Behavior.BLOCKING), True),
+        ((None, types.Behavior.NON_BLOCKING), False),
+    ],
+)
+def test_options_know_whether_a_function_lets_the_model_talk_while_it_runs(
+    behaviors: tuple[types.Behavior | None, ...], blocking: bool
+) -> None:
+    tools = normalise_tools(
+        [types.FunctionDeclaration(name=f"f{i}", behavior=b) for i, b in enumerate(behaviors)]
+    )
+    assert LiveOptions(tools=tools).blocking_functions_only is blocking
