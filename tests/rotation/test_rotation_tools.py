@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from realtime_resumption.emulator import Emulator, answer_chunk_id
-from realtime_resumption.gemini import loop_lag
+from realtime_resumption.gemini import GeminiLiveTransport, loop_lag
 from realtime_resumption.moves import HandleKind, MoveOutcome
 from realtime_resumption.transport import (
     ContentTurn,
@@ -19,6 +19,15 @@ from .rotation_helpers import Recorder, emulator_config, make_transport, only_se
 
 TOOLS = [{"name": "lookup", "description": "Looks things up."}]
 ASK = [ContentTurn("user", "lookup the weather")]
+
+
+async def _connected(emu: Emulator) -> tuple[GeminiLiveTransport, Recorder]:
+    """A transport with the lookup tool, connected, its first handle in."""
+    transport = make_transport(emu, tools=TOOLS)
+    rec = Recorder(transport)
+    await transport.connect()
+    await rec.wait_for("on_resumption_update")
+    return transport, rec
 
 
 class _LateLoop:
@@ -41,10 +50,7 @@ async def test_a_late_loop_does_not_replay_an_answered_question_and_tool_result(
 ) -> None:
     monkeypatch.setattr(loop_lag, "for_running_loop", _LateLoop)
     async with Emulator(emulator_config("gemini", answer_chunks=20)) as emu:
-        transport = make_transport(emu, tools=TOOLS)
-        rec = Recorder(transport)
-        await transport.connect()
-        await rec.wait_for("on_resumption_update")
+        transport, rec = await _connected(emu)
         emu.faults.go_away_at(on_tool_call=True, time_left=60.0)
         transport.send_content(ASK)
         await rec.wait_for("on_tool_call")
@@ -73,10 +79,7 @@ async def test_a_late_loop_does_not_replay_an_answered_question_and_tool_result(
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
 async def test_no_move_while_a_tool_call_is_open(profile: str) -> None:
     async with Emulator(emulator_config(profile, answer_chunks=20)) as emu:
-        transport = make_transport(emu, tools=TOOLS)
-        rec = Recorder(transport)
-        await transport.connect()
-        await rec.wait_for("on_resumption_update")
+        transport, rec = await _connected(emu)
         emu.faults.go_away_at(on_tool_call=True, time_left=60.0)
         transport.send_content(ASK)
         await rec.wait_for("on_go_away")
@@ -112,10 +115,7 @@ async def test_no_move_while_a_tool_call_is_open(profile: str) -> None:
 
 async def test_a_call_lost_with_its_session_is_orphaned_and_asked_again() -> None:
     async with Emulator(emulator_config("gemini", answer_chunks=20)) as emu:
-        transport = make_transport(emu, tools=TOOLS)
-        rec = Recorder(transport)
-        await transport.connect()
-        await rec.wait_for("on_resumption_update")
+        transport, rec = await _connected(emu)
         transport.send_content(ASK)
         await rec.wait_for("on_tool_call")
         ((first,),) = rec.of("on_tool_call")[0]
@@ -147,10 +147,7 @@ async def test_a_call_lost_with_its_session_is_orphaned_and_asked_again() -> Non
 
 async def test_a_rebuild_orphans_an_open_call_and_its_late_result_is_refused() -> None:
     async with Emulator(emulator_config("gemini", answer_chunks=5)) as emu:
-        transport = make_transport(emu, tools=TOOLS)
-        rec = Recorder(transport)
-        await transport.connect()
-        await rec.wait_for("on_resumption_update")
+        transport, rec = await _connected(emu)
         transport.send_content([ContentTurn("user", "hello there")])
         await rec.wait_for("on_generation_end")
         await rec.wait(lambda r: r.of("on_resumption_update")[-1][1])
@@ -183,10 +180,7 @@ async def test_a_call_open_when_its_answer_is_cut_is_orphaned_even_if_the_sessio
     # Vertex AI issues a resumable handle right after the call, so the resumed session knows
     # the call; but it does not continue the cut answer, so nothing awaits the result.
     async with Emulator(emulator_config("vertex", answer_chunks=20)) as emu:
-        transport = make_transport(emu, tools=TOOLS)
-        rec = Recorder(transport)
-        await transport.connect()
-        await rec.wait_for("on_resumption_update")
+        transport, rec = await _connected(emu)
         transport.send_content(ASK)
         await rec.wait_for("on_tool_call")
         ((call,),) = rec.of("on_tool_call")[0]
