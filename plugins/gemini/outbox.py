@@ -47,8 +47,8 @@ response in, and everything written to that connection before it (the input is o
 stream, and a function call holds the model until its result comes). Handles that arrive
 later hold those messages whatever the timing says (:meth:`Outbox.model_answered`), so an
 arrival moved back by a busy loop never replays an answered tool result or the question it
-answered. A non-blocking function, during which the model may go on talking, would make that
-output no proof; the transport declares functions blocking.
+answered. A non-blocking function lets the model go on talking while it runs, which makes
+its output no proof: the transport does not call it while one is declared.
 
 Blind spots: the rule assumes the server consumes a message as soon as it arrives and that the
 two directions take half the round trip each; a message written within the round trip's jitter
