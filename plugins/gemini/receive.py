@@ -108,13 +108,7 @@ class Receiver:
     def _model_output(self, now: float, kind: OutputKind) -> None:
         s = self._s
         s.apply(s.tracker.model_output(now, kind))
-        # Output after a tool result shows the session took it, unless a function lets the
-        # model go on talking while it runs.
-        if (
-            kind in ("audio", "text")
-            and s.current is not None
-            and s.options.blocking_functions_only
-        ):
+        if kind in ("audio", "text") and s.current is not None and s.answers_prove_input:
             s.input.outbox.model_answered(s.current.dial_gen)
         # An output transcription trailing a finished turn is no sign of a new one.
         if kind != "transcript" or s.tracker.active_server_turn_id is not None:

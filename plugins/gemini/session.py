@@ -108,6 +108,10 @@ class Session:
         self.quiesced = False
         self.setup_stale = False
         """The setup changed since the current connection opened."""
+        self.answers_prove_input = True
+        """Whether the model's output on the current connection shows it took in the tool
+        results written before it: no function its setup declared lets the model talk on
+        while it runs (``gemini.outbox``, *Answered*)."""
         self.gate = InputGate.OPEN
         self._credential_expired = credential_expired
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -190,6 +194,7 @@ class Session:
         self.current = conn
         self.input.new_connection()
         self.setup_stale = dialled_with != self.options
+        self.answers_prove_input = dialled_with.blocking_functions_only
         conn.start()
         if expires_at is not None:
             self._expiry = asyncio.get_running_loop().call_later(
