@@ -3,7 +3,10 @@ session that did not issue its call; an orphaned call's answer ends saying so.""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
+from google.genai import types
 
 from realtime_resumption.emulator import Emulator, answer_chunk_id
 from realtime_resumption.gemini import GeminiLiveTransport, loop_lag
@@ -21,9 +24,11 @@ TOOLS = [{"name": "lookup", "description": "Looks things up."}]
 ASK = [ContentTurn("user", "lookup the weather")]
 
 
-async def _connected(emu: Emulator) -> tuple[GeminiLiveTransport, Recorder]:
+async def _connected(
+    emu: Emulator, tools: Sequence[object] = TOOLS
+) -> tuple[GeminiLiveTransport, Recorder]:
     """A transport with the lookup tool, connected, its first handle in."""
-    transport = make_transport(emu, tools=TOOLS)
+    transport = make_transport(emu, tools=tools)
     rec = Recorder(transport)
     await transport.connect()
     await rec.wait_for("on_resumption_update")
@@ -45,12 +50,20 @@ class _LateLoop:
         return 0.5
 
 
+@pytest.mark.parametrize(
+    ("behavior", "proof"), [(None, True), (types.Behavior.NON_BLOCKING, False)]
+)
 async def test_a_late_loop_does_not_replay_an_answered_question_and_tool_result(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, behavior: types.Behavior | None, proof: bool
 ) -> None:
+    """The late loop moves the handle's arrival back past the question and the tool result,
+    yet the answer after the result places both in the snapshot. With a function that lets
+    the model talk on while it runs, output proves nothing and the timing decides: both are
+    replayed."""
     monkeypatch.setattr(loop_lag, "for_running_loop", _LateLoop)
     async with Emulator(emulator_config("gemini", answer_chunks=20)) as emu:
-        transport, rec = await _connected(emu)
+        tool = types.FunctionDeclaration(name="lookup", behavior=behavior)
+        transport, rec = await _connected(emu, tools=[tool])
         emu.faults.go_away_at(on_tool_call=True, time_left=60.0)
         transport.send_content(ASK)
         await rec.wait_for("on_tool_call")
@@ -62,13 +75,21 @@ async def test_a_late_loop_does_not_replay_an_answered_question_and_tool_result(
     (move,) = rec.moves
     assert (move.handle_kind, move.outcome) == (HandleKind.AFTER_TURN, MoveOutcome.RESUMED)
     session = only_session(emu)
-    # Neither went to the new connection: its session, resumed after the answer, has both.
     sent = [
         (c.index, m.kind)
         for c in session.connections
         for m in c.client_messages
         if m.kind in ("tool_response", "client_content")
     ]
+    if not proof:
+        assert sent[:4] == [
+            (0, "client_content"),
+            (0, "tool_response"),
+            (1, "client_content"),
+            (1, "tool_response"),
+        ]
+        return
+    # Neither went to the new connection: its session, resumed after the answer, has both.
     assert sent == [(0, "client_content"), (0, "tool_response")]
     assert [t.user_text for t in session.turns.values()] == ["lookup the weather"]
     assert rec.count("on_tool_call") == 1
