@@ -46,12 +46,17 @@ VERTEX_HANDLE_DELAY = (0.5, 0.5)
 WAIT = 8.0
 """Bound of every wait in a scenario; a healthy one never comes near it."""
 
-INPUT_BUFFER = OutboxLimits(handle_margin=OutboxLimits().handle_margin * SCALE)
+INPUT_BUFFER = OutboxLimits(
+    handle_margin=OutboxLimits().handle_margin * SCALE, round_trip_tolerance=0.015
+)
 """The replay margin before a handle shrinks with the emulator's time, as the tool-call grace
 does: in real time it covers the last 0.3 s before a handle, silence after a seconds-long
 answer; unscaled it would cover whole compressed utterances, which the session would hear
 twice. It stands for a round trip, which does not shrink: scenarios that load the machine (the
-storm) keep the shipped margin."""
+storm) keep the shipped margin. The round-trip tolerance is 15 ms, not the shipped 40 ms:
+answers take 20 ms here, and a question answered that soon after it was written (held speech
+written at a switch) would lie within 40 ms of the handle after its answer, and be replayed
+and answered again; a real answer takes seconds."""
 
 ROUND_TRIP = 0.006
 """The network round trip on the wall clock (the emulator's default): a round trip does not
