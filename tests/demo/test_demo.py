@@ -57,9 +57,10 @@ def test_stock_pipecat_dies_silently_after_a_refused_reconnect(report: dict[str,
     assert not stack["survived"]
     drop = stack["moves"][-1]
     assert drop["cause"] == "drop" and drop["recovered_at"] is None
-    # The refused reconnect is only logged: nothing reaches the application. (A send that
-    # meets the goAway's deadline close earlier may surface as a send error.)
-    assert [text for at, text in stack["errors"] if at >= drop["at"]] == []
+    # The refused reconnect is only logged: nothing tells the application the session is
+    # gone. What may surface is a send that met a closing socket (the goAway's deadline
+    # close, or the drop itself), as the failed write it was.
+    assert all(text.startswith("Send error") for _, text in stack["errors"]), stack["errors"]
     # It ignores the goAway and reconnects when the server closes: what the user says while
     # the replacement sets up is dropped, the question asked then included.
     go_away = stack["moves"][0]
