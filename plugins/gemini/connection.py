@@ -229,6 +229,17 @@ class _Connection:
         outbox times), and a sampled maximum underestimates the lag."""
         return handled_at - 2 * (self._lag.recent() if self._lag is not None else 0.0)
 
+    @property
+    def endpoint(self) -> str | None:
+        """Where the connection goes, as a key without secrets: the API's flavour and the
+        host the SDK dialled (``Host`` of the upgrade request); None before it opened."""
+        request = getattr(self._websocket(), "request", None)
+        headers = getattr(request, "headers", None)
+        host = headers.get("Host") if headers is not None else None
+        if not isinstance(host, str) or not host:
+            return None
+        return f"{'vertex' if self._client.vertexai else 'gemini'}:{host.lower()}"
+
     def _websocket(self) -> object:
         # The SDK keeps its WebSocket private: reach it defensively (None if it moved).
         return getattr(self._session, "_ws", None)

@@ -10,6 +10,7 @@ queue, and whatever waits when a move switches connections goes to the new one, 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
 from typing import Final
 
@@ -19,6 +20,7 @@ from websockets.exceptions import ConnectionClosed
 from realtime_resumption.gemini.connection import _Connection
 from realtime_resumption.gemini.messages import ClientMessage, Media, ToolResponse
 from realtime_resumption.gemini.outbox import Entry, MessageKind, Outbox, OutboxLimits, ReplayScope
+from realtime_resumption.gemini.silence import rms
 from realtime_resumption.transport import (
     InputStats,
     NotConnectedError,
@@ -71,12 +73,21 @@ def audio_seconds(message: ClientMessage) -> float:
     return 0.0
 
 
+def audio_level(message: ClientMessage) -> float:
+    """The loudness of an audio message (RMS of its PCM16); infinite for anything else, which
+    is never silence."""
+    payload = message.payload
+    if message.kind != "audio" or not isinstance(payload, Media):
+        return math.inf
+    return rms(payload.data)
+
+
 class InputPath:
     """The session's outbox, the feed to the current connection, and the send counters."""
 
     def __init__(self, limits: OutboxLimits | None = None) -> None:
         self._limits = limits
-        self.outbox: Outbox[ClientMessage] = Outbox(limits)
+        self.outbox: Outbox[ClientMessage] = Outbox(limits, audio_level=audio_level)
         self._in_flight: dict[_Connection, Entry[ClientMessage]] = {}
         self._results: dict[str, tuple[Entry[ClientMessage], ToolResult]] = {}
         self._sends = _counters()
@@ -236,6 +247,6 @@ class InputPath:
     def clear(self) -> None:
         """The session is over: forget every message."""
         self.outbox.clear()
-        self.outbox = Outbox(self._limits)
+        self.outbox = Outbox(self._limits, audio_level=audio_level)
         self._in_flight.clear()
         self._results.clear()

@@ -15,6 +15,8 @@ States (:class:`Phase`) and their transitions::
     IDLE, WAITING ──Due──► DIALLING          the helper chose the handle (or none: rebuild);
                                              the incumbent keeps serving (make-before-break)
                    └─Due (break first)─► DIALLING, after Break: close the incumbent first
+                                             (the session or its endpoint refused a resume
+                                             while the incumbent was open)
     DIALLING ──SetupOk──► SETTLING           the replacement is set up: let it prove that the
                                              provider accepted it (briefly while input is
                                              held: ``SETTLE_HELD``)
@@ -24,7 +26,10 @@ States (:class:`Phase`) and their transitions::
     DIALLING, SETTLING ──Failed──►           per the failure policy:
         retry    ─► BACKOFF ──BackoffOver──► DIALLING (same handle, next delay, jittered)
         refused  ─► DIALLING (no handle: rebuild from the history)
-        1011 with the incumbent open, once ─► DIALLING after Break (break-before-make from now)
+        1011 with the incumbent open (before or after setupComplete: the provider refuses a
+        resume while an earlier connection of the session is open), once ─► DIALLING after
+        Break (break-before-make from now on, for the endpoint: RefusedWhileOpen); it is no
+        strike against the handle and no failed attempt
         fatal, budget or attempts spent ─► CLOSED (GiveUp)
     IDLE, WAITING ──Lost──► DIALLING         the connection closed without notice: resume from
                                              the latest handle with input held (on probation:
@@ -139,6 +144,9 @@ class Due:
     """There is history to seed a fresh session with."""
     forced: bool = False
     """The deadline or a loss forced the move: a turn in progress is cut."""
+    break_first: bool = False
+    """The endpoint is known to refuse a resume while an earlier connection of the session is
+    open (:mod:`~realtime_resumption.gemini.endpoints`): close the incumbent first."""
 
 
 @dataclass(frozen=True)
@@ -220,6 +228,12 @@ class Break:
 
 
 @dataclass(frozen=True)
+class RefusedWhileOpen:
+    """The provider refused a resume while the incumbent was open: remember it for the
+    endpoint, so later moves and sessions close the incumbent first at once."""
+
+
+@dataclass(frozen=True)
 class Dial:
     """Dial a replacement resuming from ``handle`` (None: a fresh session); one attempt."""
 
@@ -275,7 +289,19 @@ class GiveUp:
     why: str
 
 
-Action = Begin | Break | Dial | Settle | Wait | Switch | Abandon | Gate | Retried | GiveUp
+Action = (
+    Begin
+    | Break
+    | RefusedWhileOpen
+    | Dial
+    | Settle
+    | Wait
+    | Switch
+    | Abandon
+    | Gate
+    | Retried
+    | GiveUp
+)
 
 
 # --- the machine ------------------------------------------------------------------------------
@@ -356,6 +382,7 @@ class MoveMachine:
         return self._begin(event)
 
     def _begin(self, event: Due) -> list[Action]:
+        self.break_first = self.break_first or event.break_first
         handle = event.handle if event.handle not in self.refused else None
         self.move = Move(
             event.reason,
@@ -415,14 +442,16 @@ class MoveMachine:
         code = close_code(event.error, event.code)
         if (
             code == REFUSED_OR_OVERLOADED
-            and event.stage is Stage.SETTLING
+            and handle is not None
             and move.incumbent
             and not self.break_first
         ):
-            # Once per session at most: the provider refuses a resume while the old
-            # connection is open, so it is closed first from now on. Not a failed attempt.
+            # The provider refuses a resume while an earlier connection of the session is
+            # open, with a 1011 right after the setup frame or right after setupComplete.
+            # That says nothing about the handle: no strike, no failed attempt. The
+            # incumbent is closed first, now and from now on.
             self.break_first = True
-            return [Retried(ruling.why), *self._attempt(event.now)]
+            return [RefusedWhileOpen(), Retried(ruling.why), *self._attempt(event.now)]
         if code == REFUSED_OR_OVERLOADED and handle is not None:
             self.strikes[handle] = strikes + 1
         if ruling.verdict is Verdict.REFUSED and handle is not None:

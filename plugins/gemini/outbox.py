@@ -76,6 +76,14 @@ retained resumption point already holds are pruned: the outbox keeps the newest
 entries written within ``handle_margin`` of now (the next handle may need them), so memory
 follows the conversation's recent past, not its length.
 
+Silence
+-------
+Under the arrival rule, audio written within the margin of a handle's arrival (the window where
+the rule cannot tell whether the snapshot holds it) is replayed when it is speech and not when
+it is silence (quieter than ``OutboxLimits.silence_level``, by the ``audio_level`` the outbox
+was given): speech there is replayed rather than lost, silence is neither heard twice nor worth
+the replay. Nothing changes outside that window, nor under the exact rule.
+
 Activity
 --------
 With automatic activity detection off, the client marks the user's speech with
@@ -108,13 +116,14 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
 from loguru import logger
 
+from realtime_resumption.gemini.silence import SILENCE_LEVEL
 from realtime_resumption.redaction import redact
 
 T = TypeVar("T")
@@ -169,13 +178,22 @@ class OutboxLimits:
     2-core machine."""
     margin_kinds: frozenset[MessageKind] = DEFAULT_MARGIN_KINDS
     """Kinds a duplicate of which is harmless, replayed within the margins."""
+    silence_level: float = SILENCE_LEVEL
+    """Audio quieter than this (RMS of PCM16) within the arrival rule's uncertain window is
+    not replayed (see *Silence*); 0 replays silence there too."""
     max_handles: int = 2
     """Handles kept as resumption points: the newest, and the one before it (a move may have
     started from it just before the newer one arrived). :meth:`Outbox.hold` keeps one longer.
     A resume from a handle no longer kept raises."""
 
     def __post_init__(self) -> None:
-        for name in ("max_audio_seconds", "max_media_age", "handle_margin", "round_trip_tolerance"):
+        for name in (
+            "max_audio_seconds",
+            "max_media_age",
+            "handle_margin",
+            "round_trip_tolerance",
+            "silence_level",
+        ):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -359,8 +377,16 @@ class _Point:
 class Outbox(Generic[T]):
     """Send queue and sent-message log of one session; see the module documentation."""
 
-    def __init__(self, limits: OutboxLimits | None = None) -> None:
+    def __init__(
+        self,
+        limits: OutboxLimits | None = None,
+        *,
+        audio_level: Callable[[T], float] | None = None,
+    ) -> None:
+        """``audio_level``: the loudness of an audio message (RMS of PCM16), for the
+        *Silence* rule; without it, audio is replayed whatever its level."""
         self._limits = limits or OutboxLimits()
+        self._audio_level = audio_level
         self._next_seq = 1
         self._log: OrderedDict[int, Entry[T]] = OrderedDict()
         self._pending: deque[Entry[T]] = deque()
@@ -798,16 +824,17 @@ class Outbox(Generic[T]):
                     return False
                 if current.exact or delivery.index <= current.answered_through:
                     return True
-                if (
-                    current.round_trip is not None
-                    and delivery.sent_at > current.arrived_at - current.round_trip
-                ):
-                    return False  # still on its way when the snapshot was taken
-                if (
-                    entry.kind in self._limits.margin_kinds
-                    and delivery.sent_at >= current.arrived_at - current.margin
-                ):
-                    return None
+                if delivery.sent_at >= current.arrived_at - current.margin:
+                    # The uncertain window: silence there is not worth replaying.
+                    if self._silent(entry):
+                        return True
+                    if (
+                        current.round_trip is not None
+                        and delivery.sent_at > current.arrived_at - current.round_trip
+                    ):
+                        return False  # still on its way when the snapshot was taken
+                    if entry.kind in self._limits.margin_kinds:
+                        return None
                 return True
             if entry.seq >= conn.first_seq:
                 # Submitted after this connection took over, and never written to it.
@@ -815,6 +842,14 @@ class Outbox(Generic[T]):
             if conn.base is None:
                 return entry.seq <= conn.base_through
             current = conn.base
+
+    def _silent(self, entry: Entry[T]) -> bool:
+        level = self._audio_level
+        return (
+            level is not None
+            and entry.kind is MessageKind.AUDIO
+            and level(entry.message) < self._limits.silence_level
+        )
 
     def _prunable_through(self, point: _Point) -> int:
         for entry in self._log.values():

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Final
 from loguru import logger
 
 from realtime_resumption.gemini import move as m
+from realtime_resumption.gemini.endpoints import ENDPOINTS
 from realtime_resumption.gemini.failures import RetryPolicy, Stage
 from realtime_resumption.gemini.session import InputGate
 from realtime_resumption.gemini.tasks import cancel_and_wait
@@ -400,6 +401,7 @@ class Rotation:
                     incumbent=self._s.current is not None,
                     can_rebuild=self._s.can_rebuild(),
                     forced=forced,
+                    break_first=ENDPOINTS.break_first(self._endpoint()),
                 )
             )
         )
@@ -468,6 +470,15 @@ class Rotation:
             self._switch(action.handle)
         elif isinstance(action, m.Abandon):
             self._abandon()
+        elif isinstance(action, m.RefusedWhileOpen):
+            endpoint = self._endpoint()
+            ENDPOINTS.refused_while_open(endpoint)
+            logger.info(
+                "{}: {} refuses a resume while the old connection is open; closing it first "
+                "from now on",
+                s.callbacks,
+                endpoint or "the service",
+            )
         elif isinstance(action, m.Retried):
             logger.warning(
                 "{}: attempt failed ({}); retrying", s.callbacks, self._describe(action.why)
@@ -650,6 +661,11 @@ class Rotation:
         self._due(MoveReason.LOST, None, HandleKind.NONE, forced=True)
 
     # --- helpers --------------------------------------------------------------------------------
+
+    def _endpoint(self) -> str | None:
+        """The endpoint the session's connections go to (the incumbent's, or the last one's)."""
+        conn = self._s.current or self._pending
+        return conn.endpoint if conn is not None else None
 
     def _report_waiter(self) -> asyncio.Future[MoveReport]:
         waiter: asyncio.Future[MoveReport] = asyncio.get_running_loop().create_future()

@@ -252,6 +252,45 @@ def test_a_measured_round_trip_places_the_snapshot_in_the_input(
     assert replay.possibly_duplicated == possibly_duplicated
 
 
+@pytest.mark.parametrize("round_trip", [None, 0.02])
+def test_silence_in_the_uncertain_window_is_not_replayed_speech_is(
+    round_trip: float | None,
+) -> None:
+    """Within the margin before a handle's arrival, the rule cannot say whether the snapshot
+    holds a chunk: speech there is replayed (never lost), silence is not (never heard
+    twice). Before the window and after the handle, nothing depends on the level."""
+    levels = {"s": 5000.0, "q": 20.0}  # speech, quiet
+    outbox: Outbox[str] = Outbox(
+        OutboxLimits(handle_margin=0.3, round_trip_tolerance=0.04),
+        audio_level=lambda name: levels[name[1]],
+    )
+    wire = Wire(outbox)
+    outbox.attach_fresh(1, 0.0, round_trip=round_trip)
+    send(outbox, wire, 0.5, "as-old", "aq-old")
+    send(outbox, wire, 0.99, "as-near", "aq-near", "t-near")
+    send(outbox, wire, 0.999, "as-flight", "aq-flight")
+    outbox.record_handle("h1", 1, 1.0)
+    send(outbox, wire, 1.05, "as-after", "aq-after")
+    outbox.attach_resumed(2, "h1", 1.1)
+    replayed = wire.flush(1.1)
+    assert "as-near" in replayed and "as-flight" in replayed
+    assert "aq-near" not in replayed and "aq-flight" not in replayed
+    assert "as-old" not in replayed and "aq-old" not in replayed
+    assert replayed[-2:] == ["as-after", "aq-after"], "after the handle: lacking, whatever"
+
+
+def test_silence_level_zero_replays_silence_as_before() -> None:
+    outbox: Outbox[str] = Outbox(
+        OutboxLimits(handle_margin=0.3, silence_level=0.0), audio_level=lambda name: 0.0
+    )
+    wire = Wire(outbox)
+    outbox.attach_fresh(1, 0.0)
+    send(outbox, wire, 0.9, "a-near")
+    outbox.record_handle("h1", 1, 1.0)
+    outbox.attach_resumed(2, "h1", 1.1)
+    assert wire.flush(1.1) == ["a-near"]
+
+
 def test_the_round_trip_is_the_one_measured_when_the_handle_arrived() -> None:
     outbox, wire = make(handle_margin=0.3, round_trip_tolerance=0.015)
     outbox.attach_fresh(1, 0.0)

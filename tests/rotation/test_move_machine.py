@@ -186,12 +186,48 @@ def test_a_refused_handle_without_history_loses_the_session() -> None:
     assert isinstance(actions[-1], m.GiveUp)
 
 
+@pytest.mark.parametrize("stage", [Stage.DIAL, Stage.SETTLING])
+def test_1011_with_the_incumbent_open_is_no_refused_handle(stage: Stage) -> None:
+    """The live service refuses a resume while the old connection is open with a 1011 right
+    after the setup frame (stage DIAL) or after setupComplete (SETTLING): the same handle is
+    dialled again at once after the incumbent closes, and never counted against it."""
+    mm = machine()
+    mm.send(due())
+    if stage is Stage.SETTLING:
+        mm.send(m.SetupOk())
+    actions = mm.send(m.Failed(1.0, stage, closed(1011)))
+    assert actions[0] == m.RefusedWhileOpen()
+    assert actions[2:] == [m.Gate(InputGate.HELD), m.Break(), m.Dial(H1)]
+    assert mm.break_first
+    assert mm.strikes == {} and H1 not in mm.refused
+    assert mm.budget.spent == 0
+    mm.send(m.SetupOk())
+    assert mm.send(m.Settled(2.0)) == [m.Switch(H1)], "resumed with the same handle"
+
+
+def test_a_1011_without_an_incumbent_is_a_strike_against_the_handle() -> None:
+    mm = machine()
+    mm.send(lost(0.0))
+    actions = mm.send(m.Failed(1.0, Stage.DIAL, closed(1011)))
+    assert m.RefusedWhileOpen() not in actions
+    assert mm.strikes == {H1: 1}
+
+
+def test_an_endpoint_known_to_refuse_breaks_first_at_once() -> None:
+    mm = machine()
+    actions = mm.send(
+        m.Due(0.0, MoveReason.PLANNED, H1, HandleKind.AFTER_TURN, True, True, break_first=True)
+    )
+    assert actions[-3:] == [m.Gate(InputGate.HELD), m.Break(), m.Dial(H1)]
+    assert m.RefusedWhileOpen() not in actions
+
+
 def test_1011_with_the_incumbent_open_switches_to_break_before_make_once() -> None:
     mm = machine()
     mm.send(due())
     mm.send(m.SetupOk())
     actions = mm.send(m.Failed(1.0, Stage.SETTLING, code=1011))
-    assert actions[1:] == [m.Gate(InputGate.HELD), m.Break(), m.Dial(H1)]
+    assert actions[2:] == [m.Gate(InputGate.HELD), m.Break(), m.Dial(H1)]
     assert mm.break_first
     assert mm.budget.spent == 0
     mm.send(m.SetupOk())

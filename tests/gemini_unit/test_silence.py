@@ -1,0 +1,32 @@
+"""The silence test the replay rule uses on the chunks of its uncertain window."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+from realtime_resumption.emulator.audio import user_audio
+from realtime_resumption.gemini.silence import SILENCE_LEVEL, is_silent, rms
+
+
+def tone(amplitude: int, count: int = 320) -> bytes:
+    return struct.pack(f"<{count}h", *(round(amplitude * math.sin(i / 5)) for i in range(count)))
+
+
+def test_rms_of_known_signals() -> None:
+    assert rms(b"") == 0.0
+    assert rms(b"\x01") == 0.0, "no whole sample"
+    assert rms(struct.pack("<4h", 3, -3, 3, -3)) == 3.0
+    assert math.isclose(rms(tone(1000, 3200)), 1000 / math.sqrt(2), rel_tol=0.02)
+
+
+def test_speech_is_not_silence_and_a_quiet_room_is() -> None:
+    assert not is_silent(tone(300))  # about -40 dBFS: quiet speech
+    assert is_silent(tone(60))  # about -55 dBFS: a quiet room's noise
+    assert is_silent(bytes(640))
+    assert SILENCE_LEVEL == 100.0
+
+
+def test_the_emulators_marked_chunks_are_what_they_say() -> None:
+    assert is_silent(user_audio(7, speech=False))
+    assert not is_silent(user_audio(7, speech=True))
