@@ -16,6 +16,7 @@ from loguru import logger
 
 from realtime_resumption.gemini.config import Auth, Credential, CredentialProvider, LiveOptions
 from realtime_resumption.gemini.connection import ConnectionHooks, _Connection
+from realtime_resumption.gemini.preopen import SetupGate
 from realtime_resumption.redaction import redact
 from realtime_resumption.transport import (
     AttemptClose,
@@ -102,9 +103,10 @@ class Dialler:
         with contextlib.suppress(Exception):
             client.close()
 
-    async def dial(self, handle: str | None) -> _Connection:
+    async def dial(self, handle: str | None, gate: SetupGate | None = None) -> _Connection:
         """Open a connection with ``handle`` and return it set up but not installed: it
-        delivers nothing until the transport installs it. The incumbent is untouched.
+        delivers nothing until the transport installs it. The incumbent is untouched. With
+        ``gate``, the setup is sent only once the gate is released (the socket opens first).
 
         Raises ``ConnectError`` when the dial fails and ``DialAbandonedError`` when the dial
         generation moved on before it completed.
@@ -112,7 +114,9 @@ class Dialler:
         self.gen += 1
         gen = self.gen
         caller = asyncio.current_task()
-        opening = asyncio.create_task(self._open(gen, handle), name=f"gemini-live-dial-att_{gen}")
+        opening = asyncio.create_task(
+            self._open(gen, handle, gate), name=f"gemini-live-dial-att_{gen}"
+        )
         self._dials.add(opening)
         try:
             conn = await opening
@@ -131,8 +135,10 @@ class Dialler:
         self._s.lifecycle(SetupOk(conn.attempt_id, self.transport_generation, conn.session_id))
         return conn
 
-    async def _open(self, gen: int, handle: str | None) -> _Connection:
+    async def _open(self, gen: int, handle: str | None, gate: SetupGate | None) -> _Connection:
         s = self._s
+        if gate is not None:
+            gate.enter()
         try:
             client, owns_client, credential = await self._client_for_dial()
         except Exception as error:

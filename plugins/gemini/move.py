@@ -224,7 +224,9 @@ class Begin:
 
 @dataclass(frozen=True)
 class Break:
-    """Close the incumbent before dialling (the provider refuses a resume while it is open)."""
+    """Close the incumbent before the replacement's setup is sent (the provider refuses a
+    resume while it is open), holding input from then on; always followed by the
+    :class:`Dial` whose socket may open first (``gemini.preopen``)."""
 
 
 @dataclass(frozen=True)
@@ -553,7 +555,8 @@ class MoveMachine:
         if move.incumbent and self.break_first:
             move.incumbent = False
             move.forced = True
-            actions += [*self._hold(move), Break()]
+            move.held = True  # from the Break on, input waits for the replacement
+            actions.append(Break())
         return [*actions, Dial(move.handle)]
 
     def _retry(self, now: float, why: str) -> list[Action]:

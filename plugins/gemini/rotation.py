@@ -48,14 +48,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+from asyncio import FIRST_COMPLETED
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from loguru import logger
 
 from realtime_resumption.gemini import move as m
+from realtime_resumption.gemini import preopen
 from realtime_resumption.gemini.endpoints import ENDPOINTS
 from realtime_resumption.gemini.failures import RetryPolicy, Stage
+from realtime_resumption.gemini.preopen import SetupGate
 from realtime_resumption.gemini.session import InputGate
 from realtime_resumption.gemini.tasks import cancel_and_wait
 from realtime_resumption.gemini.watchdog import ResumeWatchdog
@@ -449,9 +452,9 @@ class Rotation:
                 await asyncio.sleep(action.seconds)
                 actions += self._machine.send(m.BackoffOver())
             elif isinstance(action, m.Break):
-                incumbent, move = self._s.current, self.log.current
-                if incumbent is not None and move is not None:
-                    await self._handover.break_incumbent(incumbent, move)
+                dial = actions.pop(0)
+                assert isinstance(dial, m.Dial)
+                actions += await self._attempt(dial.handle, breaking=True)
             else:
                 self._now(action)
 
@@ -486,10 +489,11 @@ class Rotation:
         elif isinstance(action, m.GiveUp):
             self._give_up(SessionLostError(action.why))
 
-    async def _attempt(self, handle: str | None) -> list[m.Action]:
+    async def _attempt(self, handle: str | None, *, breaking: bool = False) -> list[m.Action]:
         """One attempt: dial with ``handle`` within ``attempt_timeout``, then let the
         connection settle (bounded by the settle itself: a slow setup must not eat into it);
-        returns the machine's next actions."""
+        returns the machine's next actions. ``breaking``: the incumbent closes before the
+        setup is sent, once the new socket is open (``gemini.preopen``)."""
         move = self.log.current
         if move is None:
             return []
@@ -498,7 +502,10 @@ class Rotation:
         timeout = self._options.attempt_timeout
         try:
             async with asyncio.timeout(timeout):
-                conn = await self._dialler.dial(handle)
+                if breaking:
+                    conn = await self._dial_after_break(handle, move)
+                else:
+                    conn = await self._dialler.dial(handle)
             self._pending = conn
             [settle] = self._machine.send(m.SetupOk())
             assert isinstance(settle, m.Settle)
@@ -518,6 +525,35 @@ class Rotation:
             self._pending = None
             return self._failed(Stage.SETTLING, None, close[0])
         return self._machine.send(m.Settled(self._s.now()))
+
+    async def _dial_after_break(self, handle: str | None, move: MoveInProgress) -> _Connection:
+        """Break-before-make at the cost of the setup alone: the replacement's socket opens
+        while the incumbent still serves; the incumbent then closes (input held from here),
+        and only then does the setup go out. The incumbent is closed whatever becomes of the
+        dial, as the move's machine has taken it for gone."""
+        epoch = self._epoch
+        gate = SetupGate() if preopen.install() else None
+        dialling = asyncio.create_task(
+            self._dialler.dial(handle, gate), name=f"gemini-live-dial-move-{move.number}"
+        )
+        opened = False
+        try:
+            if gate is not None:
+                waits: set[asyncio.Future[Any]] = {dialling, gate.socket_open}
+                await asyncio.wait(waits, return_when=FIRST_COMPLETED)
+            opened = True
+        finally:
+            incumbent = self._s.current
+            if self._epoch == epoch:
+                self._s.gate = InputGate.HELD
+                if incumbent is not None:
+                    await self._handover.break_incumbent(incumbent, move)
+            if gate is not None:
+                gate.release()
+            if not opened:
+                dialling.cancel()
+                await asyncio.wait({dialling})
+        return await dialling
 
     def _failed(
         self, stage: Stage, error: BaseException | None, code: int | None = None

@@ -197,7 +197,7 @@ def test_1011_with_the_incumbent_open_is_no_refused_handle(stage: Stage) -> None
         mm.send(m.SetupOk())
     actions = mm.send(m.Failed(1.0, stage, closed(1011)))
     assert actions[0] == m.RefusedWhileOpen()
-    assert actions[2:] == [m.Gate(InputGate.HELD), m.Break(), m.Dial(H1)]
+    assert actions[2:] == [m.Break(), m.Dial(H1)]
     assert mm.break_first
     assert mm.strikes == {} and H1 not in mm.refused
     assert mm.budget.spent == 0
@@ -218,7 +218,7 @@ def test_an_endpoint_known_to_refuse_breaks_first_at_once() -> None:
     actions = mm.send(
         m.Due(0.0, MoveReason.PLANNED, H1, HandleKind.AFTER_TURN, True, True, break_first=True)
     )
-    assert actions[-3:] == [m.Gate(InputGate.HELD), m.Break(), m.Dial(H1)]
+    assert actions[-2:] == [m.Break(), m.Dial(H1)]
     assert m.RefusedWhileOpen() not in actions
 
 
@@ -227,7 +227,7 @@ def test_1011_with_the_incumbent_open_switches_to_break_before_make_once() -> No
     mm.send(due())
     mm.send(m.SetupOk())
     actions = mm.send(m.Failed(1.0, Stage.SETTLING, code=1011))
-    assert actions[2:] == [m.Gate(InputGate.HELD), m.Break(), m.Dial(H1)]
+    assert actions[2:] == [m.Break(), m.Dial(H1)]
     assert mm.break_first
     assert mm.budget.spent == 0
     mm.send(m.SetupOk())
