@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from loguru import logger
 
-from .config import INSTRUCTION_CHANGES, PROFILES, EmulatorConfig
+from .config import INSTRUCTION_CHANGES, PROFILES, REFUSAL_TIMINGS, EmulatorConfig
 from .faults import REFUSALS
 from .server import Emulator
 
@@ -27,6 +27,27 @@ realism (the defaults are the service's):
                     (default 0.006 s).
   first update      --update-after-setup: send a resumption update right after
                     setupComplete (the service does not; its first handle follows an answer).
+
+the service as teams measured it in 2026 (the defaults; each has a kinder setting):
+  resume while open --refuse-resume-while-open (default; --no-refuse-resume-while-open
+                    accepts it): a setup with the handle of a session that still has an
+                    open connection is closed 1011; --refuse-resume-while-open-when
+                    before_setup_complete (default: right after the setup frame, no
+                    setupComplete) or after_setup_complete.
+  late pongs        --pong-latency S (or LOW,HIGH: drawn per pong, seeded; default 8,30;
+                    0: prompt): WebSocket pongs leave that late, in order; data does not
+                    wait behind them.
+  session cap       --session-cap S (default 900: the documented 15 minutes of audio;
+                    --no-session-cap): a session without contextWindowCompression
+                    (slidingWindow) gets goAway --notice before S of connected time
+                    (across its resumed connections), then the profile's deadline close;
+                    a later resume of it is refused with --refuse-close-code (1007).
+  handle validity   --handle-validity S: handles stay valid while their session has an
+                    open connection and S after it ended (default: 7200, Gemini API;
+                    86400, Vertex AI, as documented); past it they are refused (1007).
+  goAway overstay   --overstay-1008: at a goAway deadline close 1008 "client failed to
+                    close the connection after receiving a GoAway signal" (one report)
+                    instead of the profile's deadline close.
 
 faults (all can also be scripted from Python through Emulator.faults):
   rotation          --rotate-every N --notice M: every connection gets goAway{timeLeft: M}
@@ -51,8 +72,6 @@ faults (all can also be scripted from Python through Emulator.faults):
                     abort it right after the client's first message following setup.
   hanging attempt   --hang-next K: accept the next K attempts and their setup, never send
                     setupComplete.
-  resume while open --refuse-resume-while-open: refuse (close 1011 after setupComplete) a
-                    resume while another connection of the same session is still open.
   dead resumes      --dead-after-resume K: the next K resumed connections are set up and
                     send their first resumption update, then never answer anything (no
                     transcription, no model output, no turnComplete); what the client sends
@@ -65,10 +84,11 @@ faults (all can also be scripted from Python through Emulator.faults):
                     contextUpdate): apply it (default), keep the old one, or close 1007
                     (reported of Gemini 3.x models). Tools and voice always follow the new
                     connection's setup.
-  rejected handles  --handle-lifetime S: handles older than S are refused with
-                    --refuse-close-code (default 1007) right after setup
-                    (--refuse-after-setup-complete: after setupComplete). From Python,
-                    faults.expire_handles() expires every handle issued so far.
+  rejected handles  --handle-lifetime S: handles older than S since they were issued
+                    are refused too (a test's stale handles; default: no such limit).
+                    Refused handles get --refuse-close-code (default 1007) right after
+                    setup (--refuse-after-setup-complete: after setupComplete). From
+                    Python, faults.expire_handles() expires every handle issued so far.
 
 Clients trust the CA file (SSL_CERT_FILE, or HttpOptions(async_client_args={"ssl": ctx}))
 and use the base URL as HttpOptions.base_url; any API key or bearer token is accepted.
@@ -125,11 +145,53 @@ def _parser() -> argparse.ArgumentParser:
         help="send a resumption update right after setupComplete",
     )
     p.add_argument(
+        "--handle-validity",
+        type=float,
+        default=d.handle_validity,
+        metavar="S",
+        help="seconds a handle stays valid after its session ended (default: the profile's)",
+    )
+    p.add_argument(
         "--handle-lifetime",
         type=float,
         default=d.handle_lifetime,
-        help="seconds a handle stays valid",
+        metavar="S",
+        help="also refuse handles issued more than S ago (default: no such limit)",
     )
+    p.add_argument(
+        "--refuse-resume-while-open",
+        action=argparse.BooleanOptionalAction,
+        default=d.refuse_resume_while_open,
+        help="refuse (1011) a resume while the session has an open connection",
+    )
+    p.add_argument(
+        "--refuse-resume-while-open-when",
+        choices=REFUSAL_TIMINGS,
+        default=d.refuse_resume_while_open_when,
+        help="when that refusal comes (default %(default)s)",
+    )
+    p.add_argument(
+        "--pong-latency",
+        type=_latency,
+        default=d.pong_latency,
+        metavar="S|LOW,HIGH",
+        help="how late pongs leave (default %(default)s; 0: prompt)",
+    )
+    p.add_argument(
+        "--session-cap",
+        type=float,
+        default=d.session_cap,
+        metavar="S",
+        help="session time without compression (default %(default)s)",
+    )
+    p.add_argument(
+        "--no-session-cap",
+        dest="session_cap",
+        action="store_const",
+        const=None,
+        help="no session cap",
+    )
+    p.add_argument("--overstay-1008", action="store_true", help="close 1008 at a goAway deadline")
     p.add_argument(
         "--refuse-close-code",
         type=int,
@@ -185,11 +247,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--hang-next", type=int, default=0, metavar="K", help="hang the next K attempts")
     p.add_argument(
-        "--refuse-resume-while-open",
-        action="store_true",
-        help="refuse a resume while the session is open",
-    )
-    p.add_argument(
         "--dead-after-resume",
         type=int,
         default=0,
@@ -228,7 +285,13 @@ def _config(args: argparse.Namespace) -> EmulatorConfig:
         setup_latency=args.setup_latency,
         round_trip=args.round_trip,
         update_after_setup=args.update_after_setup,
+        handle_validity=args.handle_validity,
         handle_lifetime=args.handle_lifetime,
+        refuse_resume_while_open=args.refuse_resume_while_open,
+        refuse_resume_while_open_when=args.refuse_resume_while_open_when,
+        pong_latency=args.pong_latency,
+        session_cap=args.session_cap,
+        overstay_1008=args.overstay_1008,
         refuse_close_code=args.refuse_close_code,
         refuse_after_setup_complete=args.refuse_after_setup_complete,
         rotate_every=args.rotate_every,
@@ -260,7 +323,6 @@ def _script_faults(emu: Emulator, args: argparse.Namespace) -> None:
         faults.hang_next(args.hang_next)
     if args.dead_after_resume:
         faults.dead_after_resume(args.dead_after_resume)
-    faults.refuse_resume_while_open = args.refuse_resume_while_open
     if args.go_away_at_turn is not None or args.go_away_at_chunk is not None:
         faults.go_away_at(turn=args.go_away_at_turn, chunk=args.go_away_at_chunk)
     if args.go_away_on_tool_call:

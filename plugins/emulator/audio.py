@@ -13,7 +13,7 @@ import math
 import struct
 import sys
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from operator import mul
 
@@ -150,6 +150,10 @@ class UserChunk:
 
     seq: int
     word: str | None
+    level: float = 0.0
+    """RMS level (PCM16) of the chunk's audio as it arrived: from its header to the next
+    chunk's, or to the end of the message that completed it (a body split across messages is
+    measured on its first part)."""
 
 
 def _user_at(data: bytes, pos: int) -> UserChunk | bool | None:
@@ -186,20 +190,27 @@ class UserAudioDecoder:
         """The chunks completed by ``data``, in order."""
         buf = self._carry + data if self._carry else data
         self._carry = b""
-        found: list[UserChunk] = []
+        found: list[tuple[int, UserChunk]] = []
+        end = len(buf)
         pos = buf.find(_USER_MAGIC_BYTES)
         while pos >= 0:
             chunk = _user_at(buf, pos)
             if chunk is False:
                 self._carry = buf[pos : pos + self._MAX_CARRY]
-                return found
+                end = pos
+                break
             if isinstance(chunk, UserChunk):
-                found.append(chunk)
+                found.append((pos, chunk))
             pos = buf.find(_USER_MAGIC_BYTES, pos + 2)
-        # The magic itself may be split across two messages.
-        tail = len(_USER_MAGIC_BYTES) - 1
-        self._carry = buf[-tail:] if len(buf) >= tail else buf
-        return found
+        else:
+            # The magic itself may be split across two messages.
+            tail = len(_USER_MAGIC_BYTES) - 1
+            self._carry = buf[-tail:] if len(buf) >= tail else buf
+        bounds = [p for p, _ in found[1:]] + [end]
+        return [
+            replace(chunk, level=rms(buf[start:stop]))
+            for (start, chunk), stop in zip(found, bounds, strict=True)
+        ]
 
 
 def rms(data: bytes) -> float:

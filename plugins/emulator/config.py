@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Profile = Literal["gemini", "vertex"]
 InstructionChange = Literal["accept", "ignore", "refuse"]
+RefusalTiming = Literal["before_setup_complete", "after_setup_complete"]
+Range = float | tuple[float, float]
+"""Seconds, or a (low, high) range each draw is taken from (seeded)."""
 
 PROFILES: tuple[Profile, ...] = ("gemini", "vertex")
 INSTRUCTION_CHANGES: tuple[InstructionChange, ...] = ("accept", "ignore", "refuse")
+REFUSAL_TIMINGS: tuple[RefusalTiming, ...] = ("before_setup_complete", "after_setup_complete")
+
+HANDLE_VALIDITY: dict[Profile, float] = {"gemini": 7200.0, "vertex": 86400.0}
+"""How long each profile's handles stay valid after their session ended, as documented: 2 h
+on the Gemini API, 24 h on Vertex AI (whose page also says "around 10 minutes")."""
+
+KIND_SERVICE: dict[str, Any] = {
+    "refuse_resume_while_open": False,
+    "pong_latency": 0.0,
+    "session_cap": None,
+}
+"""The settings of a kinder service than the one teams measured in 2026: a resume is accepted
+while an earlier connection of its session is open, pongs are prompt, sessions have no cap.
+``EmulatorConfig.kind()`` applies them."""
+
+_RANGES = ("setup_latency", "handle_delay", "pong_latency")
 
 
 @dataclass
@@ -49,12 +69,42 @@ class EmulatorConfig:
     connection's first handle follows its first answer."""
     handle_delay: tuple[float, float] = (0.02, 0.07)
     """Vertex: the handle follows turnComplete after a delay drawn from this range."""
-    handle_lifetime: float = 7200.0
-    """Handles older than this (since they were issued) are refused."""
+    handle_validity: float | None = None
+    """How long a handle stays valid after its session ended (its last open connection
+    closed); while the session has an open connection its handles are valid. None: the
+    profile's documented figure (``HANDLE_VALIDITY``: 2 h Gemini API, 24 h Vertex AI). A
+    handle past it is refused with ``refuse_close_code``."""
+    handle_lifetime: float | None = None
+    """A stricter rule for tests: handles older than this since they were issued are refused
+    too, open session or not (0 makes every handle stale at once). None: no such limit."""
     refuse_close_code: int = 1007
-    """Close code for an expired or unknown handle."""
+    """Close code for an expired or unknown handle, and for a resume of a session that
+    reached ``session_cap``."""
     refuse_after_setup_complete: bool = False
     """Refuse a bad handle after sending setupComplete instead of before it."""
+    refuse_resume_while_open: bool = True
+    """Refuse (close 1011) a setup with the handle of a session that still has an open
+    connection, as the live service was measured to do in 2026; closing the old connection
+    first makes the same handle work. False accepts it (make-before-break)."""
+    refuse_resume_while_open_when: RefusalTiming = "before_setup_complete"
+    """When that refusal comes: ``before_setup_complete`` (right after the setup frame
+    arrived, no setupComplete, no setup latency: as measured) or ``after_setup_complete``
+    (setupComplete after the setup latency, then the close)."""
+    pong_latency: Range = (8.0, 30.0)
+    """How late the service answers a WebSocket ping (measured at 8-30 s in 2026): each pong
+    is drawn from the range (seeded), pongs leave in the order of their pings, data frames are
+    not held behind them. 0: prompt pongs."""
+    session_cap: float | None = 900.0
+    """Session time (connected time, across the session's resumed connections, overlaps
+    counted once) after which a session whose setup does not enable context-window compression
+    ends (the documented 15 minutes for audio): goAway ``notice`` before the cap, the profile's
+    deadline close at it, and any later resume of the session is refused with
+    ``refuse_close_code``. A setup with ``contextWindowCompression.slidingWindow`` has no cap.
+    None: no cap."""
+    overstay_1008: bool = False
+    """At a goAway's deadline close with 1008 "client failed to close the connection after
+    receiving a GoAway signal" (one report) instead of the profile's deadline close (Gemini
+    1011 "Deadline expired ...", Vertex 1000), which is what is seen most."""
     rotate_every: float | None = None
     """Each connection gets goAway ``notice`` before this age and is closed at it."""
     notice: float = 50.0
@@ -80,9 +130,26 @@ class EmulatorConfig:
     host: str = "127.0.0.1"
     port: int = 0
     seed: int = 0
-    """Seeds the handle delays, setup latencies and identifiers, so runs repeat."""
+    """Seeds the handle delays, setup latencies, pong latencies and identifiers, so runs
+    repeat."""
+
+    @classmethod
+    def kind(cls, **changes: Any) -> EmulatorConfig:
+        """A configuration of the kinder service (``KIND_SERVICE``), with ``changes``."""
+        return cls(**{**KIND_SERVICE, **changes})
+
+    @property
+    def handle_validity_seconds(self) -> float:
+        """``handle_validity``, or the profile's documented figure (unscaled)."""
+        if self.handle_validity is not None:
+            return self.handle_validity
+        return HANDLE_VALIDITY[self.profile]
 
     def __post_init__(self) -> None:
+        for name in _RANGES:
+            value = getattr(self, name)
+            if isinstance(value, list):  # e.g. read back from JSON
+                setattr(self, name, tuple(value))
         if self.profile not in PROFILES:
             raise ValueError(f"profile must be one of {PROFILES}, not {self.profile!r}")
         if self.instruction_change not in INSTRUCTION_CHANGES:
@@ -90,13 +157,18 @@ class EmulatorConfig:
                 f"instruction_change must be one of {INSTRUCTION_CHANGES}, "
                 f"not {self.instruction_change!r}"
             )
+        if self.refuse_resume_while_open_when not in REFUSAL_TIMINGS:
+            raise ValueError(
+                f"refuse_resume_while_open_when must be one of {REFUSAL_TIMINGS}, "
+                f"not {self.refuse_resume_while_open_when!r}"
+            )
         if not self.time_scale > 0:
             raise ValueError("time_scale must be > 0")
         if self.answer_chunks < 1:
             raise ValueError("answer_chunks must be >= 1")
         if not 1 <= self.chunk_ms <= 10_000:
             raise ValueError("chunk_ms must be between 1 and 10000 (frames stay under 1 MiB)")
-        for name in ("handle_delay", "setup_latency"):
+        for name in _RANGES:
             value = getattr(self, name)
             if isinstance(value, tuple):
                 if len(value) != 2 or not 0 <= value[0] <= value[1]:
@@ -107,9 +179,15 @@ class EmulatorConfig:
             raise ValueError("refuse_close_code must be a WebSocket close code (1000-4999)")
         if self.rotate_every is not None and not self.rotate_every > 0:
             raise ValueError("rotate_every must be > 0 or None")
-        for name in ("chunk_interval", "vad_silence", "handle_lifetime", "notice", "round_trip"):
+        for name in ("chunk_interval", "vad_silence", "notice", "round_trip"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
+        for name in ("handle_validity", "handle_lifetime"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:
+                raise ValueError(f"{name} must be >= 0 or None")
+        if self.session_cap is not None and not self.session_cap > 0:
+            raise ValueError("session_cap must be > 0 or None")
         for name in ("setup_timeout", "hang_limit"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0")
@@ -122,3 +200,8 @@ class EmulatorConfig:
     def scaled(self, seconds: float) -> float:
         """``seconds`` on the emulator's clock (multiplied by ``time_scale``)."""
         return seconds * self.time_scale
+
+    def draw(self, value: Range, rng: random.Random) -> float:
+        """``value`` (or a draw from its range, with ``rng``) on the emulator's clock."""
+        seconds = rng.uniform(*value) if isinstance(value, tuple) else value
+        return self.scaled(seconds)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from loguru import logger
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 from ..redaction import redact
 from . import network, wire
@@ -40,6 +41,9 @@ DEADLINE_CLOSE = {
     "vertex": (1000, "The operation was cancelled."),
 }
 """How each profile closes a connection at a goAway deadline."""
+
+OVERSTAY_CLOSE = (1008, "client failed to close the connection after receiving a GoAway signal")
+"""The close at a goAway deadline one report describes (``overstay_1008``)."""
 
 _REASONS = {
     1000: "The operation was cancelled.",
@@ -88,10 +92,9 @@ class Hub:
         """How long this setup takes (scaled): a ``slow_setups`` fault, or the configured
         latency (drawn from its range)."""
         seconds = self.faults.take_setup_latency(resumed=resumed)
-        if seconds is None:
-            latency = self.config.setup_latency
-            seconds = self.setup_rng.uniform(*latency) if isinstance(latency, tuple) else latency
-        return self.config.scaled(seconds)
+        if seconds is not None:
+            return self.config.scaled(seconds)
+        return self.config.draw(self.config.setup_latency, self.setup_rng)
 
 
 class Connection:
@@ -115,6 +118,12 @@ class Connection:
         self.record: ConnectionRecord | None = None
         self.message_index = 0
         """Index of the last client message received (the setup is 0)."""
+
+    @property
+    def serving(self) -> bool:
+        """Set up, and neither side has started closing it."""
+        established = self.record is not None and self.record.established
+        return established and not self._closing and self._ws.state is State.OPEN
 
     @property
     def session_id(self) -> str | None:
@@ -218,7 +227,10 @@ class Connection:
 
     async def _close_at_deadline(self, delay: float) -> None:
         await asyncio.sleep(delay)
-        await self.close(*DEADLINE_CLOSE[self.hub.config.profile])
+        config = self.hub.config
+        await self.close(
+            *(OVERSTAY_CLOSE if config.overstay_1008 else DEADLINE_CLOSE[config.profile])
+        )
 
     async def _close_later(self, delay: float, code: int) -> None:
         await asyncio.sleep(delay)
@@ -344,8 +356,12 @@ class Connection:
         handle = resumption.handle if resumption else None
         entry = None
         if handle is not None:
+            lifetime = config.handle_lifetime
             entry = hub.sessions.resolve(
-                handle, now=hub.now(), lifetime=config.scaled(config.handle_lifetime)
+                handle,
+                now=hub.now(),
+                validity=config.scaled(config.handle_validity_seconds),
+                lifetime=None if lifetime is None else config.scaled(lifetime),
             )
         known = entry or (hub.sessions.known(handle) if handle else None)
         session = known.session if known else hub.sessions.new_session()
@@ -356,6 +372,9 @@ class Connection:
             if not await self._client_left_within(config.scaled(config.hang_limit)):
                 await self.close(1011)
             return False
+        if self._refuses_while_open(entry, "before_setup_complete"):
+            # As measured: the close follows the setup frame, no setupComplete.
+            return await self._refuse("open-session", 1011, after_setup_complete=False)
         self.record.setup_latency = hub.setup_latency(resumed=handle is not None)
         if await self._client_left_within(self.record.setup_latency):
             logger.debug("emulator: the client left during its setup")
@@ -365,12 +384,13 @@ class Connection:
         if resumption and resumption.transparent and config.profile == "gemini":
             return await self._refuse("transparent", 1007, after_setup_complete=False)
         if handle is not None and entry is None:
+            capped = session.record.capped_at is not None
             return await self._refuse(
-                "handle",
+                "session-ended" if capped else "handle",
                 config.refuse_close_code,
                 after_setup_complete=config.refuse_after_setup_complete,
             )
-        if entry is not None and hub.faults.refuse_resume_while_open and session.open:
+        if self._refuses_while_open(entry, "after_setup_complete"):
             return await self._refuse("open-session", 1011, after_setup_complete=True)
         state = self._state(entry, setup)
         if state is None:
@@ -378,7 +398,7 @@ class Connection:
         dead = hub.faults.take_dead() if entry is not None else None
         self.record.dead = dead is not None
         self._conversation = Conversation(self, session, state, setup, dead=dead)
-        session.open.add(self)
+        session.attach(self, hub.now())
         session.adopt(state)
         await self.send(wire.setup_complete(session.id), kind="setup_complete")
         self.record.setup_at = hub.now()
@@ -393,11 +413,42 @@ class Connection:
         await self._conversation.start()
         if config.rotate_every is not None:
             self.spawn(self._rotate(config.rotate_every))
+        if config.session_cap is not None and not setup.compression:
+            cap_in = config.scaled(config.session_cap) - session.session_time(hub.now())
+            self.spawn(self._end_at_cap(max(0.0, cap_in)))
         self._flap = hub.faults.take_flap()
         if self._flap is not None and self._flap.close_after is not None:
             close_after = config.scaled(self._flap.close_after)
             self.spawn(self._close_later(close_after, self._flap.code))
         return True
+
+    def _refuses_while_open(self, entry: HandleEntry | None, when: str) -> bool:
+        """Whether this resume is refused now because its session has an open connection."""
+        config = self.hub.config
+        if entry is None or not config.refuse_resume_while_open:
+            return False
+        if config.refuse_resume_while_open_when != when:
+            return False
+        return any(c is not self and c.serving for c in entry.session.open)
+
+    async def _end_at_cap(self, cap_in: float) -> None:
+        """The session reaches its cap in ``cap_in`` (scaled): goAway with the usual notice
+        (or what is left), then the session ends: every connection of it closes with the
+        profile's deadline close, and its handles are refused from then on."""
+        config = self.hub.config
+        notice = min(config.scaled(config.notice), cap_in)
+        await asyncio.sleep(cap_in - notice)
+        await self.send(wire.go_away(notice), kind="go_away")
+        await asyncio.sleep(notice)
+        assert self.session is not None
+        record = self.session.record
+        if record.capped_at is None:
+            record.capped_at = self.hub.now()
+            logger.debug("emulator: session {} reached its cap", self.session.id)
+        code, reason = DEADLINE_CLOSE[config.profile]
+        for conn in self.session.open - {self}:
+            conn.close_with(code, reason)
+        await self.close(code, reason)
 
     async def _client_left_within(self, seconds: float) -> bool:
         """Wait ``seconds``; True (at once) if the client closed the connection meanwhile."""
@@ -465,7 +516,7 @@ class Connection:
         if self._conversation is not None:
             self._conversation.close()
         if self.session is not None:
-            self.session.open.discard(self)
+            self.session.detach(self, self.hub.now())
         self.hub.discard(self)
         record = self.record
         if record is None:

@@ -171,11 +171,11 @@ class Conversation:
             seqs: list[int] = []
             for event in message.events:
                 if isinstance(event, wire.Audio):
-                    seqs.extend(c.seq for c in self._decoder.feed(event.data))
+                    chunks = self._decoder.feed(event.data)
+                    seqs += self._session.record.receive_audio(chunks, self._config.vad_threshold)
                 elif isinstance(event, wire.Text):
                     entry.text = event.text
             entry.audio_seqs = tuple(seqs)
-            self._session.record.audio_received.extend(seqs)
         elif isinstance(message, wire.ToolResponse):
             self._tool_response(message, entry)
 
@@ -219,10 +219,9 @@ class Conversation:
 
     async def _audio(self, audio: wire.Audio, entry: ClientMessageRecord) -> None:
         chunks = self._decoder.feed(audio.data)
-        seqs = tuple(c.seq for c in chunks)
+        seqs = tuple(self._session.record.receive_audio(chunks, self._config.vad_threshold))
         words = tuple(c.word for c in chunks if c.word)
         self.state.consumed_audio.extend(seqs)
-        self._session.record.audio_received.extend(seqs)
         entry.audio_seqs = seqs
         duration = pcm_duration(audio.data, _rate(audio.mime_type))
         chunk_start = self._audio_time

@@ -143,9 +143,16 @@ class Faults:
         self._flaps_left: int | None = None
         self._dead: deque[DeadResume] = deque()
         self._triggers: list[GoAwayTrigger] = []
-        self.refuse_resume_while_open = False
-        """Refuse (close 1011 after setupComplete) a resume while another connection of the
-        same session is still open, as Gemini is reported to do."""
+
+    @property
+    def refuse_resume_while_open(self) -> bool:
+        """``EmulatorConfig.refuse_resume_while_open`` (on by default), settable here while
+        the emulator runs."""
+        return self._config.refuse_resume_while_open
+
+    @refuse_resume_while_open.setter
+    def refuse_resume_while_open(self, refuse: bool) -> None:
+        self._config.refuse_resume_while_open = refuse
 
     def _time_left(self, time_left: float | NoticeDefault | None) -> float | None:
         return self._config.notice if time_left == "notice" else time_left

@@ -13,10 +13,11 @@ import itertools
 import math
 import statistics
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .audio import UserChunk
 from .snapshot import Outcome, SessionState, Snapshot
 
 ClosedBy = Literal["server", "client", "drop"]
@@ -69,6 +70,8 @@ class SetupRecord:
     transparent: bool
     generation: Mapping[str, object] = field(default_factory=dict)
     """Its generation settings (temperature, thinking, ...), keys in snake_case."""
+    compression: bool = False
+    """It enabled context-window compression (a sliding window): no session cap."""
 
 
 @dataclass
@@ -136,8 +139,9 @@ class ConnectionRecord:
     """How long the service worked on the setup (scaled), as drawn or scripted."""
     refused: str | None = None
     """Why the connection was refused, if it was: ``handle`` (expired or unknown),
-    ``close1011``, ``hang``, ``open-session`` (resume while open), ``transparent`` (Gemini API)
-    or ``instruction`` (a new system instruction, with ``instruction_change="refuse"``)."""
+    ``close1011``, ``hang``, ``open-session`` (resume while open), ``transparent`` (Gemini API),
+    ``instruction`` (a new system instruction, with ``instruction_change="refuse"``) or
+    ``session-ended`` (a resume of a session that reached ``session_cap``)."""
     closed_at: float | None = None
     close_code: int | None = None
     close_reason: str | None = None
@@ -165,6 +169,9 @@ class SessionRecord:
     turns: dict[int, TurnRecord] = field(default_factory=dict)
     audio_received: list[int] = field(default_factory=list)
     """Every user audio seq received, on any connection, in arrival order."""
+    speech: dict[int, bool] = field(default_factory=dict)
+    """Whether each user audio seq received was speech (its level at or above the VAD
+    threshold, as at its first receipt) or silence."""
     tool_calls_issued: list[str] = field(default_factory=list)
     stranded_tool_responses: list[str] = field(default_factory=list)
     """Responses to call ids this session never issued."""
@@ -172,11 +179,26 @@ class SessionRecord:
     """Responses to calls the session issued but no longer awaited (cancelled, resumed past)."""
     state: SessionState | None = None
     """The state of the session's latest connection."""
+    capped_at: float | None = None
+    """When the session reached ``session_cap`` and ended (None if it did not)."""
 
     @property
     def audio_consumed(self) -> list[int]:
         """User audio seqs that survive in the session's latest state, in order."""
         return list(self.state.consumed_audio) if self.state else []
+
+    def receive_audio(self, chunks: Sequence[UserChunk], vad_threshold: float) -> list[int]:
+        """Record user audio chunks received, speech or silence; returns their seqs."""
+        seqs = [c.seq for c in chunks]
+        self.audio_received.extend(seqs)
+        for c in chunks:
+            self.speech.setdefault(c.seq, c.level >= vad_threshold)
+        return seqs
+
+    def is_speech(self, seq: int) -> bool:
+        """Whether ``seq`` was speech (a seq never received counts as speech: unknown audio
+        is never taken for silence)."""
+        return self.speech.get(seq, True)
 
 
 @dataclass(frozen=True)
@@ -212,6 +234,9 @@ class MoveSummary:
       did not replay them).
     - ``audio_duplicates``: seqs the final state holds more than once whose second receipt
       was on the new connection (replayed although the snapshot already held them).
+    - ``speech_duplicates`` and ``silence_duplicates`` split ``audio_duplicates`` by what the
+      chunk was (the VAD threshold, ``vad_threshold``): the user's words heard twice, and
+      silence heard twice; ``speech_lost`` is the speech among ``audio_lost``.
     """
 
     index: int
@@ -224,6 +249,9 @@ class MoveSummary:
     audio_lost: tuple[int, ...]
     audio_duplicates: tuple[int, ...]
     cadence: float | None = None
+    speech_duplicates: tuple[int, ...] = ()
+    silence_duplicates: tuple[int, ...] = ()
+    speech_lost: tuple[int, ...] = ()
 
     @property
     def input_lag(self) -> float | None:
@@ -254,6 +282,14 @@ class SessionSummary:
     (negative when they overlapped, i.e. make-before-break)."""
     moves: tuple[MoveSummary, ...] = ()
     """Each move, with its input stall and the audio it lost or made heard twice."""
+    speech_duplicates: tuple[int, ...] = ()
+    """The speech among ``audio_duplicates``: the user's words heard twice."""
+    silence_duplicates: tuple[int, ...] = ()
+    """The silence among ``audio_duplicates``."""
+    speech_lost: tuple[int, ...] = ()
+    """The speech among ``audio_lost``: the user's words the session never heard."""
+    silence_lost: tuple[int, ...] = ()
+    """The silence among ``audio_lost``."""
 
     @property
     def max_input_stall(self) -> float | None:
@@ -287,19 +323,37 @@ class LedgerSummary:
         """User audio chunks heard twice (or more), over every session."""
         return sum(len(s.audio_duplicates) for s in self.sessions.values())
 
+    @property
+    def speech_duplicate_count(self) -> int:
+        """User speech chunks heard twice (or more), over every session."""
+        return sum(len(s.speech_duplicates) for s in self.sessions.values())
+
+    @property
+    def silence_duplicate_count(self) -> int:
+        """User silence chunks heard twice (or more), over every session."""
+        return sum(len(s.silence_duplicates) for s in self.sessions.values())
+
+    @property
+    def speech_lost_count(self) -> int:
+        """User speech chunks lost, over every session."""
+        return sum(len(s.speech_lost) for s in self.sessions.values())
+
     def __str__(self) -> str:
         lines = []
         for s in self.sessions.values():
             moves = "; ".join(
-                f"stall {_ms(m.input_stall)} (lag {_ms(m.input_lag)}), lost {len(m.audio_lost)}, "
-                f"twice {len(m.audio_duplicates)}"
+                f"stall {_ms(m.input_stall)} (lag {_ms(m.input_lag)}), lost {len(m.audio_lost)} "
+                f"(speech {len(m.speech_lost)}), twice {len(m.audio_duplicates)} "
+                f"(speech {len(m.speech_duplicates)}, silence {len(m.silence_duplicates)})"
                 for m in s.moves
             )
             lines.append(
                 f"session {s.session_id}: {s.connections} connection(s), {s.refused} refused, "
                 f"{len(s.turns)} turn(s), cut {list(s.answers_cut)}, audio "
                 f"{len(s.audio_consumed)}/{len(s.audio_received)} consumed, "
-                f"lost {len(s.audio_lost)}, duplicates {len(s.audio_duplicates)}, "
+                f"lost {len(s.audio_lost)} (speech {len(s.speech_lost)}), "
+                f"duplicates {len(s.audio_duplicates)} (speech {len(s.speech_duplicates)}, "
+                f"silence {len(s.silence_duplicates)}), "
                 f"stranded {len(s.stranded_tool_responses)}, "
                 f"gaps {[round(g, 4) for g in s.gaps]}, moves [{moves}]"
             )
@@ -355,6 +409,8 @@ def _summarise(record: SessionRecord, now: float | None) -> SessionSummary:
     lost = tuple(s for s in dict.fromkeys(record.audio_received) if s not in kept)
     duplicates = tuple(s for s, n in counts.items() if n > 1)
     moves = _moves(record, established, lost, duplicates, now)
+    speech, silence = _split(record, duplicates)
+    speech_lost, silence_lost = _split(record, lost)
     return SessionSummary(
         session_id=record.session_id,
         connections=len(record.connections),
@@ -368,7 +424,17 @@ def _summarise(record: SessionRecord, now: float | None) -> SessionSummary:
         stranded_tool_responses=tuple(record.stranded_tool_responses),
         gaps=tuple(m.gap for m in moves if m.gap is not None),
         moves=moves,
+        speech_duplicates=speech,
+        silence_duplicates=silence,
+        speech_lost=speech_lost,
+        silence_lost=silence_lost,
     )
+
+
+def _split(record: SessionRecord, seqs: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``seqs`` split into (speech, silence), each in order."""
+    speech = tuple(s for s in seqs if record.is_speech(s))
+    return speech, tuple(s for s in seqs if not record.is_speech(s))
 
 
 def _audio_messages(record: SessionRecord) -> list[tuple[ClientMessageRecord, int]]:
@@ -429,6 +495,9 @@ def _moves(
         end = first_on_new if first_on_new is not None else math.inf
         stalls = [b - a for a, b in itertools.pairwise(times) if b >= dialled and a <= end]
         closed = old.closed_at if old.closed_at is not None else now
+        move_lost = tuple(lost_from.get(old.index, ()))
+        move_twice = tuple(twice_on.get(new.index, ()))
+        speech_twice, silence_twice = _split(record, move_twice)
         moves.append(
             MoveSummary(
                 index=i,
@@ -436,9 +505,12 @@ def _moves(
                 to_connection=new.index,
                 gap=None if closed is None else new.setup_at - closed,
                 input_stall=max(stalls) if stalls else None,
-                audio_lost=tuple(lost_from.get(old.index, ())),
-                audio_duplicates=tuple(twice_on.get(new.index, ())),
+                audio_lost=move_lost,
+                audio_duplicates=move_twice,
                 cadence=cadence,
+                speech_duplicates=speech_twice,
+                silence_duplicates=silence_twice,
+                speech_lost=_split(record, move_lost)[0],
             )
         )
     return tuple(moves)

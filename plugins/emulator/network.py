@@ -11,6 +11,12 @@ Each direction is a FIFO stamped on entry: bytes leave ``delay`` seconds after t
 so the delay adds latency without costing throughput. One timer per direction is armed while
 something is on its way, and none once the connection ended. Without a delay websockets' own
 connection class is used: no hop, no timer.
+
+The service's pongs can also come late (``pong_latency``): websockets answers a ping in its
+protocol layer as soon as the ping is parsed, so the emulator's protocol hands pings to the
+connection instead, which answers each one when its drawn delay has passed, in the order of
+the pings. Nothing else waits behind a late pong: data and close frames leave as written. The
+pong then crosses the network like any frame; its timers end with the connection.
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast
 
 from websockets.asyncio.server import ServerConnection
+from websockets.frames import Frame, Opcode
+from websockets.protocol import State
+from websockets.server import ServerProtocol
 
 _T = TypeVar("_T")
 
@@ -224,6 +233,62 @@ class _DelayedTransport(asyncio.Transport):
         return self._transport.get_extra_info(name, default)
 
 
+class _LatePongProtocol(ServerProtocol):
+    """websockets' server protocol, except that a ping is handed to ``on_ping`` (which must
+    answer it) instead of being answered at once."""
+
+    on_ping: Callable[[bytes], None]
+
+    def recv_frame(self, frame: Frame) -> None:
+        if frame.opcode is Opcode.PING:
+            self.events.append(frame)  # as websockets does; its connection ignores pings
+            self.on_ping(bytes(frame.data))
+        else:
+            super().recv_frame(frame)
+
+
+class _LatePongs(ServerConnection):
+    """A websockets server connection that answers each ping ``pong_delay()`` seconds late,
+    in the order of the pings; nothing else waits."""
+
+    pong_delay: Callable[[], float]
+
+    def __init__(self, protocol: ServerProtocol, *args: Any, **kwargs: Any) -> None:
+        # The protocol serve() made, with pings left to this connection.
+        protocol.__class__ = _LatePongProtocol
+        cast(_LatePongProtocol, protocol).on_ping = self._ping
+        super().__init__(protocol, *args, **kwargs)
+        self._pongs: deque[tuple[bytes, asyncio.TimerHandle]] = deque()
+
+    @property
+    def pongs_due(self) -> int:
+        """Pings received and not answered yet."""
+        return len(self._pongs)
+
+    def _ping(self, data: bytes) -> None:
+        due = self.loop.time() + self.pong_delay()
+        if self._pongs:
+            due = max(due, self._pongs[-1][1].when())  # pongs keep the pings' order
+        self._pongs.append((data, self.loop.call_at(due, self._pong)))
+
+    def _pong(self) -> None:
+        # Timers due at the same time may fire in any order: the oldest ping is answered.
+        data, _ = self._pongs.popleft()
+        if self.protocol.state is not State.OPEN:
+            return
+        self.protocol.send_pong(data)
+        try:
+            self.send_data()
+        except Exception as exc:  # as websockets' own data_received() handles it
+            self.set_connection_exc(exc)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        for _, timer in self._pongs:
+            timer.cancel()
+        self._pongs.clear()
+        super().connection_lost(exc)
+
+
 class _DelayedConnection(ServerConnection):
     """A websockets server connection whose bytes cross the network both ways."""
 
@@ -266,17 +331,25 @@ class _DelayedConnection(ServerConnection):
             super().data_received(item)
 
 
-def connection_class(one_way: float) -> type[ServerConnection]:
+def connection_class(
+    one_way: float, pong_delay: Callable[[], float] | None = None
+) -> type[ServerConnection]:
     """The ``create_connection`` class for ``websockets.asyncio.server.serve`` on a network
-    with ``one_way`` seconds of delay each way (websockets' own without a delay)."""
-    if one_way <= 0:
+    with ``one_way`` seconds of delay each way, whose pongs leave ``pong_delay()`` seconds
+    after their ping arrived (websockets' own class without a delay or late pongs)."""
+    bases: tuple[type[ServerConnection], ...] = ()
+    if one_way > 0:
+        bases += (_DelayedConnection,)
+    if pong_delay is not None:
+        bases += (_LatePongs,)
+    if not bases:
         return ServerConnection
-
-    class DelayedConnection(_DelayedConnection):
-        pass
-
-    DelayedConnection.one_way = one_way
-    return DelayedConnection
+    connection = cast(type[ServerConnection], type("EmulatedConnection", bases, {}))
+    if one_way > 0:
+        cast(type[_DelayedConnection], connection).one_way = one_way
+    if pong_delay is not None:
+        cast(type[_LatePongs], connection).pong_delay = staticmethod(pong_delay)
+    return connection
 
 
 def when_crossed(ws: ServerConnection, then: Callable[[bool], None]) -> None:

@@ -6,6 +6,8 @@ import asyncio
 import random
 import re
 import ssl
+from collections.abc import Callable
+from functools import partial
 from types import TracebackType
 from urllib.parse import parse_qs
 
@@ -119,7 +121,7 @@ class Emulator:
                 compression=None,
                 max_size=_MAX_CLIENT_MESSAGE,
                 close_timeout=_CLOSE_TIMEOUT,
-                create_connection=connection_class(config.one_way),
+                create_connection=connection_class(config.one_way, self._pong_delay()),
             )
         except BaseException:
             self._tls.remove()
@@ -127,6 +129,13 @@ class Emulator:
             raise
         self._port = self._server.sockets[0].getsockname()[1]
         logger.debug("emulator: listening on {} ({} profile)", self.base_url, config.profile)
+
+    def _pong_delay(self) -> Callable[[], float] | None:
+        """Draws each pong's delay (scaled, seeded); None for prompt pongs."""
+        latency = self.config.pong_latency
+        if latency == 0 or latency == (0.0, 0.0):
+            return None
+        return partial(self.config.draw, latency, random.Random(f"pong-latency-{self.config.seed}"))
 
     async def stop(self) -> None:
         """Close every connection (1001), stop listening and remove the CA file."""

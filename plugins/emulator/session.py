@@ -38,9 +38,41 @@ class Session:
         self.id = session_id
         self.record = record
         self.open: set[Connection] = set()
+        """Its connections that were set up and have not ended."""
         self.issued_calls: set[str] = set()
         self._next_turn = 0
         self._next_call = 0
+        self._connected = 0.0
+        self._since: float | None = None
+        self.ended_at: float | None = None
+        """When its last open connection ended (None while one is open, or before any)."""
+
+    def attach(self, conn: Connection, now: float) -> None:
+        """``conn`` was set up: it serves the session from ``now``."""
+        if not self.open:
+            self._since, self.ended_at = now, None
+        self.open.add(conn)
+
+    def detach(self, conn: Connection, now: float) -> None:
+        """``conn`` ended at ``now``."""
+        if conn not in self.open:
+            return
+        self.open.discard(conn)
+        if not self.open and self._since is not None:
+            self._connected += now - self._since
+            self._since, self.ended_at = None, now
+
+    def session_time(self, now: float) -> float:
+        """How long the session has had a connection open (overlaps counted once)."""
+        return self._connected + (now - self._since if self._since is not None else 0.0)
+
+    def valid_at(self, now: float, validity: float) -> bool:
+        """Whether the session's handles are valid at ``now``: while a connection is open,
+        and for ``validity`` after the last one ended (a session that reached its cap has
+        ended for good)."""
+        if self.record.capped_at is not None:
+            return False
+        return self.ended_at is None or now - self.ended_at <= validity
 
     def new_turn(self) -> int:
         """A new answer turn id (unique within the session, across resumes)."""
@@ -103,12 +135,17 @@ class SessionRegistry:
         entry = self._handles[token] = HandleEntry(token, session, record)
         return entry
 
-    def resolve(self, token: str, *, now: float, lifetime: float) -> HandleEntry | None:
-        """The entry of a valid handle; None when unknown, expired or too old."""
+    def resolve(
+        self, token: str, *, now: float, validity: float, lifetime: float | None
+    ) -> HandleEntry | None:
+        """The entry of a valid handle; None when unknown or expired: its session ended more
+        than ``validity`` ago (or reached its cap), or, with a ``lifetime``, the handle was
+        issued more than that ago."""
         entry = self._handles.get(token)
         if entry is None or entry.record.expired:
             return None
-        if now - entry.record.issued_at > lifetime:
+        stale = lifetime is not None and now - entry.record.issued_at > lifetime
+        if stale or not entry.session.valid_at(now, validity):
             entry.record.expired = True
             return None
         return entry

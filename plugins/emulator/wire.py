@@ -123,6 +123,8 @@ class Setup:
     generation: Mapping[str, Any] = field(default_factory=dict)
     """The rest of ``generationConfig`` (temperature, thinking, ...), keys in snake_case, and
     the setup's ``proactivity``."""
+    compression: bool = False
+    """``contextWindowCompression`` with a ``slidingWindow``: the session has no cap."""
 
 
 @dataclass(frozen=True)
@@ -265,6 +267,7 @@ def _parse_setup(body: Mapping[str, Any]) -> Setup:
     detection = _dict(get(realtime, "automatic_activity_detection"), "detection")
     handling = get(realtime, "activity_handling")
     instruction = get(body, "system_instruction")
+    compression = _dict(get(body, "context_window_compression"), "contextWindowCompression")
     speech = _dict(get(generation, "speech_config"), "speechConfig")
     voice_config = _dict(get(speech, "voice_config"), "voiceConfig")
     prebuilt = _dict(get(voice_config, "prebuilt_voice_config"), "prebuiltVoiceConfig")
@@ -284,6 +287,7 @@ def _parse_setup(body: Mapping[str, Any]) -> Setup:
         response_modalities=tuple(modalities),
         voice=voice or None,
         generation=_generation_settings(generation, get(body, "proactivity")),
+        compression=get(compression, "sliding_window") is not None,
     )
 
 
