@@ -19,10 +19,16 @@ moves (an abrupt drop at idle), each between two answered turns. Printed:
   the answer's first chunk), as pairwise differences and as differences of the median and
   p95 of each (the answer's latency at rest varies by a chunk or two on its own).
 
+Each of these runs on the service as teams measured it in 2026 (the emulator's defaults: a
+resume refused with 1011 while the old connection is open, pongs 8-30 s late, the 15-minute cap
+without compression) and on a kind one (``EmulatorConfig.kind()``), unless ``--services`` says
+otherwise. Beside each, from the ledger: the user's speech lost and heard twice, silence heard
+twice, resumes refused while the old connection was open, and server sessions rebuilt.
+
 The emulator runs on its own thread, so CPU figures are the client's alone.
 
     .venv/bin/python tests/benchmarks/bench_rotation.py [--moves 20] [--profiles gemini vertex]
-        [--setups 0.3 4]
+        [--setups 0.3 4] [--services strict kind]
 """
 
 from __future__ import annotations
@@ -77,6 +83,47 @@ class _Run:
     """The ledger's input stall of each move (ms)."""
     lags: list[float]
     """The ledger's input lag of each move: the stall beyond the audio's usual spacing (ms)."""
+    words: _Words
+
+
+@dataclass
+class _Words:
+    """What became of the user's audio, from the ledger: speech is the user's words."""
+
+    speech_lost: int = 0
+    speech_twice: int = 0
+    silence_lost: int = 0
+    silence_twice: int = 0
+    refused_while_open: int = 0
+    sessions: int = 0
+    """Server sessions the call ran on (more than one: a move rebuilt it)."""
+
+    def __str__(self) -> str:
+        return (
+            f"speech lost {self.speech_lost}, speech twice {self.speech_twice}, silence lost "
+            f"{self.silence_lost}, silence twice {self.silence_twice}; resumes refused while "
+            f"open {self.refused_while_open}; server sessions {self.sessions}"
+        )
+
+
+def _words(emu: Emulator, sessions: tuple[str, ...]) -> _Words:
+    summary = emu.ledger.summary()
+    words = _Words(sessions=len(sessions))
+    for sid in sessions:
+        s = summary.sessions[sid]
+        words.speech_lost += len(s.speech_lost)
+        words.speech_twice += len(s.speech_duplicates)
+        words.silence_lost += len(s.silence_lost)
+        words.silence_twice += len(s.silence_duplicates)
+        words.refused_while_open += sum(
+            c.refused == "open-session" for c in emu.ledger.sessions[sid].connections
+        )
+    return words
+
+
+def _config(service: str, **changes: Any) -> EmulatorConfig:
+    """The emulator as the service was measured (``strict``: its defaults) or a kind one."""
+    return EmulatorConfig(**changes) if service == "strict" else EmulatorConfig.kind(**changes)
 
 
 def _ledger_stalls(summary: LedgerSummary, sessions: tuple[str, ...]) -> tuple[list[float], ...]:
@@ -180,7 +227,7 @@ def _measure(
 
     def collect(
         emu: Emulator,
-    ) -> tuple[dict[int, float], set[int], int, tuple[list[float], ...]]:
+    ) -> tuple[dict[int, float], set[int], int, tuple[list[float], ...], _Words]:
         summary = emu.ledger.summary()
         arrival: dict[int, float] = {}
         kept: set[int] = set()
@@ -189,9 +236,9 @@ def _measure(
             arrival.update(_kept_arrivals(emu.ledger.sessions[sid]))
             kept.update(summary.sessions[sid].audio_consumed)
             duplicated += len(summary.sessions[sid].audio_duplicates)
-        return arrival, kept, duplicated, _ledger_stalls(summary, sessions)
+        return arrival, kept, duplicated, _ledger_stalls(summary, sessions), _words(emu, sessions)
 
-    arrival, kept, duplicated, (stalls, lags) = server.call(collect)
+    arrival, kept, duplicated, (stalls, lags), words = server.call(collect)
     record = caller.record
     sent = {a.seq: a.at for a in record.audio}
     delays = {seq: arrival[seq] - at for seq, at in sent.items() if seq in arrival}
@@ -221,6 +268,7 @@ def _measure(
         audio_duplicated=duplicated,
         stalls=stalls,
         lags=lags,
+        words=words,
     )
 
 
@@ -308,6 +356,7 @@ def _report(kind: str, run: _Run, cpu_ms: float) -> None:
         f"    audio chunks lost per 100 moves      {lost:7.1f}  "
         f"({run.audio_lost} of {run.audio_accepted} sent; {run.audio_duplicated} duplicated)"
     )
+    print(f"    the user's audio, ledger             {run.words}")
     print(f"    CPU per move, client thread (ms)     {cpu_ms:7.2f}")
     replayed = [float(m.messages_replayed) for m in moves]
     buffered = [float(m.messages_buffered) for m in moves]
@@ -323,7 +372,7 @@ def _answer_latency(record: CallerRecord, utterance_end: float) -> float:
 
 async def _question_during_dial(
     server: EmulatorThread, profile: str, count: int, notice: float
-) -> tuple[list[float], list[float], list[float], list[float], int]:
+) -> tuple[list[float], list[float], list[float], list[float], int, _Words]:
     """Rounds of the same question at rest, then asked as a planned move starts dialling.
     Returns the latencies at rest and during the dial, the moves' ledger stalls and lags, and
     the answers the emulator counted as cut."""
@@ -354,26 +403,26 @@ async def _question_during_dial(
     await caller.aclose()
     sessions = tuple(dict.fromkeys(caller.record.session_ids))
 
-    def collect(emu: Emulator) -> tuple[tuple[list[float], ...], int]:
+    def collect(emu: Emulator) -> tuple[tuple[list[float], ...], int, _Words]:
         summary = emu.ledger.summary()
         cut = sum(len(summary.sessions[sid].answers_cut) for sid in sessions)
-        return _ledger_stalls(summary, sessions), cut
+        return _ledger_stalls(summary, sessions), cut, _words(emu, sessions)
 
-    (stalls, lags), cut = server.call(collect)
-    return rest, dial, stalls, lags, cut
+    (stalls, lags), cut, words = server.call(collect)
+    return rest, dial, stalls, lags, cut, words
 
 
-async def _setups(profile: str, setups: list[float], count: int) -> None:
+async def _setups(service: str, profile: str, setups: list[float], count: int) -> None:
     for setup in setups:
         # setup_latency is on the emulator's clock: scaled to ``setup`` wall seconds.
-        config = EmulatorConfig(
-            profile=profile, time_scale=SCALE, seed=1, setup_latency=setup / SCALE
+        config = _config(
+            service, profile=profile, time_scale=SCALE, seed=1, setup_latency=setup / SCALE
         )
         with EmulatorThread(config) as server:
             # The service gives 50-60 s of notice; the bench's short one must still cover a setup.
             notice = max(NOTICE, 4 * setup / SCALE)
             run = await _phase(server, profile, "planned", count, notice)
-            rest, dial, stalls, lags, cut = await _question_during_dial(
+            rest, dial, stalls, lags, cut, words = await _question_during_dial(
                 server, profile, count, notice
             )
         print(f"  setups of {setup:g} s:")
@@ -394,6 +443,8 @@ async def _setups(profile: str, setups: list[float], count: int) -> None:
         print(f"    moves with a question: input stall (ms)  {_stats(stalls)}")
         print(f"    moves with a question: input lag (ms)    {_stats(lags)}")
         print(f"    answers cut (ledger)                     {cut}")
+        print(f"    planned moves: the user's audio          {run.words}")
+        print(f"    moves with a question: the user's audio  {words}")
 
 
 async def main() -> None:
@@ -403,20 +454,28 @@ async def main() -> None:
     parser.add_argument(
         "--setups", nargs="*", type=float, default=[0.3, 4.0], help="setup latencies (s)"
     )
+    parser.add_argument(
+        "--services",
+        nargs="+",
+        default=["strict", "kind"],
+        choices=["strict", "kind"],
+        help="the service as measured (the emulator's defaults) and/or a kind one",
+    )
     args = parser.parse_args()
     logger.remove()  # the figures, not the logs
     print(
         f"Moves on the emulator (time scale {SCALE}), a caller streaming {CHUNK_MS} ms chunks "
         "in real time"
     )
-    for profile in args.profiles:
-        config = EmulatorConfig(profile=profile, time_scale=SCALE, seed=1)
-        with EmulatorThread(config) as server:
-            print(f"{profile}:")
-            for kind in ("planned", "lost"):
-                run = await _phase(server, profile, kind, args.moves)
-                _report(kind, run, await _cpu_per_move(server, profile, kind, args.moves))
-        await _setups(profile, args.setups, args.moves)
+    for service in args.services:
+        for profile in args.profiles:
+            config = _config(service, profile=profile, time_scale=SCALE, seed=1)
+            with EmulatorThread(config) as server:
+                print(f"{profile}, {service} service:")
+                for kind in ("planned", "lost"):
+                    run = await _phase(server, profile, kind, args.moves)
+                    _report(kind, run, await _cpu_per_move(server, profile, kind, args.moves))
+            await _setups(service, profile, args.setups, args.moves)
 
 
 if __name__ == "__main__":

@@ -69,6 +69,11 @@ RESUMPTION = ResumptionOptions(
 it has its own bound): well above the slowest setup a scenario scripts (4 s on the emulator's
 clock, 0.2 s here), so a loaded machine does not turn a slow setup into a failed attempt."""
 
+SILENCE_LOST_PER_MOVE = 10
+"""Silent chunks a move may leave out: those of the replay rule's uncertain window (its
+margin before a handle's arrival: a few 20 ms chunks at the caller's pace), which are not
+worth replaying."""
+
 QUESTION = ("what", "is", "new")
 WARM_UP = ("hello", "there")
 CHECK = ("are", "you", "still", "there")
@@ -352,17 +357,27 @@ def check_invariants(rig: Rig, ledger: LedgerSummary, expect: Expect) -> None:
         if comparison.chunks_missing:
             problems.append(f"answer chunks never heard: {dict(comparison.chunks_missing)}")
 
-    # Zero client audio lost, in order; exactly once where the provider says what it consumed.
+    # Zero speech lost, in order; exactly once where the provider says what it consumed.
+    # Silence the replay rule did not replay (its uncertain window) may be missing, a few
+    # chunks a move at most.
     cutoff = moves[0].started_at if expect.lost and moves else float("inf")
     if expect.lost and moves:
         accepted = {a.seq for a in record.audio if a.at < cutoff}
         missing = [seq for seq in comparison.audio_missing if seq in accepted]
     else:
         missing = list(comparison.audio_missing)
-    if missing:
+    records = [rig.emu.ledger.sessions[s] for s in summary.sessions]
+    speech = [seq for seq in missing if all(r.is_speech(seq) for r in records)]
+    silence = [seq for seq in missing if seq not in speech]
+    if speech:
         problems.append(
-            f"client audio lost: {len(missing)} chunk(s) {_ranges(missing)}; never received: "
+            f"user speech lost: {len(speech)} chunk(s) {_ranges(speech)}; never received: "
             f"{_ranges(comparison.audio_unreceived)}"
+        )
+    if len(silence) > SILENCE_LOST_PER_MOVE * max(1, len(moves)):
+        problems.append(
+            f"silence lost: {len(silence)} chunk(s) {_ranges(silence)}, more than "
+            f"{SILENCE_LOST_PER_MOVE} a move"
         )
     # Zero typed input lost: each accepted text reached a session state that keeps it.
     typed = [text for at, text, ok in record.typed if ok and (not expect.lost or at < cutoff)]

@@ -1,0 +1,133 @@
+"""Moves on the service's terms, as teams measured the live service in 2026: a resume refused
+while the old connection is open (1011 right after the setup frame, or after setupComplete).
+
+The emulator's defaults are that service; each test names the setting it varies. What must
+hold: the session resumes with the same handle (context kept, never rebuilt), nothing the user
+said is lost or heard twice, and the process remembers the endpoint, so later moves and
+sessions close the old connection first without a refused dial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from realtime_resumption.emulator import Emulator, EmulatorConfig, user_audio
+from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.transport import ContentTurn, GenerationEndReason
+
+from .rotation_helpers import TIME_SCALE, Recorder, make_transport, only_session
+
+WHEN = ["before_setup_complete", "after_setup_complete"]
+QUESTION = ("what", "is", "the", "time")
+
+
+def strict(profile: str, **changes: object) -> EmulatorConfig:
+    """The emulator's defaults (the service as measured), at the tests' time scale."""
+    return EmulatorConfig(profile=profile, time_scale=TIME_SCALE, **changes)  # type: ignore[arg-type]
+
+
+async def answered_once(transport: GeminiLiveTransport, rec: Recorder) -> None:
+    """A first answer, and the handle that follows it (the service issues none before)."""
+    transport.send_live_text([ContentTurn("user", "hello there")])
+    await rec.wait_for("on_generation_end")
+    await rec.wait_for("on_resumption_update")
+
+
+async def speak(transport: GeminiLiveTransport, first: int, *, silence_after: int = 30) -> int:
+    """The question as speech at a microphone's pace (2 ms per 20 ms chunk at this time
+    scale), then silence; returns the next seq."""
+    seq = first
+    for word in QUESTION:
+        transport.send_audio(user_audio(seq, word=word))
+        seq += 1
+        await asyncio.sleep(0.001)
+    for _ in range(silence_after):
+        transport.send_audio(user_audio(seq, speech=False))
+        seq += 1
+        await asyncio.sleep(0.001)
+    return seq
+
+
+@pytest.mark.parametrize("profile", ["gemini", "vertex"])
+@pytest.mark.parametrize("when", WHEN)
+async def test_a_resume_refused_while_open_resumes_with_the_same_handle(
+    profile: str, when: str
+) -> None:
+    async with Emulator(strict(profile, refuse_resume_while_open_when=when)) as emu:
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        await answered_once(transport, rec)
+        emu.faults.go_away(20.0)
+        await rec.wait_for("on_move")
+        # The user asks right after the move: the session that answers has the context.
+        await speak(transport, 1)
+        await rec.wait_for("on_generation_end", 2)
+        await transport.disconnect()
+        await emu.wait_disconnected()
+
+    (move,) = rec.moves
+    assert move.outcome is MoveOutcome.RESUMED, "a refusal while open is no refused handle"
+    assert move.attempts == 2
+    session = only_session(emu)  # one server session: never rebuilt
+    assert [c.refused for c in session.connections] == [None, "open-session", None]
+    final = session.connections[-1]
+    assert final.resumed_handle_index is not None
+    assert session.connections[1].resumed_handle_index == final.resumed_handle_index, (
+        "the refused dial and the one after it carry the same handle"
+    )
+    summary = emu.ledger.summary().sessions[session.session_id]
+    assert summary.speech_lost == () and summary.speech_duplicates == ()
+    assert summary.answers_cut == ()
+    assert rec.ends() == [GenerationEndReason.GENERATION_COMPLETE] * 2
+
+
+@pytest.mark.parametrize("profile", ["gemini", "vertex"])
+async def test_the_endpoint_is_remembered_by_later_moves_and_sessions(profile: str) -> None:
+    async with Emulator(strict(profile)) as emu:
+        first = make_transport(emu)
+        rec = Recorder(first)
+        await first.connect()
+        await answered_once(first, rec)
+        emu.faults.go_away(20.0)
+        await rec.wait_for("on_move")
+        await first.disconnect()
+
+        second = make_transport(emu)
+        rec2 = Recorder(second)
+        await second.connect()
+        await answered_once(second, rec2)
+        emu.faults.go_away(20.0)
+        await rec2.wait_for("on_move")
+        await second.disconnect()
+        await emu.wait_disconnected()
+
+    (move,) = rec2.moves
+    assert (move.outcome, move.attempts) == (MoveOutcome.RESUMED, 1)
+    sessions = list(emu.ledger.sessions.values())
+    assert [c.refused for c in sessions[0].connections] == [None, "open-session", None]
+    assert [c.refused for c in sessions[1].connections] == [None, None], (
+        "the second session closes the old connection first: no refused dial"
+    )
+
+
+async def test_a_kind_service_keeps_make_before_break() -> None:
+    async with Emulator(EmulatorConfig.kind(time_scale=TIME_SCALE)) as emu:
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        await answered_once(transport, rec)
+        emu.faults.go_away(20.0)
+        await rec.wait_for("on_move")
+        await transport.disconnect()
+        await emu.wait_disconnected()
+
+    (move,) = rec.moves
+    assert (move.outcome, move.attempts, move.gap_ms) == (MoveOutcome.RESUMED, 1, 0.0)
+    session = only_session(emu)
+    assert [c.refused for c in session.connections] == [None, None]
+    first, second = session.connections
+    assert first.closed_at is not None and second.opened_at < first.closed_at, "overlap"
