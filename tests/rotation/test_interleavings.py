@@ -6,7 +6,10 @@ Each example is a short script run on a fresh emulator, transport and caller: ut
 chosen answer chunk or tool call, a refused attempt, expired handles, and pauses until the
 conversation is quiet. It ends with a further user turn that must be answered.
 
-Each example also draws the server it runs on: the setup latency (the service's 0.3 s, or a
+Each example also draws the server it runs on: whether it refuses a resume while the old
+connection is open (the service as measured, mostly) and when (before or after
+setupComplete), whether its pongs come 8-30 s late (emulator seconds) or at once, the setup
+latency (the service's 0.3 s, or a
 range drawn per setup from the example's seed), replacements that set up for seconds (the
 service's "reconnect penalty", ``faults.slow_setups``), and the network round trip, 0-20 ms on
 the wall clock: a round trip does not shrink with the emulator's time, so it is given to the
@@ -96,12 +99,21 @@ class Server:
     """Every resumed setup after the warm-up takes this long (None: ``setup_latency``)."""
     round_trip_ms: float
     seed: int
+    refuse_resume_while_open: bool
+    """The service as measured: a resume is refused while the old connection is open."""
+    refusal: str
+    """When that refusal comes: before or after setupComplete."""
+    pong_latency: float | tuple[float, float]
+    """Pongs 8-30 s late (the service as measured, emulator seconds) or prompt."""
 
     def config(self) -> dict[str, Any]:
         return {
             "setup_latency": self.setup_latency,
             "round_trip": self.round_trip_ms / 1000 / SCALE,
             "seed": self.seed,
+            "refuse_resume_while_open": self.refuse_resume_while_open,
+            "refuse_resume_while_open_when": self.refusal,
+            "pong_latency": self.pong_latency,
         }
 
     @property
@@ -119,6 +131,9 @@ SERVERS = st.builds(
     st.sampled_from([None, None, 2.0, 4.0]),
     st.sampled_from(ROUND_TRIPS_MS),
     st.integers(0, 2**16),
+    st.sampled_from([True, True, False]),
+    st.sampled_from(["before_setup_complete", "after_setup_complete"]),
+    st.sampled_from([(8.0, 30.0), (8.0, 30.0), 0.0]),
 )
 SCRIPTS = st.tuples(
     st.sampled_from(["gemini", "vertex"]), SERVERS, st.lists(STEPS, min_size=1, max_size=7)
