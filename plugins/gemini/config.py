@@ -19,6 +19,23 @@ DEFAULT_SETUP_TIMEOUT: Final = 10.0
 """Seconds a dial may take to get ``setupComplete``; the SDK itself would wait forever."""
 
 
+def sliding_window(trigger_tokens: int | None = None) -> types.ContextWindowCompressionConfig:
+    """Context-window compression by a sliding window: the service drops the oldest turns
+    once the context reaches ``trigger_tokens`` (None: the service's default threshold).
+    Without compression Gemini Live ends an audio session at 15 minutes (audio and video: 2);
+    with it, a session has no such limit."""
+    config = types.ContextWindowCompressionConfig(sliding_window=types.SlidingWindow())
+    if trigger_tokens is not None:
+        config.trigger_tokens = trigger_tokens
+    return config
+
+
+DEFAULT_COMPRESSION: Final = sliding_window()
+"""The compression every session asks for unless told otherwise: the one default of this
+package that differs from the stock integrations (Pipecat's and LiveKit's leave compression
+off, so their calls end at the 15-minute cap). Shared: never mutate it."""
+
+
 @dataclass(frozen=True)
 class Credential:
     """A short-lived credential from a ``credential_provider``.
@@ -113,7 +130,10 @@ class LiveOptions:
     input_audio_transcription: bool = True
     output_audio_transcription: bool = True
     realtime_input_config: types.RealtimeInputConfig | None = None
-    context_window_compression: types.ContextWindowCompressionConfig | None = None
+    context_window_compression: types.ContextWindowCompressionConfig | None = field(
+        default_factory=sliding_window
+    )
+    """Sent as the setup's ``contextWindowCompression``; None sends none (compression off)."""
     initial_history_in_client_content: bool = False
     """Gemini 3.x: history may be seeded with ``client_content`` before the first realtime
     input (``history_config``)."""

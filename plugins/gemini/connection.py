@@ -11,19 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-import statistics
 from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from google import genai
 from google.genai import errors, live, types
 from loguru import logger
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from realtime_resumption.gemini import loop_lag
+from realtime_resumption.gemini import loop_lag, tcp
 from realtime_resumption.gemini.loop_lag import LoopLag
 from realtime_resumption.gemini.messages import ClientMessage, write
 from realtime_resumption.redaction import secret
@@ -36,7 +35,7 @@ from realtime_resumption.transport import (
 
 OUTBOX_LIMIT: Final = 2000
 """Messages a connection queues before refusing more: 40 s of 20 ms audio frames, longer
-than the keepalive lets a stalled socket live."""
+than the write watchdog (``WRITE_TIMEOUT``) lets a stalled socket live."""
 
 WRITE_TIMEOUT: Final = 10.0
 """Seconds one write may wait for the socket before the socket is dropped as stalled."""
@@ -46,11 +45,19 @@ CLOSE_TIMEOUT: Final = 2.0
 
 _PROVIDER_TEXT_LIMIT: Final = 300
 
-PING_INTERVAL: Final = 2.0
-"""Seconds between the pings that measure a connection's round trip (after the first few)."""
-_FIRST_PING_PAUSE: Final = 0.02
-_PING_SAMPLES: Final = 5
-_PING_TIMEOUT: Final = 5.0
+PONG_TIMEOUT: Final = 60.0
+"""Seconds a keepalive ping may wait for its pong before the connection is dropped as dead.
+The SDK dials with websockets' default keepalive (a ping every 20 s, 20 s for its pong), which
+closes healthy calls with 1011 "keepalive ping timeout": the live service's pongs come 8-30 s
+late. Twice the latest measured keeps them; a peer that answers no ping at all is still found
+within the ping interval (20 s) and this, 80 s, and sooner on Linux (``USER_TIMEOUT``)."""
+
+USER_TIMEOUT: Final = 20.0
+"""Seconds written data may stay unacknowledged before the kernel drops the connection (Linux
+``TCP_USER_TIMEOUT``; without it, the retransmission limit: about 15 minutes). The peer's
+kernel acknowledges, never late for its application, so this only ends a connection whose peer
+is gone from the network: within 20 s of the first write it leaves unanswered. A call writes
+audio every 20 ms, and the keepalive pings every 20 s when it does not."""
 
 _BAD_FRAME: Final = (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError)
 """What the SDK raises for a frame it cannot parse."""
@@ -92,6 +99,8 @@ class _Connection:
         outbox_limit: int = OUTBOX_LIMIT,
         write_timeout: float = WRITE_TIMEOUT,
         close_timeout: float = CLOSE_TIMEOUT,
+        pong_timeout: float = PONG_TIMEOUT,
+        user_timeout: float = USER_TIMEOUT,
     ) -> None:
         self.dial_gen = dial_gen
         self.attempt_id = f"att_{dial_gen}"
@@ -113,6 +122,9 @@ class _Connection:
         self._outbox_limit = outbox_limit
         self._write_timeout = write_timeout
         self._close_timeout = close_timeout
+        self._pong_timeout = pong_timeout
+        self._user_timeout = user_timeout
+        self._socket: tcp.Socket | None = None
         self._wake = asyncio.Event()
         self._writing_since: float | None = None
         self._watchdog: asyncio.TimerHandle | None = None
@@ -122,8 +134,6 @@ class _Connection:
         self._session: live.AsyncSession | None = None
         self._receiver: asyncio.Task[None] | None = None
         self._writer: asyncio.Task[None] | None = None
-        self._pinger: asyncio.Task[None] | None = None
-        self._latencies: deque[float] = deque(maxlen=_PING_SAMPLES)
         self._lag: LoopLag | None = None
         self._state: Literal["new", "open", "closing", "closed"] = "new"
         self._broken = False
@@ -178,49 +188,38 @@ class _Connection:
         self.session_id = session.session_id
         self.setup_seconds = asyncio.get_running_loop().time() - started
         self._state = "open"
+        self._keep_alive()
+
+    def _keep_alive(self) -> None:
+        """Let the SDK's WebSocket wait ``pong_timeout`` for a pong, and have the kernel drop
+        the connection when data stays unacknowledged for ``user_timeout`` (see
+        ``PONG_TIMEOUT`` and ``USER_TIMEOUT``). websockets reads ``ping_timeout`` at every
+        ping, and its first ping comes a ping interval (20 s) after the upgrade: later than
+        any setup the transport waits for."""
+        ws: Any = self._websocket()
+        if hasattr(ws, "ping_timeout"):
+            ws.ping_timeout = self._pong_timeout
+        transport = getattr(ws, "transport", None)
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if sock is not None:
+            self._socket = sock
+            tcp.set_user_timeout(sock, self._user_timeout)
 
     @property
     def round_trip(self) -> float | None:
-        """The network round trip in seconds: the median of the latest WebSocket ping
-        latencies; None until a pong came back. Never the setup time: that is the server's
-        work, not the network's."""
-        if not self._latencies:
-            return None
-        return statistics.median(self._latencies)
+        """The network round trip in seconds: the kernel's current estimate for the socket
+        (``gemini.tcp``); None where it gives none. Never a WebSocket ping, whose pong the
+        service's application may delay by seconds, and never the setup time: both are the
+        server's work, not the network's."""
+        estimate = tcp.round_trip(self._socket) if self._socket is not None else None
+        return estimate.seconds if estimate is not None else None
 
     @property
     def round_trip_jitter(self) -> float:
-        """How far the latest ping latencies reach above their median (lateness only ever
-        adds to a round trip)."""
-        if len(self._latencies) < 2:
-            return 0.0
-        return max(self._latencies) - statistics.median(self._latencies)
-
-    async def _measure_round_trip(self) -> None:
-        """Ping a few times at once, then every ``PING_INTERVAL``: one sample is at the mercy
-        of a busy event loop, the median of a few is not."""
-        ping = getattr(self._websocket(), "ping", None)
-        if ping is None:
-            return
-        # The loop's lag is watched while the round trip is: both place handles in the input.
-        lag = self._lag = loop_lag.for_running_loop()
-        lag.acquire()
-        try:
-            pause = _FIRST_PING_PAUSE
-            while True:
-                try:
-                    pong = await ping()
-                    async with asyncio.timeout(_PING_TIMEOUT):
-                        latency = await pong
-                except TimeoutError:
-                    latency = _PING_TIMEOUT
-                except Exception:  # the socket is closing: the receive loop reports it
-                    return
-                self._latencies.append(latency)
-                await asyncio.sleep(pause)
-                pause = min(PING_INTERVAL, pause * 2)
-        finally:
-            lag.release()
+        """How far the round trip may reach above :attr:`round_trip` (the kernel's
+        deviation); 0 where there is no estimate."""
+        estimate = tcp.round_trip(self._socket) if self._socket is not None else None
+        return estimate.jitter if estimate is not None else 0.0
 
     def arrived_at(self, handled_at: float) -> float:
         """The earliest a server message handled at ``handled_at`` may have reached the
@@ -253,11 +252,12 @@ class _Connection:
         """Start handing server messages (and the close) to the hooks. Idempotent."""
         if self._state != "open" or self._receiver is not None:
             return
+        # The loop's lag is watched while messages are received: it places handles in the
+        # input (``arrived_at``).
+        self._lag = loop_lag.for_running_loop()
+        self._lag.acquire()
         self._receiver = asyncio.create_task(
             self._receive_loop(), name=f"gemini-live-receive-{self.attempt_id}"
-        )
-        self._pinger = asyncio.create_task(
-            self._measure_round_trip(), name=f"gemini-live-ping-{self.attempt_id}"
         )
 
     def start_writing(self) -> None:
@@ -448,10 +448,12 @@ class _Connection:
             self._watchdog.cancel()
             self._watchdog = None
         clean = True
-        for task in (self._writer, self._pinger):
-            if task is not None and task is not asyncio.current_task():
-                task.cancel()
-                await asyncio.wait({task})
+        if self._lag is not None:
+            self._lag.release()
+        writer = self._writer
+        if writer is not None and writer is not asyncio.current_task():
+            writer.cancel()
+            await asyncio.wait({writer})
         self._drained.set()
         if self._outbox:
             lost = list(self._outbox)

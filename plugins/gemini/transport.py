@@ -14,6 +14,7 @@ from loguru import logger
 
 from realtime_resumption.gemini import validation
 from realtime_resumption.gemini.config import (
+    DEFAULT_COMPRESSION,
     DEFAULT_MODEL,
     DEFAULT_SETUP_TIMEOUT,
     Auth,
@@ -104,8 +105,10 @@ class GeminiLiveTransport:
     ``project``, ``location`` and ``credentials`` (Vertex AI), or a ready ``client``; the model
     and voice; ``response_modality`` (``audio``, or ``text`` for an external TTS); the system
     instruction; ``tools`` as google-genai ``Tool``/``FunctionDeclaration`` objects or dicts;
-    transcription flags; ``realtime_input_config`` and ``context_window_compression`` (SDK
-    types); ``generation`` (temperature, token limit, sampling, thinking, ...: a
+    transcription flags; ``realtime_input_config`` (an SDK type); ``context_window_compression``
+    (an SDK type: a sliding window by default, so calls outlive the service's 15-minute cap on
+    audio sessions; None turns compression off); ``generation`` (temperature, token limit,
+    sampling, thinking, ...: a
     ``GenerationSettings``, changed mid-call through ``update_session``); ``http_options``. ``credential_provider`` supplies an expiring credential before
     every dial. ``setup_timeout`` bounds each dial: the SDK would wait forever for
     ``setupComplete``. ``transparent`` asks Vertex AI for ``lastConsumedClientMessageIndex``
@@ -168,7 +171,8 @@ class GeminiLiveTransport:
         input_audio_transcription: bool = True,
         output_audio_transcription: bool = True,
         realtime_input_config: types.RealtimeInputConfig | None = None,
-        context_window_compression: types.ContextWindowCompressionConfig | None = None,
+        context_window_compression: types.ContextWindowCompressionConfig
+        | None = DEFAULT_COMPRESSION,
         generation: GenerationSettings | None = None,
         http_options: types.HttpOptions | None = None,
         credential_provider: CredentialProvider | None = None,

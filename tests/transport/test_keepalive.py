@@ -1,0 +1,161 @@
+"""Keepalive: a late pong never closes a healthy connection, and a peer that answers no ping
+is still dropped within the bound.
+
+The SDK dials with websockets' default keepalive (a ping every 20 s, 20 s for its pong); the
+live service's pongs come 8-30 s late. Here the SDK is given that keepalive at the emulator's
+time scale (its ``async_client_args`` reach websockets' ``connect``), and the emulator's pongs
+are delayed by ``late_pongs`` (see there) until the emulator has a switch for them."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Sequence
+
+import pytest
+from google import genai
+from google.genai import types
+
+from realtime_resumption.emulator import Emulator, EmulatorConfig, user_audio
+from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.gemini.connection import (
+    PONG_TIMEOUT,
+    USER_TIMEOUT,
+    ConnectionHooks,
+    _Connection,
+)
+from realtime_resumption.gemini.messages import ClientMessage
+from realtime_resumption.transport import ContentTurn
+
+from .late_pongs import late_pongs
+from .transport_helpers import MODEL, Recorder
+
+TIME_SCALE = 0.02
+STOCK_PING_INTERVAL = 20.0
+STOCK_PING_TIMEOUT = 20.0
+PONGS_LATE = 25.0
+CALL = 240.0
+"""Seconds of the call, at the emulator's scale: four minutes."""
+
+
+def _stock_keepalive_client(emu: Emulator, scale: float = TIME_SCALE) -> genai.Client:
+    """A client of ``emu`` whose WebSockets keep alive as the SDK's do, at ``scale``."""
+    return genai.Client(
+        api_key="test-key",
+        http_options=types.HttpOptions(
+            base_url=emu.base_url,
+            async_client_args={
+                "ssl": emu.client_ssl_context(),
+                "ping_interval": STOCK_PING_INTERVAL * scale,
+                "ping_timeout": STOCK_PING_TIMEOUT * scale,
+            },
+        ),
+    )
+
+
+async def test_a_call_of_minutes_with_late_pongs_keeps_its_one_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pings = late_pongs(monkeypatch, PONGS_LATE * TIME_SCALE)
+    async with Emulator(EmulatorConfig(time_scale=TIME_SCALE)) as emu:
+        transport = GeminiLiveTransport(client=_stock_keepalive_client(emu), model=MODEL)
+        rec = Recorder(transport)
+        await transport.connect()
+        try:
+            chunks = round(CALL * TIME_SCALE / 0.02)
+            for seq in range(1, chunks + 1):
+                transport.send_audio(user_audio(seq, speech=False))
+                if seq % 50 == 0:  # a question now and then
+                    transport.send_live_text([ContentTurn("user", "hello there")])
+                await asyncio.sleep(0.02)
+        finally:
+            await transport.disconnect()
+        await emu.wait_disconnected()
+
+    # The SDK pinged all along, and every pong came later than its own timeout allows.
+    assert pings.count >= CALL / (STOCK_PING_INTERVAL + PONGS_LATE)
+    assert rec.moves == []
+    (session,) = emu.ledger.sessions.values()
+    (connection,) = session.connections
+    assert connection.closed_by == "client"
+    assert rec.of("on_close") == [(1000, "closed by the client")]
+    assert len(session.turns) == chunks // 50
+
+
+def _hooks(closes: list[tuple[float, int | None, str | None]]) -> ConnectionHooks:
+    def on_lost(_: _Connection, messages: Sequence[ClientMessage], error: Exception) -> None:
+        pass
+
+    def on_closed(_: _Connection, code: int | None, reason: str | None) -> None:
+        closes.append((asyncio.get_running_loop().time(), code, reason))
+
+    return ConnectionHooks(
+        message=lambda conn, message: None,
+        receive_error=lambda conn, error: None,
+        written=lambda conn, message: None,
+        write_failed=on_lost,
+        closed=on_closed,
+    )
+
+
+async def test_a_peer_that_answers_no_ping_is_dropped_within_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    late_pongs(monkeypatch, None)
+    ping_interval = STOCK_PING_INTERVAL * TIME_SCALE
+    pong_timeout = PONG_TIMEOUT * TIME_SCALE
+    closes: list[tuple[float, int | None, str | None]] = []
+    async with Emulator(EmulatorConfig(time_scale=TIME_SCALE)) as emu:
+        conn = _Connection(
+            client=_stock_keepalive_client(emu),
+            model=MODEL,
+            config=types.LiveConnectConfig(),
+            dial_gen=1,
+            handle_supplied=False,
+            hooks=_hooks(closes),
+            owns_client=True,
+            pong_timeout=pong_timeout,
+        )
+        await conn.open(5)
+        opened = asyncio.get_running_loop().time()
+        conn.start()
+        try:
+            bound = ping_interval + pong_timeout
+            async with asyncio.timeout(bound + 2.0):
+                while not closes:
+                    conn.enqueue(ClientMessage.audio(user_audio(1, speech=False)))
+                    await asyncio.sleep(0.02)
+        finally:
+            await conn.close()
+
+    ((closed_at, code, reason),) = closes
+    # Not before its pong was overdue: the SDK's own timeout (a third of it) did not apply.
+    assert closed_at - opened >= pong_timeout
+    assert closed_at - opened <= bound + 1.0
+    # websockets failed the connection (1011 sent); the SDK reports it lost, as the transport
+    # treats any connection that ends without the server's close frame.
+    assert code == 1006, reason
+
+
+async def test_the_sdks_connection_gets_the_keepalive() -> None:
+    async with Emulator(EmulatorConfig(time_scale=TIME_SCALE)) as emu:
+        closes: list[tuple[float, int | None, str | None]] = []
+        conn = _Connection(
+            client=_stock_keepalive_client(emu, scale=1.0),
+            model=MODEL,
+            config=types.LiveConnectConfig(),
+            dial_gen=1,
+            handle_supplied=False,
+            hooks=_hooks(closes),
+            owns_client=True,
+        )
+        await conn.open(5)
+        try:
+            # The SDK keeps its WebSocket private; this is what websockets' keepalive reads.
+            ws = conn._websocket()
+            assert getattr(ws, "ping_timeout", None) == PONG_TIMEOUT
+            sock = ws.transport.get_extra_info("socket")  # type: ignore[attr-defined]
+            user_timeout = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT)
+            assert user_timeout == USER_TIMEOUT * 1000
+        finally:
+            await conn.close()

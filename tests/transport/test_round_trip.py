@@ -1,0 +1,152 @@
+"""The network round trip from the kernel, never from a pong: a move's replay stays one round
+trip wide however late the service answers pings.
+
+The kernel's ``TCP_INFO`` is read from real sockets on loopback; the late pongs come from the
+emulator, delayed by ``late_pongs`` (see there) until the emulator has a switch for them."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from collections.abc import Iterator
+
+import pytest
+
+from realtime_resumption.emulator import Emulator, user_audio
+from realtime_resumption.gemini import GeminiLiveTransport, tcp
+from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.transport import ContentTurn
+
+from .late_pongs import late_pongs
+from .transport_helpers import Recorder, emulator_config, make_transport
+
+TIME_SCALE = 0.05
+LATE = 25.0
+"""Seconds the service's pongs come late (the reported 8-30 s), at the emulator's scale."""
+CHUNK = 0.02
+"""A microphone's pace: one 20 ms chunk every 20 ms of the wall clock, the clock the arrival
+rule measures in."""
+
+
+def _tcp_info(rtt_us: int, rttvar_us: int, size: int = 104) -> bytes:
+    """A Linux ``struct tcp_info`` with these round-trip fields (the rest zero)."""
+    raw = bytearray(size)
+    struct.pack_into("=II", raw, 68, rtt_us, rttvar_us)
+    return bytes(raw)
+
+
+@pytest.fixture
+def loopback_pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """A connected TCP socket pair on loopback, with some data exchanged both ways."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        accepted, _ = server.accept()
+    with client, accepted:
+        for _ in range(5):
+            client.sendall(b"ping")
+            accepted.recv(4)
+            accepted.sendall(b"pong")
+            client.recv(4)
+        yield client, accepted
+
+
+def test_tcp_info_parsing_takes_the_round_trip_and_twice_its_deviation() -> None:
+    estimate = tcp.parse_tcp_info(_tcp_info(31_250, 4_000))
+    assert estimate == tcp.RoundTrip(seconds=0.03125, jitter=0.008)
+    # Longer structures (newer kernels) carry the same fields in the same place.
+    assert tcp.parse_tcp_info(_tcp_info(31_250, 4_000, size=280)) == estimate
+
+
+def test_tcp_info_without_a_sample_or_too_short_gives_no_estimate() -> None:
+    assert tcp.parse_tcp_info(_tcp_info(0, 0)) is None  # no round trip measured yet
+    assert tcp.parse_tcp_info(_tcp_info(5_000, 1_000)[:75]) is None
+    assert tcp.parse_tcp_info(b"") is None
+
+
+def test_an_absurd_round_trip_is_clamped() -> None:
+    estimate = tcp.parse_tcp_info(_tcp_info(4_000_000_000, 3_000_000_000))
+    assert estimate == tcp.RoundTrip(seconds=tcp.MAX_ROUND_TRIP, jitter=tcp.MAX_ROUND_TRIP)
+
+
+def test_the_kernel_round_trip_of_a_loopback_pair(
+    loopback_pair: tuple[socket.socket, socket.socket],
+) -> None:
+    client, accepted = loopback_pair
+    # The layout the parser assumes, checked against what the kernel says elsewhere: the
+    # state (ESTABLISHED) comes first and the send MSS sits where TCP_MAXSEG reads it from.
+    raw = client.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    state, snd_mss = raw[0], struct.unpack_from("=I", raw, 16)[0]
+    assert state == 1
+    assert snd_mss == client.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
+    for sock in (client, accepted):
+        estimate = tcp.round_trip(sock)
+        assert estimate is not None
+        # Loopback: microseconds, and nothing like a pinger's timeout.
+        assert 0 < estimate.seconds < 0.05
+        assert 0 <= estimate.jitter < 0.05
+        assert estimate == tcp.parse_tcp_info(
+            sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+        )
+
+
+def test_sockets_without_an_estimate_give_none() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        assert tcp.round_trip(udp) is None
+    with socket.socket() as unconnected:
+        assert tcp.round_trip(unconnected) is None  # no segment acknowledged yet
+    closed = socket.socket()
+    closed.close()
+    assert tcp.round_trip(closed) is None
+
+
+def test_the_user_timeout_is_set_on_the_socket(
+    loopback_pair: tuple[socket.socket, socket.socket],
+) -> None:
+    client, _ = loopback_pair
+    assert tcp.set_user_timeout(client, 20.0)
+    assert client.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 20_000
+    closed = socket.socket()
+    closed.close()
+    assert not tcp.set_user_timeout(closed, 20.0)
+
+
+async def _stream(transport: GeminiLiveTransport, first: int, count: int) -> None:
+    for seq in range(first, first + count):
+        transport.send_audio(user_audio(seq, speech=False))
+        await asyncio.sleep(CHUNK)
+
+
+async def test_late_pongs_never_widen_the_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    late_pongs(monkeypatch, LATE * TIME_SCALE)
+    async with Emulator(emulator_config("gemini", time_scale=TIME_SCALE)) as emu:
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        streaming = asyncio.create_task(_stream(transport, 1, 150))
+        try:
+            # A second and a half of the call: a pinger would have had its late pong by now.
+            await asyncio.sleep(1.5)
+            # A turn, so the handle to move from arrives while the microphone streams.
+            transport.send_live_text([ContentTurn("user", "hello there")])
+            await rec.wait_for("on_turn_complete")
+            await rec.wait(lambda r: r.names()[-1] == "on_resumption_update")
+            emu.faults.go_away(60.0)
+            await rec.wait_for("on_move", timeout=5)
+            await streaming
+        finally:
+            streaming.cancel()
+            await transport.disconnect()
+        await emu.wait_disconnected()
+
+    (report,) = rec.moves
+    assert (report.reason, report.outcome) == (MoveReason.PLANNED, MoveOutcome.RESUMED)
+    (summary,) = emu.ledger.summary().sessions.values()
+    assert summary.audio_lost == ()
+    (move,) = summary.moves
+    # What a move may replay of audio the snapshot held: audio written within one round trip
+    # (milliseconds on loopback), the 40 ms tolerance and twice the event loop's lag (up to
+    # 100 ms on a loaded 2-core machine) before the handle arrived. At a microphone's pace,
+    # well under 0.25 s; a round trip read from the late pongs would replay their 1.25 s.
+    assert len(move.audio_duplicates) * CHUNK < 0.25, move.audio_duplicates
