@@ -15,7 +15,7 @@ import pytest
 
 from realtime_resumption.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.moves import MoveOutcome, MoveReport
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
 from .rotation_helpers import TIME_SCALE, Recorder, make_transport, only_session
@@ -26,7 +26,8 @@ QUESTION = ("what", "is", "the", "time")
 
 def strict(profile: str, **changes: object) -> EmulatorConfig:
     """The emulator's defaults (the service as measured), at the tests' time scale."""
-    return EmulatorConfig(profile=profile, time_scale=TIME_SCALE, **changes)  # type: ignore[arg-type]
+    changes.setdefault("time_scale", TIME_SCALE)
+    return EmulatorConfig(profile=profile, **changes)  # type: ignore[arg-type]
 
 
 async def answered_once(transport: GeminiLiveTransport, rec: Recorder) -> None:
@@ -131,3 +132,70 @@ async def test_a_kind_service_keeps_make_before_break() -> None:
     assert [c.refused for c in session.connections] == [None, None]
     first, second = session.connections
     assert first.closed_at is not None and second.opened_at < first.closed_at, "overlap"
+
+
+LONG_CALL_SCALE = 0.004
+"""A 40-minute call in under 10 s of wall time: 15 minutes are 3.6 s, a 50 s notice 0.2 s."""
+
+
+async def long_call(compression: bool) -> tuple[Emulator, list[MoveReport], int]:
+    """A 40-minute call (on the emulator's clock) with a rotation every 10 minutes and a
+    spoken question every few minutes; returns the emulator, the moves that ended before the
+    caller hung up (one the hang-up stops is reported lost) and the questions asked."""
+    # Answers take 0.2 s of wall time, as a real one takes seconds: one that came within the
+    # replay's margin of its question would place the question in that margin.
+    config = strict(
+        "gemini",
+        time_scale=LONG_CALL_SCALE,
+        rotate_every=600.0,
+        answer_chunks=5,
+        chunk_interval=10.0,
+    )
+    options = {} if compression else {"context_window_compression": None}
+    async with Emulator(config) as emu:
+        transport = make_transport(emu, **options)
+        rec = Recorder(transport)
+        await transport.connect()
+        await answered_once(transport, rec)
+        seq, asked = 1, 0
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 40 * 60 * LONG_CALL_SCALE
+        while loop.time() < end:
+            seq = await speak(transport, seq)
+            asked += 1
+            await rec.wait_for("on_generation_end", asked + 1, timeout=10.0)
+            await asyncio.sleep(180 * LONG_CALL_SCALE)
+        hung_up = loop.time()
+        await transport.disconnect()
+        await emu.wait_disconnected()
+    assert rec.ends().count(GenerationEndReason.GENERATION_COMPLETE) >= asked + 1, (
+        "every question answered"
+    )
+    return emu, [m for m in rec.moves if m.finished_at < hung_up], asked
+
+
+async def test_a_long_call_has_no_session_cap_by_default() -> None:
+    emu, moves, asked = await long_call(compression=True)
+    assert asked >= 5
+    assert len(emu.ledger.sessions) == 1, "one server session for the whole call"
+    (session,) = emu.ledger.sessions.values()
+    assert session.capped_at is None
+    assert {m.outcome for m in moves} == {MoveOutcome.RESUMED}
+    assert len(moves) >= 3
+    summary = emu.ledger.summary().sessions[session.session_id]
+    assert summary.speech_lost == () and summary.speech_duplicates == ()
+
+
+async def test_a_session_that_reaches_the_cap_is_rebuilt_with_nothing_said_lost() -> None:
+    """Compression off (the user's choice): at 15 minutes the service ends the session and
+    refuses to resume it; the transport rebuilds it from the history, says so, and the
+    user's words all reach a session."""
+    emu, moves, asked = await long_call(compression=False)
+    assert asked >= 5
+    outcomes = [m.outcome for m in moves]
+    assert MoveOutcome.REBUILT in outcomes and MoveOutcome.LOST not in outcomes
+    sessions = list(emu.ledger.sessions.values())
+    assert len(sessions) >= 2 and sessions[0].capped_at is not None
+    summary = emu.ledger.summary()
+    for session in sessions:
+        assert summary.sessions[session.session_id].speech_lost == ()
