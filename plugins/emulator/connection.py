@@ -333,6 +333,7 @@ class Connection:
                 with_handle=handle is not None,
                 transparent=bool(resumption and resumption.transparent),
                 generation=setup.generation,
+                compression=setup.compression,
             ),
         )
         record.client_messages.append(ClientMessageRecord(0, "setup", self.hub.now()))
