@@ -18,6 +18,7 @@ from google.genai import errors, types
 from google.genai.live import AsyncSession
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosedError
 
 from realtime_resumption.emulator import KIND_SERVICE, Emulator, EmulatorConfig, user_audio
 from realtime_resumption.emulator.audio import UserAudioDecoder
@@ -36,7 +37,7 @@ from .emu_helpers import (
     read_turn,
     read_until_closed,
 )
-from .test_emu_network import ASK, raw_client
+from .test_emu_network import ASK, PATH, SETUP, raw_client
 
 SLACK = 0.5
 """Upper bounds' margin on a loaded machine (seconds)."""
@@ -204,6 +205,33 @@ async def test_each_pong_is_drawn_from_the_range_or_prompt(
     round_trip = emu.config.scaled(emu.config.round_trip)
     assert min(latencies) >= low + round_trip
     assert max(latencies) < high + SLACK
+
+
+@pytest.mark.parametrize("pong_latency", [50.0, 0.0])
+async def test_a_keepalive_shorter_than_the_pongs_closes_a_healthy_connection(
+    pong_latency: float,
+) -> None:
+    """What the report saw: websockets' keepalive (here 0.1 s pings, 0.2 s timeout; its
+    default is 20 s) closes with 1011 a connection whose pongs take 0.5 s."""
+    async with Emulator(config(pong_latency=pong_latency)) as emu:
+        async with connect(
+            f"wss://127.0.0.1:{emu.port}{PATH}",
+            ssl=emu.client_ssl_context(),
+            additional_headers={"x-goog-api-key": "net"},
+            proxy=None,
+            ping_interval=0.1,
+            ping_timeout=0.2,
+        ) as ws:
+            await ws.send(SETUP)
+            await ws.recv()
+            if pong_latency:
+                with pytest.raises(ConnectionClosedError) as closed:
+                    await asyncio.wait_for(ws.recv(), 2.0)
+                assert closed.value.sent is not None and closed.value.sent.code == 1011
+            else:
+                with pytest.raises(TimeoutError):  # alive and quiet, pings answered
+                    await asyncio.wait_for(ws.recv(), 0.6)
+        await emu.wait_disconnected()
 
 
 async def test_pongs_keep_the_order_of_their_pings_and_end_with_the_connection() -> None:
