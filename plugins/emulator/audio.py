@@ -206,6 +206,8 @@ class UserAudioDecoder:
             # The magic itself may be split across two messages.
             tail = len(_USER_MAGIC_BYTES) - 1
             self._carry = buf[-tail:] if len(buf) >= tail else buf
+        if not found:
+            return []
         bounds = [p for p, _ in found[1:]] + [end]
         return [
             replace(chunk, level=rms(buf[start:stop]))

@@ -20,7 +20,7 @@ from websockets.protocol import State
 
 from ..redaction import redact
 from . import network, wire
-from .config import EmulatorConfig
+from .config import EmulatorConfig, RefusalTiming
 from .conversation import Conversation
 from .faults import Faults, Flap
 from .ledger import (
@@ -333,6 +333,7 @@ class Connection:
                 with_handle=handle is not None,
                 transparent=bool(resumption and resumption.transparent),
                 generation=setup.generation,
+                compression=setup.compression,
             ),
         )
         record.client_messages.append(ClientMessageRecord(0, "setup", self.hub.now()))
@@ -422,7 +423,7 @@ class Connection:
             self.spawn(self._close_later(close_after, self._flap.code))
         return True
 
-    def _refuses_while_open(self, entry: HandleEntry | None, when: str) -> bool:
+    def _refuses_while_open(self, entry: HandleEntry | None, when: RefusalTiming) -> bool:
         """Whether this resume is refused now because its session has an open connection."""
         config = self.hub.config
         if entry is None or not config.refuse_resume_while_open:

@@ -260,7 +260,8 @@ class Faults:
     def slow_setups(self, n: int, seconds: float, *, resumed_only: bool = False) -> None:
         """The next ``n`` setups (only resumed ones, a setup with a handle, with
         ``resumed_only``) take ``seconds`` (unscaled) instead of ``setup_latency``, as the
-        service's reported 4-8 s "reconnect penalty" does. Refused setups count too."""
+        service's reported 4-8 s "reconnect penalty" does. Refused setups count too, except a
+        resume refused while its session is open before setupComplete (it takes no time)."""
         if n < 0:
             raise ValueError("n must be >= 0")
         if not seconds >= 0:

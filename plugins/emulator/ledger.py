@@ -342,18 +342,18 @@ class LedgerSummary:
         lines = []
         for s in self.sessions.values():
             moves = "; ".join(
-                f"stall {_ms(m.input_stall)} (lag {_ms(m.input_lag)}), lost {len(m.audio_lost)} "
-                f"(speech {len(m.speech_lost)}), twice {len(m.audio_duplicates)} "
-                f"(speech {len(m.speech_duplicates)}, silence {len(m.silence_duplicates)})"
+                f"stall {_ms(m.input_stall)} (lag {_ms(m.input_lag)}), lost {len(m.audio_lost)}, "
+                f"twice {len(m.audio_duplicates)} (speech {len(m.speech_duplicates)}, "
+                f"silence {len(m.silence_duplicates)}), speech lost {len(m.speech_lost)}"
                 for m in s.moves
             )
             lines.append(
                 f"session {s.session_id}: {s.connections} connection(s), {s.refused} refused, "
                 f"{len(s.turns)} turn(s), cut {list(s.answers_cut)}, audio "
                 f"{len(s.audio_consumed)}/{len(s.audio_received)} consumed, "
-                f"lost {len(s.audio_lost)} (speech {len(s.speech_lost)}), "
-                f"duplicates {len(s.audio_duplicates)} (speech {len(s.speech_duplicates)}, "
-                f"silence {len(s.silence_duplicates)}), "
+                f"lost {len(s.audio_lost)}, duplicates {len(s.audio_duplicates)}, "
+                f"speech twice {len(s.speech_duplicates)}, silence twice "
+                f"{len(s.silence_duplicates)}, speech lost {len(s.speech_lost)}, "
                 f"stranded {len(s.stranded_tool_responses)}, "
                 f"gaps {[round(g, 4) for g in s.gaps]}, moves [{moves}]"
             )

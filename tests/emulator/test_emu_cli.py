@@ -12,7 +12,7 @@ import pytest
 from google import genai
 from google.genai import types
 
-from realtime_resumption.emulator import Emulator
+from realtime_resumption.emulator import Emulator, EmulatorConfig
 from realtime_resumption.emulator.__main__ import _config, _parser, _script_faults, main
 
 from .emu_helpers import MODEL, handle_after_turn, live_config, read_until
@@ -52,8 +52,46 @@ def test_help_documents_every_fault(capsys: pytest.CaptureFixture[str]) -> None:
         "--slow-resumed-only",
         "--flap-close-after",
         "--flap-drop-on-first-message",
+        "--no-refuse-resume-while-open",
+        "--refuse-resume-while-open-when",
+        "--pong-latency",
+        "--session-cap",
+        "--no-session-cap",
+        "--handle-validity",
+        "--overstay-1008",
     ):
         assert flag in text
+
+
+def test_the_service_as_measured_by_default_and_each_kind_setting_by_flag() -> None:
+    assert _config(_parser().parse_args([])) == EmulatorConfig()
+    kind = _config(
+        _parser().parse_args(
+            ["--no-refuse-resume-while-open", "--pong-latency", "0", "--no-session-cap"]
+        )
+    )
+    assert kind == EmulatorConfig.kind()
+    other = _config(
+        _parser().parse_args(
+            [
+                "--refuse-resume-while-open-when",
+                "after_setup_complete",
+                "--pong-latency",
+                "1,2",
+                "--session-cap",
+                "60",
+                "--handle-validity",
+                "600",
+                "--handle-lifetime",
+                "30",
+                "--overstay-1008",
+            ]
+        )
+    )
+    assert other.refuse_resume_while_open
+    assert other.refuse_resume_while_open_when == "after_setup_complete"
+    assert (other.pong_latency, other.session_cap) == ((1.0, 2.0), 60.0)
+    assert (other.handle_validity, other.handle_lifetime, other.overstay_1008) == (600, 30, True)
 
 
 def test_bad_settings_are_reported() -> None:

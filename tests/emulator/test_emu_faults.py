@@ -191,40 +191,6 @@ async def test_hang_next_never_sends_setup_complete() -> None:
     assert len(refused) == 2 and set(refused) == {"hang", None}
 
 
-async def test_refuse_resume_while_the_session_is_open() -> None:
-    async with Emulator(config()) as emu:
-        emu.faults.refuse_resume_while_open = True
-        client = emu.client()
-        async with client.aio.live.connect(model=MODEL, config=live_config()) as old:
-            handle = await handle_after_turn(old)
-            async with client.aio.live.connect(
-                model=MODEL, config=live_config(handle=handle)
-            ) as early:
-                code, _ = await read_until_closed(early)
-            assert code == 1011
-        await emu.wait_disconnected()
-        async with client.aio.live.connect(model=MODEL, config=live_config(handle=handle)) as new:
-            assert new.session_id == old.session_id
-        await emu.wait_disconnected()
-    connections = emu.ledger.sessions[old.session_id].connections
-    assert [c.refused for c in connections] == [None, "open-session", None]
-
-
-async def test_make_before_break_is_allowed_by_default() -> None:
-    async with Emulator(config(answer_chunks=1)) as emu:
-        client = emu.client()
-        async with client.aio.live.connect(model=MODEL, config=live_config()) as old:
-            handle = await handle_after_turn(old)
-            async with client.aio.live.connect(
-                model=MODEL, config=live_config(handle=handle)
-            ) as new:
-                await ask(new, "hi")
-                await read_turn(new)
-        await emu.wait_disconnected()
-    summary = emu.ledger.summary().sessions[old.session_id]
-    assert summary.connections == 2 and summary.gaps[0] < 0  # they overlapped
-
-
 async def test_rotation() -> None:
     async with Emulator(config(rotate_every=20, notice=5)) as emu:  # goAway at 150 ms, close at 200
         async with emu.client().aio.live.connect(model=MODEL, config=live_config()) as session:

@@ -38,6 +38,8 @@ RTT = 0.2
 def slow_network(**changes: Any) -> EmulatorConfig:
     """200 ms round trips at 1/10: 20 ms on the wall clock, 10 ms each way."""
     changes.setdefault("time_scale", 0.1)
+    # Pings here measure the network: pongs come as soon as the service reads the ping.
+    changes.setdefault("pong_latency", 0.0)
     return config(round_trip=RTT, setup_latency=0.0, **changes)
 
 

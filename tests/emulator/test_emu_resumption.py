@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from google.genai import errors, types
 
-from realtime_resumption.emulator import Emulator, user_audio
+from realtime_resumption.emulator import KIND_SERVICE, Emulator, user_audio
 
 from .emu_helpers import (
     MODEL,
@@ -100,9 +100,11 @@ async def test_gemini_profile_refuses_transparent() -> None:
     assert caught.value.code == 1007
 
 
+@pytest.mark.parametrize("service", ["as measured", "kind"])
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
-async def test_a_handle_is_a_snapshot(profile: str) -> None:
-    async with Emulator(config(profile=profile, answer_chunks=2)) as emu:
+async def test_a_handle_is_a_snapshot(profile: str, service: str) -> None:
+    kind = KIND_SERVICE if service == "kind" else {}
+    async with Emulator(config(profile=profile, answer_chunks=2, **kind)) as emu:
         vertex = profile == "vertex"
         client = emu.client(vertex=vertex)
         async with client.aio.live.connect(model=MODEL, config=live_config()) as session:
