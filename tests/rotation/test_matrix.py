@@ -2,7 +2,9 @@
 
 goAway at {idle, mid-user-speech, mid-answer, mid-tool-call, between turnComplete and the
 handle} x profile {gemini, vertex} x replacement {ok, refused once, refused always, hangs,
-handle expired, resume-while-open refused}; an abrupt drop at each phase; silence after a
+handle expired, resume-while-open refused} on the service as measured (the emulator's
+defaults: a resume refused while the old connection is open, late pongs), and the ``ok`` cells
+again on a kind service and on one that refuses only after ``setupComplete``; an abrupt drop at each phase; silence after a
 goAway; input typed or spoken while a move is under way; two rotations back to back; a rotation
 storm of 100 sessions, each with its own transport. Each scenario ends with
 ``check_invariants`` (see conftest) and, unless the session is rightly lost, a further answered
@@ -151,6 +153,42 @@ async def test_go_away(
         await rig.wait_quiet(1)
         await rig.alive()
     await _finish(arena, rig, expect)
+
+
+# --- the same goAways on a kind service, and with the refusal after setupComplete -----------
+
+Service = Literal["kind", "refused_after_setup_complete"]
+
+
+def _service(service: Service) -> dict[str, Any]:
+    if service == "kind":
+        return {"refuse_resume_while_open": False, "pong_latency": 0.0, "session_cap": None}
+    return {"refuse_resume_while_open_when": "after_setup_complete"}
+
+
+@pytest.mark.parametrize("service", ["kind", "refused_after_setup_complete"])
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("phase", PHASES)
+async def test_go_away_on_another_service(
+    arena: Arena, phase: Phase, profile: Profile, service: Service
+) -> None:
+    """The ``ok`` cells of the table above, on a kind service (make-before-break accepted,
+    prompt pongs) and on one that refuses the resume only after ``setupComplete``: the
+    session resumes from the handle after the turn either way."""
+    emu = await arena.emulator(profile, **_service(service))
+    rig = arena.rig(emu)
+    await rig.start()
+    await rig.warm_up()
+    await reach(rig, phase, lambda: emu.faults.go_away(NOTICE, session_id=rig.session_id))
+    await rig.wait_quiet(1)
+    await rig.alive()
+    await _finish(arena, rig, _expected("ok"))
+    (move,) = rig.record.moves
+    refused = [c.refused for c in emu.ledger.sessions[rig.session_id].connections]
+    if service == "kind":
+        assert (move.attempts, refused.count("open-session")) == (1, 0)
+    else:
+        assert (move.attempts, refused.count("open-session")) == (2, 1)
 
 
 # --- abrupt drop at each phase ----------------------------------------------------------------
