@@ -24,6 +24,7 @@ from livekit.agents.utils import images, is_given
 from livekit.plugins.google.utils import create_tools_config
 
 from realtime_resumption.moves import MoveOutcome, MoveReport
+from realtime_resumption.redaction import Secret, secret
 from realtime_resumption.transport import (
     ContentTurn,
     GenerationEndReason,
@@ -48,6 +49,7 @@ from .events import SessionMoved, SessionMovedEvent
 from .generations import Generation, GenerationStreams
 from .log import logger
 from .metrics import answer_metrics
+from .model import warn_vertex_scheduling_unsupported
 from .options import Options
 from .transcripts import Utterance
 
@@ -90,7 +92,6 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             on_close=self._generation_closed,
         )
         self._utterance: Utterance | None = None
-        self._user_speaking = False
         self._quiet_interrupt = False
         self._reply: asyncio.Future[llm.GenerationCreatedEvent] | None = None
         self._reply_requested_at: float | None = None
@@ -116,6 +117,18 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     @property
     def tools(self) -> llm.ToolContext:
         return self._tools.copy()
+
+    @property
+    def session_resumption_handle(self) -> Secret | None:
+        """The latest handle the server marked resumable (before the first connection, the
+        one ``session_resumption`` gave), as the Google plugin's property; None before any.
+        Save it to resume the conversation later with
+        ``RealtimeModel(session_resumption=SessionResumptionConfig(handle=...))``. It is a
+        secret: its ``repr`` is redacted; log ``realtime_resumption.redact(handle)``."""
+        handle = self._transport.resumption_handle
+        if handle is None and self._phase in ("idle", "dialling"):
+            handle = self._opts.resumption_handle
+        return None if handle is None else secret(handle)
 
     async def update_instructions(self, instructions: str) -> None:
         """New system instructions: the live connection cannot take them, so the session
@@ -173,8 +186,13 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
                 "Gemini Live has no per-session tool_choice; it stays 'auto'",
                 extra={"tool_choice": tool_choice},
             )
-        if is_given(tool_response_scheduling):
+        if (
+            is_given(tool_response_scheduling)
+            and tool_response_scheduling != self._opts.tool_response_scheduling
+        ):
             self._opts.tool_response_scheduling = tool_response_scheduling
+            if self._opts.vertexai:
+                warn_vertex_scheduling_unsupported()
         update = SessionUpdate()
         if is_given(voice) and voice != self._opts.voice:
             self._opts.voice = voice
@@ -440,7 +458,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
 
     def _wire(self) -> None:
         t = self._transport
-        t.on_generation_start = self._streams.answer_started
+        t.on_generation_start = self._answer_started
         t.on_generation_end = self._answer_ended
         t.on_audio_output = self._streams.audio
         t.on_text_done = self._streams.media_done
@@ -452,7 +470,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         t.on_tool_call = self._tool_calls
         t.on_tool_call_cancel = self._tool_calls_cancelled
         t.on_input_transcription = self._input_transcription
-        t.on_speech_started = self._speech_started
+        t.on_speech_started = self._streams.user_speech
         t.on_user_speech_stopped = self._user_stopped
         t.on_interrupted = self._interrupted
         t.on_turn_complete = self._turn_complete
@@ -462,36 +480,40 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         t.on_close = self._closed
 
     def _generation_opened(self, generation: Generation) -> None:
+        # As the Google plugin: a pending generate_reply takes the next generation to open;
+        # any other is announced as the user's speech first, which stops a playout still
+        # going (the answer it interrupts is over already, and this one must not be cancelled).
         self._last_generation = generation
-        if generation.continuation:
-            self.emit("generation_created", generation.event(user_initiated=False))
-            return
-        if self._utterance is not None:
-            self._utterance.answered = True
         reply = self._reply
-        user_initiated = reply is not None and not reply.done()
-        generation.requested_at = (
-            self._reply_requested_at if user_initiated else self._user_turn_ended_at
+        generation.user_initiated = (
+            reply is not None and not reply.done() and not generation.continuation
         )
-        if not user_initiated:
-            # A new answer supersedes any playout still going, as the Google plugin does;
-            # the answer it interrupts is over already, and this one must not be cancelled.
+        if not generation.user_initiated:
             self._quiet_interrupt = True
             try:
-                if not self._user_speaking:
-                    self.emit("input_speech_started", llm.InputSpeechStartedEvent())
-                    self._user_speaking = True
+                self.emit("input_speech_started", llm.InputSpeechStartedEvent())
             finally:
                 self._quiet_interrupt = False
-        self._speech_stopped()
-        event = generation.event(user_initiated=user_initiated)
-        if user_initiated and reply is not None:
+        event = generation.event(user_initiated=generation.user_initiated)
+        if generation.user_initiated and reply is not None:
             reply.set_result(event)
         self.emit("generation_created", event)
 
+    def _answer_started(self, generation_id: str) -> None:
+        self._streams.answer_started(generation_id)
+        generation = self._streams.current
+        if generation is not None and generation.requested_at is None:
+            generation.requested_at = (
+                self._reply_requested_at if generation.user_initiated else self._user_turn_ended_at
+            )
+
     def _generation_closed(self, generation: Generation) -> None:
-        if self._utterance is not None and self._utterance.answered:
-            self._finish_utterance()
+        # As the Google plugin: the user's turn is over when its generation is (LiveKit's
+        # user state goes back to listening then), and their words are final.
+        self.emit(
+            "input_speech_stopped", llm.InputSpeechStoppedEvent(user_transcription_enabled=False)
+        )
+        self._finish_utterance()
         for call in generation.function_calls:
             self._mirror.add(call)
         if generation.output_text:
@@ -515,7 +537,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     def _input_transcription(self, delta: str) -> None:
         if not delta:
             return
-        self._speech_started()
+        self._streams.user_speech()
         if self._utterance is None:
             self._utterance = Utterance()
         self._utterance.add(delta)
@@ -548,32 +570,18 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         message.created_at = utterance.started_at
         self._mirror.add(message)
 
-    def _speech_started(self) -> None:
-        if not self._user_speaking:
-            self._user_speaking = True
-            self.emit("input_speech_started", llm.InputSpeechStartedEvent())
-
     def _user_stopped(self) -> None:
+        # The speech stop LiveKit sees comes with the end of the turn's generation, as with
+        # the Google plugin; this only times the answer.
         self._user_turn_ended_at = time.time()
-        self._speech_stopped()
-
-    def _speech_stopped(self) -> None:
-        if self._user_speaking:
-            self._user_speaking = False
-            self.emit(
-                "input_speech_stopped",
-                llm.InputSpeechStoppedEvent(user_transcription_enabled=False),
-            )
 
     def _interrupted(self, server_turn_id: int | None) -> None:
         # The provider heard the user over its answer: a barge-in.
         if self._reply is None:
-            self._speech_started()
+            self.emit("input_speech_started", llm.InputSpeechStartedEvent())
 
     def _turn_complete(self, server_turn_id: int | None) -> None:
-        if self._streams.current is None and self._utterance is not None:
-            if self._utterance.answered:
-                self._finish_utterance()
+        self._streams.turn_complete()
 
     def _usage(self, usage: RealtimeLLMUsage) -> None:
         generation = self._last_generation
