@@ -57,7 +57,8 @@ if TYPE_CHECKING:
     from .model import RealtimeModel
 
 GENERATE_REPLY_TIMEOUT = 5.0
-"""Seconds ``generate_reply`` waits for its generation, as the Google plugin does."""
+"""Seconds ``generate_reply`` waits for its generation once the request can reach the
+service, as the Google plugin does (see ``RealtimeSession.generate_reply``)."""
 
 _Phase = Literal["idle", "dialling", "ready", "lost", "closed"]
 """``lost``: the first connection could not be set up; ``closed``: ``aclose`` was called."""
@@ -95,6 +96,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._quiet_interrupt = False
         self._reply: asyncio.Future[llm.GenerationCreatedEvent] | None = None
         self._reply_requested_at: float | None = None
+        self._reply_timer: asyncio.TimerHandle | None = None
         self._user_turn_ended_at: float | None = None
         self._last_generation: Generation | None = None
         self._answer_elicited = False
@@ -225,7 +227,13 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         tools: NotGivenOr[list[llm.Tool]] = NOT_GIVEN,
     ) -> asyncio.Future[llm.GenerationCreatedEvent]:
         """Ask for an answer; the future resolves with its generation, or fails with
-        ``RealtimeError`` after 5 s. A newer call supersedes a pending one."""
+        ``RealtimeError`` when none began within ``GENERATE_REPLY_TIMEOUT`` (5 s) of the
+        request reaching the service. A newer call supersedes a pending one.
+
+        One outcome, a reply or an error: while the session moves (or first connects) the
+        request waits for the new connection, so the clock does not run out then; it starts
+        again, whole, when the move ends. A move is bounded by ``resumption`` and
+        ``retry_budget``; a lost session fails the request."""
         if is_given(tools) or is_given(tool_choice):
             logger.warning("per-response tools and tool_choice are not supported; ignored")
         loop = asyncio.get_running_loop()
@@ -243,25 +251,44 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             self._send(self._transport.send_activity_end)
         text = instructions if is_given(instructions) else None
         self._send(lambda: self._elicit(text))
-
-        def _timed_out() -> None:
-            if not fut.done():
-                fut.set_exception(
-                    llm.RealtimeError("generate_reply timed out waiting for generation_created")
-                )
-
-        timer = loop.call_later(GENERATE_REPLY_TIMEOUT, _timed_out)
+        self._restart_reply_clock()
 
         def _done(f: asyncio.Future[llm.GenerationCreatedEvent]) -> None:
-            timer.cancel()
             current = self._reply is f
             if current:
                 self._reply = None
+                self._stop_reply_clock()
             if f.cancelled() and current:
                 self.interrupt()
 
         fut.add_done_callback(_done)
         return fut
+
+    def _restart_reply_clock(self) -> None:
+        """(Re)start the pending reply's timeout, whole: it reaches the service from now."""
+        self._stop_reply_clock()
+        if self._reply is not None and not self._reply.done():
+            self._reply_timer = asyncio.get_running_loop().call_later(
+                GENERATE_REPLY_TIMEOUT, self._reply_clock_ran_out
+            )
+
+    def _stop_reply_clock(self) -> None:
+        if self._reply_timer is not None:
+            self._reply_timer.cancel()
+            self._reply_timer = None
+
+    def _reply_clock_ran_out(self) -> None:
+        self._reply_timer = None
+        reply = self._reply
+        if reply is None or reply.done():
+            return
+        if self._phase == "dialling" or self._transport.moving:
+            # The request waits for the new connection: no answer could have begun.
+            self._restart_reply_clock()
+            return
+        reply.set_exception(
+            llm.RealtimeError("generate_reply timed out waiting for generation_created")
+        )
 
     def commit_audio(self) -> None:
         """The user's turn is over (client-side turn detection): ``audioStreamEnd`` lets the
@@ -367,6 +394,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             self._report_connection_acquired(time.perf_counter() - started)
             break
         self._phase = "ready"
+        self._restart_reply_clock()
         pending, self._pending_config = self._pending_config, None
         if pending is not None:
             await self._transport.update_session(pending)
@@ -607,10 +635,14 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         logger.info("session moved", extra={"move": report.as_dict()})
         self.emit("session_moved", SessionMovedEvent(report))
         if report.outcome is not MoveOutcome.LOST:
+            self._restart_reply_clock()
             self.emit("session_reconnected", llm.RealtimeSessionReconnectedEvent())
 
     def _closed(self, code: int | None, reason: str | None) -> None:
         self._streams.close()
+        reply = self._reply
+        if reply is not None and not reply.done():
+            reply.set_exception(llm.RealtimeError("the Gemini Live session closed"))
         if self._phase == "closed" or self._fatal:
             return
         # The transport only ends a session for good when it could not be carried on.
