@@ -60,6 +60,11 @@ GENERATE_REPLY_TIMEOUT = 5.0
 """Seconds ``generate_reply`` waits for its generation once the request can reach the
 service, as the Google plugin does (see ``RealtimeSession.generate_reply``)."""
 
+UPDATE_TIMEOUT = 10.0
+"""Seconds an update of the setup (instructions, tools, voice, temperature, tool behaviour)
+waits for the session to run on a connection set up with it: the move waits for the answer in
+progress to end, then takes a setup (seconds on the live service)."""
+
 _Phase = Literal["idle", "dialling", "ready", "lost", "closed"]
 """``lost``: the first connection could not be set up; ``closed``: ``aclose`` was called."""
 
@@ -87,6 +92,8 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         """Sends (but audio) handed to the transport during a first dial that may fail."""
         self._in_activity = False
         self._pending_config: SessionUpdate | None = None
+        self._setup_waiters: list[asyncio.Future[None]] = []
+        self._setup_move: asyncio.Task[None] | None = None
         self._streams = GenerationStreams(
             audio_output=options.response_modality == "audio",
             on_open=self._generation_opened,
@@ -134,14 +141,17 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
 
     async def update_instructions(self, instructions: str) -> None:
         """New system instructions: the live connection cannot take them, so the session
-        moves (at the next resumable point) to one set up with them."""
+        moves (once no answer is in progress) to one set up with them. Returns once it runs
+        there, so the next turn is answered with them, or after ``UPDATE_TIMEOUT`` (10 s,
+        logged; the move still comes). Of several updates in a row, the last wins."""
         if instructions == self._opts.instructions:
             return
         self._opts.instructions = instructions
         await self._update(SessionUpdate(instructions=instructions))
 
     async def update_tools(self, tools: list[llm.Tool]) -> None:
-        """New tools: the session moves to a connection set up with them."""
+        """New tools: the session moves to a connection set up with them; returns as
+        ``update_instructions`` does."""
         tool_ctx = llm.ToolContext(tools)
         if tool_ctx == self._tools:
             return
@@ -334,6 +344,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         if self._phase == "closed":
             return
         self._phase = "closed"
+        self._check_setup()
         self._before_dial.clear()
         self._main.cancel()
         await asyncio.wait({self._main})
@@ -375,6 +386,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
                 if last:
                     self._phase = "lost"
                     self._streams.close()
+                    self._check_setup()
                     return
                 # The failed dial discarded what it held: all but audio goes to the next one,
                 # and so does what arrives meanwhile (audio in that gap is lost, as on a drop).
@@ -398,6 +410,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         pending, self._pending_config = self._pending_config, None
         if pending is not None:
             await self._transport.update_session(pending)
+        self._check_setup()
 
     async def _dial(self) -> None:
         handle = self._opts.resumption_handle
@@ -426,11 +439,84 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             logger.debug("input dropped: no connection is being set up")
 
     async def _update(self, update: SessionUpdate) -> None:
-        if self._phase == "dialling":
+        phase = self._phase
+        if phase == "dialling":
             # The dial in flight was set up without it: apply it once connected (a move).
             self._pending_config = _merge(self._pending_config, update)
-        elif self._phase in ("idle", "ready"):
+        elif phase in ("idle", "ready"):
             await self._transport.update_session(update)
+        if phase in ("dialling", "ready"):
+            await self._setup_live()
+
+    async def _setup_live(self) -> None:
+        """Wait (``UPDATE_TIMEOUT``) until the session runs on a connection set up with every
+        update so far, or is over."""
+        if self._setup_settled():
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._setup_waiters.append(waiter)
+        self._move_to_setup()
+        try:
+            async with asyncio.timeout(UPDATE_TIMEOUT):
+                await waiter
+        except TimeoutError:
+            logger.warning(
+                "the new setup is not live yet; the session moves to it at the next chance",
+                extra={"waited": UPDATE_TIMEOUT},
+            )
+        finally:
+            if waiter in self._setup_waiters:
+                self._setup_waiters.remove(waiter)
+
+    def _setup_settled(self) -> bool:
+        if self._phase in ("lost", "closed"):
+            return True
+        return self._phase == "ready" and not self._transport.pending_setup_change
+
+    def _move_to_setup(self) -> None:
+        """Gemini takes a new setup only on a new connection, and the transport moves to one
+        at its next resumable point: between turns, once the service sent a handle. A
+        connection that has answered nothing yet (a fresh one, or the one a move just
+        installed) has sent none, so an awaited update would wait for the next turn. With no
+        turn in progress, move now instead (a requested move: a turn that begins meanwhile is
+        held for the new connection, not cut)."""
+        t = self._transport
+        if (
+            not self._setup_waiters
+            or self._phase != "ready"
+            or not t.pending_setup_change
+            or t.moving
+            or self._streams.answering
+            or self._streams.current is not None
+            or t.pending_tool_calls
+            or self._setup_move is not None
+        ):
+            return
+        self._setup_move = asyncio.create_task(self._request_move())
+        self._tasks.add(self._setup_move)
+        self._setup_move.add_done_callback(self._tasks.discard)
+
+    async def _request_move(self) -> None:
+        try:
+            await self._transport.reconnect()
+        except TransportError as error:
+            # A lost session is reported by the transport itself (on_move, on_error).
+            logger.debug("the move to the new setup did not complete", extra={"error": str(error)})
+            return
+        finally:
+            self._setup_move = None
+        # Updates made during that move need one more.
+        self._move_to_setup()
+
+    def _check_setup(self, *, over: bool = False) -> None:
+        """Release the updates waiting for their setup, once it is live (or ``over``: the
+        session ended)."""
+        if not over and not self._setup_settled():
+            return
+        waiters, self._setup_waiters = self._setup_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _gemini_tools(self) -> list[types.Tool]:
         tools, _ = create_tools_config(
@@ -634,12 +720,16 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     def _moved(self, report: MoveReport) -> None:
         logger.info("session moved", extra={"move": report.as_dict()})
         self.emit("session_moved", SessionMovedEvent(report))
+        self._check_setup()
+        # (Soon: the transport finishes installing the new connection first.)
+        asyncio.get_running_loop().call_soon(self._move_to_setup)
         if report.outcome is not MoveOutcome.LOST:
             self._restart_reply_clock()
             self.emit("session_reconnected", llm.RealtimeSessionReconnectedEvent())
 
     def _closed(self, code: int | None, reason: str | None) -> None:
         self._streams.close()
+        self._check_setup(over=True)
         reply = self._reply
         if reply is not None and not reply.done():
             reply.set_exception(llm.RealtimeError("the Gemini Live session closed"))
