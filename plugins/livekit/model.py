@@ -216,9 +216,7 @@ class RealtimeModel(llm.RealtimeModel):
             if is_given(realtime_input_config)
             else None,
             context_window_compression=(_given(context_window_compression)),
-            tool_behavior=(
-                tool_behavior if is_given(tool_behavior) else _default_tool_behavior(model_name)
-            ),
+            tool_behavior=tool_behavior,
             tool_response_scheduling=tool_response_scheduling,
             http_options=options_http,
             conn_options=conn_options,
@@ -327,12 +325,6 @@ def _warn_model_api_mismatch(model: str, use_vertexai: bool) -> None:
             "If the connection fails, use a Gemini API model "
             "(e.g., 'gemini-2.5-flash-native-audio-preview-12-2025') or set vertexai=True."
         )
-
-
-def _default_tool_behavior(model: str) -> NotGivenOr[types.Behavior]:
-    """Gemini 3.8 Live declares tools NON_BLOCKING unless told otherwise: say so explicitly,
-    as the Google plugin does, so the scheduling we send matches what the server does."""
-    return types.Behavior.NON_BLOCKING if "3.8" in model else NOT_GIVEN
 
 
 def _default_project() -> str | None:
