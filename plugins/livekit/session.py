@@ -499,7 +499,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     async def _request_move(self) -> None:
         try:
             await self._transport.reconnect()
-        except TransportError as error:
+        except (TransportError, TimeoutError) as error:
             # A lost session is reported by the transport itself (on_move, on_error).
             logger.debug("the move to the new setup did not complete", extra={"error": str(error)})
             return
