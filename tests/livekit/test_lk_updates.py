@@ -168,8 +168,9 @@ async def test_the_last_of_rapid_instruction_updates_wins_promptly() -> None:
                 await asyncio.sleep(0.1)
             async with asyncio.timeout(WAIT):
                 await asyncio.gather(*updates)
-            # Promptly: a move or two after the last update, not at a later turn.
-            assert loop.time() - began < 1.0 + 2.0
+            # Promptly: within a few moves (0.85 s each here) of the last update, not at a
+            # later turn.
+            assert loop.time() - began < 1.0 + 3 * 1.0
             result = await session.run(user_input="hello again")
             result.expect.next_event().is_message(role="assistant")
         finally:
