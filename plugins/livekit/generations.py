@@ -4,7 +4,9 @@ One transport generation (an answer) is one LiveKit generation, except around a 
 LiveKit runs the tools only once the generation that asked for them has closed, and takes the
 model's answer to their results as a generation of its own. So a tool call closes the LiveKit
 generation it belongs to, and the output that follows (same transport generation) opens a new
-one. Media streams close at the provider's ``generationComplete`` (its ``turnComplete`` waits
+one. As with the Google plugin, the LiveKit generation for an answer opens when the user
+starts speaking (the first sign of their turn), not when the answer starts; the answer then
+fills it. A generation opened so that no answer takes ends with its server turn. Media streams close at the provider's ``generationComplete`` (its ``turnComplete`` waits
 for the estimated playback end); every stream closes, at the latest, when the transport ends
 the answer — also when a move or a close ends it, so no stream is ever left open.
 """
@@ -36,6 +38,10 @@ class Generation:
     continuation: bool
     """It carries the answer to tool results of the same transport generation."""
     audio_output: bool
+    user_initiated: bool = False
+    """It answers ``generate_reply``."""
+    answered: bool = False
+    """An answer of the transport runs in it (False: opened for the user's speech, waiting)."""
     created_at: float = field(default_factory=time.time)
     message_ch: utils.aio.Chan[llm.MessageGeneration] = field(default_factory=utils.aio.Chan)
     function_ch: utils.aio.Chan[llm.FunctionCall] = field(default_factory=utils.aio.Chan)
@@ -123,8 +129,8 @@ class GenerationStreams:
     """Opens and closes LiveKit generations from the transport's answer lifecycle.
 
     ``on_open(generation)`` is called for each new generation before anything is pushed into
-    it (the session emits ``generation_created`` there); ``on_close(generation)`` after its
-    streams closed.
+    it (the session emits ``generation_created`` there); ``on_close(generation)`` just before
+    its streams close.
     """
 
     def __init__(
@@ -150,10 +156,26 @@ class GenerationStreams:
         """The open LiveKit generation, if any."""
         return self._current
 
+    def user_speech(self) -> None:
+        """The user began a turn: open its generation now, unless one is open or an answer is
+        in progress (the Google plugin opens it at the first input transcription)."""
+        if self._current is None and self._answer is None:
+            self._open(continuation=False, answered=False)
+
     def answer_started(self, generation_id: str) -> None:
-        self._close(None)
         self._answer = generation_id
+        current = self._current
+        if current is not None and not current.answered:
+            current.answered = True
+            return
+        self._close(None)
         self._open(continuation=False)
+
+    def turn_complete(self) -> None:
+        """A server turn ended: a generation opened for the user's speech that no answer
+        took is over."""
+        if self._current is not None and not self._current.answered:
+            self._close(None)
 
     def answer_ended(self, generation_id: str, reason: GenerationEndReason) -> None:
         if generation_id != self._answer:
@@ -199,11 +221,12 @@ class GenerationStreams:
             self._open(continuation=True)
         return self._current
 
-    def _open(self, *, continuation: bool) -> None:
+    def _open(self, *, continuation: bool, answered: bool = True) -> None:
         generation = Generation(
             response_id=utils.shortuuid("GR_"),
             continuation=continuation,
             audio_output=self._audio_output,
+            answered=answered,
         )
         self._current = generation
         self._on_open(generation)
@@ -213,5 +236,7 @@ class GenerationStreams:
         if generation is None:
             return
         generation.end_reason = reason
-        generation.close()
+        # As the Google plugin does: the speech stop, the final transcript and the history
+        # before the streams end, so LiveKit files the user's words before the answer.
         self._on_close(generation)
+        generation.close()

@@ -16,6 +16,10 @@ from livekit.agents.types import (
     NotGivenOr,
 )
 from livekit.agents.utils import images, is_given
+from livekit.plugins.google.realtime.realtime_api import (
+    KNOWN_GEMINI_API_MODELS,
+    KNOWN_VERTEXAI_MODELS,
+)
 
 from realtime_resumption import OutboxLimits, ResumptionOptions, RetryPolicy
 from realtime_resumption.gemini import DEFAULT_MODEL
@@ -111,6 +115,8 @@ class RealtimeModel(llm.RealtimeModel):
             output_audio_transcription is not None if is_given(output_audio_transcription) else True
         )
 
+        if use_vertexai and is_given(tool_response_scheduling):
+            warn_vertex_scheduling_unsupported()
         key = api_key if is_given(api_key) else os.environ.get("GOOGLE_API_KEY")
         gcp_project = project if is_given(project) else os.environ.get("GOOGLE_CLOUD_PROJECT")
         gcp_location = (
@@ -118,18 +124,38 @@ class RealtimeModel(llm.RealtimeModel):
             if is_given(location)
             else os.environ.get("GOOGLE_CLOUD_LOCATION") or "us-central1"
         )
+        # The texts below are the Google plugin's own, so logs and errors read the same.
         if use_vertexai:
             if not gcp_project:
                 gcp_project = _default_project()
             if not gcp_project:
                 raise ValueError(
-                    "Vertex AI needs a project: pass project= or set GOOGLE_CLOUD_PROJECT"
+                    "Project is required for VertexAI via project kwarg or GOOGLE_CLOUD_PROJECT"
+                    " environment variable"
                 )
-        elif not key:
-            raise ValueError("the Gemini API needs a key: pass api_key= or set GOOGLE_API_KEY")
-        elif credentials is not None:
-            logger.warning("'credentials' only applies to Vertex AI; ignored for the Gemini API")
-            credentials = None
+        else:
+            if credentials is not None:
+                logger.warning(
+                    "'credentials' is only applicable to VertexAI and will be ignored for the"
+                    " Gemini API"
+                )
+                credentials = None
+            if not key:
+                raise ValueError(
+                    "API key is required for Google API either via api_key or GOOGLE_API_KEY"
+                    " environment variable"
+                )
+        _warn_model_api_mismatch(model_name, use_vertexai)
+        if (
+            not use_vertexai
+            and model_name.removeprefix("models/") == "gemini-3.8-live"
+            and is_given(thinking_config)
+            and thinking_config.thinking_level is not None
+        ):
+            raise ValueError(
+                f"Model '{model_name}' does not support thinking_level on the Gemini API. "
+                "Omit thinking_level or use 'gemini-3.8-live-extended-thinking'."
+            )
 
         resumption_handle: str | None = None
         if is_given(session_resumption):
@@ -277,14 +303,36 @@ def _given(value: NotGivenOr[_T]) -> _T | None:
     return value if is_given(value) else None
 
 
-def _default_project() -> str | None:
-    """The project of the application-default credentials, when there are any."""
-    try:
-        import google.auth
+def warn_vertex_scheduling_unsupported() -> None:
+    """Vertex AI drops ``scheduling`` from tool responses (the Google plugin's warning)."""
+    logger.warning(
+        "tool_response_scheduling is not supported by Vertex AI and will be ignored; "
+        "tool responses use the default scheduling there."
+    )
 
-        _, project = google.auth.default(  # type: ignore[no-untyped-call]
-            scopes=["https://www.googleapis.com/auth/cloud-platform"]
+
+def _warn_model_api_mismatch(model: str, use_vertexai: bool) -> None:
+    """Warn, as the Google plugin does, when a known model may not exist on the chosen API."""
+    if use_vertexai and model in KNOWN_GEMINI_API_MODELS and model not in KNOWN_VERTEXAI_MODELS:
+        logger.warning(
+            f"Model '{model}' may not be available on VertexAI (vertexai=True). "
+            "If the connection fails, use a VertexAI model "
+            "(e.g., 'gemini-live-2.5-flash-native-audio') or set vertexai=False."
         )
-    except Exception:
-        return None
+    if not use_vertexai and model in KNOWN_VERTEXAI_MODELS and model not in KNOWN_GEMINI_API_MODELS:
+        logger.warning(
+            f"Model '{model}' may not be available on the Gemini API (vertexai=False). "
+            "If the connection fails, use a Gemini API model "
+            "(e.g., 'gemini-2.5-flash-native-audio-preview-12-2025') or set vertexai=True."
+        )
+
+
+def _default_project() -> str | None:
+    """The project of the application-default credentials. As with the Google plugin, no
+    such credentials is an error here (google.auth's ``DefaultCredentialsError``)."""
+    import google.auth
+
+    _, project = google.auth.default(  # type: ignore[no-untyped-call]
+        scopes=["https://www.googleapis.com/auth/cloud-platform"]
+    )
     return project if isinstance(project, str) else None

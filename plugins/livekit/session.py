@@ -24,6 +24,7 @@ from livekit.agents.utils import images, is_given
 from livekit.plugins.google.utils import create_tools_config
 
 from realtime_resumption.moves import MoveOutcome, MoveReport
+from realtime_resumption.redaction import Secret, secret
 from realtime_resumption.transport import (
     ContentTurn,
     GenerationEndReason,
@@ -48,6 +49,7 @@ from .events import SessionMoved, SessionMovedEvent
 from .generations import Generation, GenerationStreams
 from .log import logger
 from .metrics import answer_metrics
+from .model import warn_vertex_scheduling_unsupported
 from .options import Options
 from .transcripts import Utterance
 
@@ -55,7 +57,13 @@ if TYPE_CHECKING:
     from .model import RealtimeModel
 
 GENERATE_REPLY_TIMEOUT = 5.0
-"""Seconds ``generate_reply`` waits for its generation, as the Google plugin does."""
+"""Seconds ``generate_reply`` waits for its generation once the request can reach the
+service, as the Google plugin does (see ``RealtimeSession.generate_reply``)."""
+
+UPDATE_TIMEOUT = 10.0
+"""Seconds an update of the setup (instructions, tools, voice, temperature, tool behaviour)
+waits for the session to run on a connection set up with it: the move waits for the answer in
+progress to end, then takes a setup (seconds on the live service)."""
 
 _Phase = Literal["idle", "dialling", "ready", "lost", "closed"]
 """``lost``: the first connection could not be set up; ``closed``: ``aclose`` was called."""
@@ -84,16 +92,18 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         """Sends (but audio) handed to the transport during a first dial that may fail."""
         self._in_activity = False
         self._pending_config: SessionUpdate | None = None
+        self._setup_waiters: list[asyncio.Future[None]] = []
+        self._setup_move: asyncio.Task[None] | None = None
         self._streams = GenerationStreams(
             audio_output=options.response_modality == "audio",
             on_open=self._generation_opened,
             on_close=self._generation_closed,
         )
         self._utterance: Utterance | None = None
-        self._user_speaking = False
         self._quiet_interrupt = False
         self._reply: asyncio.Future[llm.GenerationCreatedEvent] | None = None
         self._reply_requested_at: float | None = None
+        self._reply_timer: asyncio.TimerHandle | None = None
         self._user_turn_ended_at: float | None = None
         self._last_generation: Generation | None = None
         self._answer_elicited = False
@@ -117,16 +127,31 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     def tools(self) -> llm.ToolContext:
         return self._tools.copy()
 
+    @property
+    def session_resumption_handle(self) -> Secret | None:
+        """The latest handle the server marked resumable (before the first connection, the
+        one ``session_resumption`` gave), as the Google plugin's property; None before any.
+        Save it to resume the conversation later with
+        ``RealtimeModel(session_resumption=SessionResumptionConfig(handle=...))``. It is a
+        secret: its ``repr`` is redacted; log ``realtime_resumption.redact(handle)``."""
+        handle = self._transport.resumption_handle
+        if handle is None and self._phase in ("idle", "dialling"):
+            handle = self._opts.resumption_handle
+        return None if handle is None else secret(handle)
+
     async def update_instructions(self, instructions: str) -> None:
         """New system instructions: the live connection cannot take them, so the session
-        moves (at the next resumable point) to one set up with them."""
+        moves (once no answer is in progress) to one set up with them. Returns once it runs
+        there, so the next turn is answered with them, or after ``UPDATE_TIMEOUT`` (10 s,
+        logged; the move still comes). Of several updates in a row, the last wins."""
         if instructions == self._opts.instructions:
             return
         self._opts.instructions = instructions
         await self._update(SessionUpdate(instructions=instructions))
 
     async def update_tools(self, tools: list[llm.Tool]) -> None:
-        """New tools: the session moves to a connection set up with them."""
+        """New tools: the session moves to a connection set up with them; returns as
+        ``update_instructions`` does."""
         tool_ctx = llm.ToolContext(tools)
         if tool_ctx == self._tools:
             return
@@ -173,8 +198,13 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
                 "Gemini Live has no per-session tool_choice; it stays 'auto'",
                 extra={"tool_choice": tool_choice},
             )
-        if is_given(tool_response_scheduling):
+        if (
+            is_given(tool_response_scheduling)
+            and tool_response_scheduling != self._opts.tool_response_scheduling
+        ):
             self._opts.tool_response_scheduling = tool_response_scheduling
+            if self._opts.vertexai:
+                warn_vertex_scheduling_unsupported()
         update = SessionUpdate()
         if is_given(voice) and voice != self._opts.voice:
             self._opts.voice = voice
@@ -207,7 +237,13 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         tools: NotGivenOr[list[llm.Tool]] = NOT_GIVEN,
     ) -> asyncio.Future[llm.GenerationCreatedEvent]:
         """Ask for an answer; the future resolves with its generation, or fails with
-        ``RealtimeError`` after 5 s. A newer call supersedes a pending one."""
+        ``RealtimeError`` when none began within ``GENERATE_REPLY_TIMEOUT`` (5 s) of the
+        request reaching the service. A newer call supersedes a pending one.
+
+        One outcome, a reply or an error: while the session moves (or first connects) the
+        request waits for the new connection, so the clock does not run out then; it starts
+        again, whole, when the move ends. A move is bounded by ``resumption`` and
+        ``retry_budget``; a lost session fails the request."""
         if is_given(tools) or is_given(tool_choice):
             logger.warning("per-response tools and tool_choice are not supported; ignored")
         loop = asyncio.get_running_loop()
@@ -225,25 +261,44 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             self._send(self._transport.send_activity_end)
         text = instructions if is_given(instructions) else None
         self._send(lambda: self._elicit(text))
-
-        def _timed_out() -> None:
-            if not fut.done():
-                fut.set_exception(
-                    llm.RealtimeError("generate_reply timed out waiting for generation_created")
-                )
-
-        timer = loop.call_later(GENERATE_REPLY_TIMEOUT, _timed_out)
+        self._restart_reply_clock()
 
         def _done(f: asyncio.Future[llm.GenerationCreatedEvent]) -> None:
-            timer.cancel()
             current = self._reply is f
             if current:
                 self._reply = None
+                self._stop_reply_clock()
             if f.cancelled() and current:
                 self.interrupt()
 
         fut.add_done_callback(_done)
         return fut
+
+    def _restart_reply_clock(self) -> None:
+        """(Re)start the pending reply's timeout, whole: it reaches the service from now."""
+        self._stop_reply_clock()
+        if self._reply is not None and not self._reply.done():
+            self._reply_timer = asyncio.get_running_loop().call_later(
+                GENERATE_REPLY_TIMEOUT, self._reply_clock_ran_out
+            )
+
+    def _stop_reply_clock(self) -> None:
+        if self._reply_timer is not None:
+            self._reply_timer.cancel()
+            self._reply_timer = None
+
+    def _reply_clock_ran_out(self) -> None:
+        self._reply_timer = None
+        reply = self._reply
+        if reply is None or reply.done():
+            return
+        if self._phase == "dialling" or self._transport.moving:
+            # The request waits for the new connection: no answer could have begun.
+            self._restart_reply_clock()
+            return
+        reply.set_exception(
+            llm.RealtimeError("generate_reply timed out waiting for generation_created")
+        )
 
     def commit_audio(self) -> None:
         """The user's turn is over (client-side turn detection): ``audioStreamEnd`` lets the
@@ -289,6 +344,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         if self._phase == "closed":
             return
         self._phase = "closed"
+        self._check_setup()
         self._before_dial.clear()
         self._main.cancel()
         await asyncio.wait({self._main})
@@ -330,6 +386,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
                 if last:
                     self._phase = "lost"
                     self._streams.close()
+                    self._check_setup()
                     return
                 # The failed dial discarded what it held: all but audio goes to the next one,
                 # and so does what arrives meanwhile (audio in that gap is lost, as on a drop).
@@ -349,9 +406,11 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             self._report_connection_acquired(time.perf_counter() - started)
             break
         self._phase = "ready"
+        self._restart_reply_clock()
         pending, self._pending_config = self._pending_config, None
         if pending is not None:
             await self._transport.update_session(pending)
+        self._check_setup()
 
     async def _dial(self) -> None:
         handle = self._opts.resumption_handle
@@ -380,11 +439,84 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             logger.debug("input dropped: no connection is being set up")
 
     async def _update(self, update: SessionUpdate) -> None:
-        if self._phase == "dialling":
+        phase = self._phase
+        if phase == "dialling":
             # The dial in flight was set up without it: apply it once connected (a move).
             self._pending_config = _merge(self._pending_config, update)
-        elif self._phase in ("idle", "ready"):
+        elif phase in ("idle", "ready"):
             await self._transport.update_session(update)
+        if phase in ("dialling", "ready"):
+            await self._setup_live()
+
+    async def _setup_live(self) -> None:
+        """Wait (``UPDATE_TIMEOUT``) until the session runs on a connection set up with every
+        update so far, or is over."""
+        if self._setup_settled():
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._setup_waiters.append(waiter)
+        self._move_to_setup()
+        try:
+            async with asyncio.timeout(UPDATE_TIMEOUT):
+                await waiter
+        except TimeoutError:
+            logger.warning(
+                "the new setup is not live yet; the session moves to it at the next chance",
+                extra={"waited": UPDATE_TIMEOUT},
+            )
+        finally:
+            if waiter in self._setup_waiters:
+                self._setup_waiters.remove(waiter)
+
+    def _setup_settled(self) -> bool:
+        if self._phase in ("lost", "closed"):
+            return True
+        return self._phase == "ready" and not self._transport.pending_setup_change
+
+    def _move_to_setup(self) -> None:
+        """Gemini takes a new setup only on a new connection, and the transport moves to one
+        at its next resumable point: between turns, once the service sent a handle. A
+        connection that has answered nothing yet (a fresh one, or the one a move just
+        installed) has sent none, so an awaited update would wait for the next turn. With no
+        turn in progress, move now instead (a requested move: a turn that begins meanwhile is
+        held for the new connection, not cut)."""
+        t = self._transport
+        if (
+            not self._setup_waiters
+            or self._phase != "ready"
+            or not t.pending_setup_change
+            or t.moving
+            or self._streams.answering
+            or self._streams.current is not None
+            or t.pending_tool_calls
+            or self._setup_move is not None
+        ):
+            return
+        self._setup_move = asyncio.create_task(self._request_move())
+        self._tasks.add(self._setup_move)
+        self._setup_move.add_done_callback(self._tasks.discard)
+
+    async def _request_move(self) -> None:
+        try:
+            await self._transport.reconnect()
+        except (TransportError, TimeoutError) as error:
+            # A lost session is reported by the transport itself (on_move, on_error).
+            logger.debug("the move to the new setup did not complete", extra={"error": str(error)})
+            return
+        finally:
+            self._setup_move = None
+        # Updates made during that move need one more.
+        self._move_to_setup()
+
+    def _check_setup(self, *, over: bool = False) -> None:
+        """Release the updates waiting for their setup, once it is live (or ``over``: the
+        session ended)."""
+        if not over and not self._setup_settled():
+            return
+        waiters, self._setup_waiters = self._setup_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _gemini_tools(self) -> list[types.Tool]:
         tools, _ = create_tools_config(
@@ -440,7 +572,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
 
     def _wire(self) -> None:
         t = self._transport
-        t.on_generation_start = self._streams.answer_started
+        t.on_generation_start = self._answer_started
         t.on_generation_end = self._answer_ended
         t.on_audio_output = self._streams.audio
         t.on_text_done = self._streams.media_done
@@ -452,7 +584,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         t.on_tool_call = self._tool_calls
         t.on_tool_call_cancel = self._tool_calls_cancelled
         t.on_input_transcription = self._input_transcription
-        t.on_speech_started = self._speech_started
+        t.on_speech_started = self._streams.user_speech
         t.on_user_speech_stopped = self._user_stopped
         t.on_interrupted = self._interrupted
         t.on_turn_complete = self._turn_complete
@@ -462,36 +594,40 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         t.on_close = self._closed
 
     def _generation_opened(self, generation: Generation) -> None:
+        # As the Google plugin: a pending generate_reply takes the next generation to open;
+        # any other is announced as the user's speech first, which stops a playout still
+        # going (the answer it interrupts is over already, and this one must not be cancelled).
         self._last_generation = generation
-        if generation.continuation:
-            self.emit("generation_created", generation.event(user_initiated=False))
-            return
-        if self._utterance is not None:
-            self._utterance.answered = True
         reply = self._reply
-        user_initiated = reply is not None and not reply.done()
-        generation.requested_at = (
-            self._reply_requested_at if user_initiated else self._user_turn_ended_at
+        generation.user_initiated = (
+            reply is not None and not reply.done() and not generation.continuation
         )
-        if not user_initiated:
-            # A new answer supersedes any playout still going, as the Google plugin does;
-            # the answer it interrupts is over already, and this one must not be cancelled.
+        if not generation.user_initiated:
             self._quiet_interrupt = True
             try:
-                if not self._user_speaking:
-                    self.emit("input_speech_started", llm.InputSpeechStartedEvent())
-                    self._user_speaking = True
+                self.emit("input_speech_started", llm.InputSpeechStartedEvent())
             finally:
                 self._quiet_interrupt = False
-        self._speech_stopped()
-        event = generation.event(user_initiated=user_initiated)
-        if user_initiated and reply is not None:
+        event = generation.event(user_initiated=generation.user_initiated)
+        if generation.user_initiated and reply is not None:
             reply.set_result(event)
         self.emit("generation_created", event)
 
+    def _answer_started(self, generation_id: str) -> None:
+        self._streams.answer_started(generation_id)
+        generation = self._streams.current
+        if generation is not None and generation.requested_at is None:
+            generation.requested_at = (
+                self._reply_requested_at if generation.user_initiated else self._user_turn_ended_at
+            )
+
     def _generation_closed(self, generation: Generation) -> None:
-        if self._utterance is not None and self._utterance.answered:
-            self._finish_utterance()
+        # As the Google plugin: the user's turn is over when its generation is (LiveKit's
+        # user state goes back to listening then), and their words are final.
+        self.emit(
+            "input_speech_stopped", llm.InputSpeechStoppedEvent(user_transcription_enabled=False)
+        )
+        self._finish_utterance()
         for call in generation.function_calls:
             self._mirror.add(call)
         if generation.output_text:
@@ -515,7 +651,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     def _input_transcription(self, delta: str) -> None:
         if not delta:
             return
-        self._speech_started()
+        self._streams.user_speech()
         if self._utterance is None:
             self._utterance = Utterance()
         self._utterance.add(delta)
@@ -548,32 +684,18 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         message.created_at = utterance.started_at
         self._mirror.add(message)
 
-    def _speech_started(self) -> None:
-        if not self._user_speaking:
-            self._user_speaking = True
-            self.emit("input_speech_started", llm.InputSpeechStartedEvent())
-
     def _user_stopped(self) -> None:
+        # The speech stop LiveKit sees comes with the end of the turn's generation, as with
+        # the Google plugin; this only times the answer.
         self._user_turn_ended_at = time.time()
-        self._speech_stopped()
-
-    def _speech_stopped(self) -> None:
-        if self._user_speaking:
-            self._user_speaking = False
-            self.emit(
-                "input_speech_stopped",
-                llm.InputSpeechStoppedEvent(user_transcription_enabled=False),
-            )
 
     def _interrupted(self, server_turn_id: int | None) -> None:
         # The provider heard the user over its answer: a barge-in.
         if self._reply is None:
-            self._speech_started()
+            self.emit("input_speech_started", llm.InputSpeechStartedEvent())
 
     def _turn_complete(self, server_turn_id: int | None) -> None:
-        if self._streams.current is None and self._utterance is not None:
-            if self._utterance.answered:
-                self._finish_utterance()
+        self._streams.turn_complete()
 
     def _usage(self, usage: RealtimeLLMUsage) -> None:
         generation = self._last_generation
@@ -598,11 +720,19 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     def _moved(self, report: MoveReport) -> None:
         logger.info("session moved", extra={"move": report.as_dict()})
         self.emit("session_moved", SessionMovedEvent(report))
+        self._check_setup()
+        # (Soon: the transport finishes installing the new connection first.)
+        asyncio.get_running_loop().call_soon(self._move_to_setup)
         if report.outcome is not MoveOutcome.LOST:
+            self._restart_reply_clock()
             self.emit("session_reconnected", llm.RealtimeSessionReconnectedEvent())
 
     def _closed(self, code: int | None, reason: str | None) -> None:
         self._streams.close()
+        self._check_setup(over=True)
+        reply = self._reply
+        if reply is not None and not reply.done():
+            reply.set_exception(llm.RealtimeError("the Gemini Live session closed"))
         if self._phase == "closed" or self._fatal:
             return
         # The transport only ends a session for good when it could not be carried on.

@@ -1,9 +1,9 @@
 """The user's utterances, from the transport's transcription deltas.
 
 Gemini streams the user's words as small deltas, often mid-word, and sends the last of them
-after the model began answering. An utterance therefore stays open until the answer to it
-ends (or its server turn does); one no answer followed stays open and takes the next words.
-Its id is the item id LiveKit files the final transcript under.
+after the model began answering. An utterance therefore stays open until the generation it
+belongs to ends (as with the Google plugin, whose final transcript comes then too). Its id is
+the item id LiveKit files the final transcript under.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ class Utterance:
     item_id: str = field(default_factory=lambda: utils.shortuuid("GI_"))
     text: str = ""
     started_at: float = field(default_factory=time.time)
-    answered: bool = False
-    """An answer to it began."""
 
     def add(self, delta: str) -> None:
         # Gemini starts with a space, which means nothing at the start of a transcript.

@@ -254,8 +254,11 @@ class VoiceCall:
 
 
 @contextlib.asynccontextmanager
-async def voice_call(emu: Emulator, agent: Agent, *, pace: float) -> AsyncIterator[VoiceCall]:
-    """A started voice call against ``emu``, closed on exit (microphone, session, speaker).
+async def voice_call(
+    emu: Emulator, agent: Agent, *, pace: float, kind: ModelKind = "ours", **model_kwargs: Any
+) -> AsyncIterator[VoiceCall]:
+    """A started voice call against ``emu`` with the ``kind`` model (made with
+    ``model_kwargs``), closed on exit (microphone, session, speaker).
 
     The AgentSession runs with ``aec_warmup_duration=None``: during its echo-cancellation
     warmup LiveKit replaces the caller's audio with silence by design, which would hide the
@@ -263,7 +266,7 @@ async def voice_call(emu: Emulator, agent: Agent, *, pace: float) -> AsyncIterat
     """
     call = VoiceCall(
         session=AgentSession(
-            llm=rr.RealtimeModel(api_key="test-key", http_options=emu.http_options()),
+            llm=make_model(kind, emu, **model_kwargs),
             aec_warmup_duration=None,
         ),
         agent=agent,

@@ -3,6 +3,8 @@ moves to a connection set up with them (the emulator's ledger records each setup
 
 from __future__ import annotations
 
+import asyncio
+
 from google.genai import types
 from livekit.agents import Agent, AgentSession, function_tool
 from livekit.plugins import realtime_resumption as rr
@@ -10,7 +12,7 @@ from livekit.plugins import realtime_resumption as rr
 from realtime_resumption.emulator import Emulator, EmulatorConfig
 from realtime_resumption.moves import MoveOutcome, MoveReason
 
-from .lk_helpers import Recorder, until
+from .lk_helpers import WAIT, Recorder, until
 
 
 @function_tool
@@ -114,3 +116,66 @@ async def test_generation_settings_reach_the_setup_and_a_new_temperature_moves_t
     }
     assert second.generation == {**first.generation, "temperature": 0.9}
     assert [m.report.reason for m in recorder.moves] == [MoveReason.CONFIG]
+
+
+async def test_an_update_is_live_when_awaited_so_the_next_question_sees_it() -> None:
+    """``update_tools`` and ``update_instructions`` return once the session runs on a
+    connection set up with them: the very next question is answered there."""
+    async with Emulator(EmulatorConfig(time_scale=0.1)) as emu:
+        model = rr.RealtimeModel(api_key="test-key", http_options=emu.http_options())
+        session = AgentSession(llm=model, aec_warmup_duration=None)
+        agent = Agent(instructions="First instructions.", tools=[lookup])
+        await session.start(agent)
+        try:
+            result = await session.run(user_input="hello")
+            result.expect.next_event().is_message(role="assistant")
+            await agent.update_tools([lookup, book])
+            result = await session.run(user_input="please book a table")
+            result.expect.next_event().is_function_call(name="book")
+            result.expect.next_event().is_function_call_output(output="booked")
+            result.expect.next_event().is_message(role="assistant")
+            # Right after a move too (the new connection has issued no handle yet).
+            await agent.update_instructions("Second instructions.")
+            result = await session.run(user_input="hello again")
+            result.expect.next_event().is_message(role="assistant")
+        finally:
+            await session.aclose()
+    (record,) = emu.ledger.sessions.values()
+    answered_on = [record.connections[turn.connection].setup for turn in record.turns.values()]
+    assert [(s.system_instruction, s.tools) for s in answered_on if s is not None] == [
+        ("First instructions.", ("lookup",)),
+        ("First instructions.", ("lookup", "book")),
+        ("Second instructions.", ("lookup", "book")),
+    ]
+
+
+async def test_the_last_of_rapid_instruction_updates_wins_promptly() -> None:
+    """Ten updates in one second, at the service's pace (0.3 s setups), each made while the
+    moves of the earlier ones run: every one returns, and the session ends on the last."""
+    async with Emulator(EmulatorConfig(time_scale=1.0, answer_chunks=3)) as emu:
+        model = rr.RealtimeModel(api_key="test-key", http_options=emu.http_options())
+        session = AgentSession(llm=model, aec_warmup_duration=None)
+        agent = Agent(instructions="v0")
+        await session.start(agent)
+        try:
+            result = await session.run(user_input="hello")
+            result.expect.next_event().is_message(role="assistant")
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            updates = []
+            for n in range(1, 11):
+                updates.append(asyncio.create_task(agent.update_instructions(f"v{n}")))
+                await asyncio.sleep(0.1)
+            async with asyncio.timeout(WAIT):
+                await asyncio.gather(*updates)
+            # Promptly: within a few moves (0.85 s each here) of the last update, not at a
+            # later turn.
+            assert loop.time() - began < 1.0 + 3 * 1.0
+            result = await session.run(user_input="hello again")
+            result.expect.next_event().is_message(role="assistant")
+        finally:
+            await session.aclose()
+    (record,) = emu.ledger.sessions.values()
+    last_turn = record.turns[max(record.turns)]
+    setup = record.connections[last_turn.connection].setup
+    assert setup is not None and setup.system_instruction == "v10"
