@@ -536,6 +536,9 @@ class Rotation:
         dialling = asyncio.create_task(
             self._dialler.dial(handle, gate), name=f"gemini-live-dial-move-{move.number}"
         )
+        # Its outcome is awaited below, unless the move is stopped first (the dial is then
+        # abandoned with it, and its DialAbandonedError is nobody's business).
+        dialling.add_done_callback(_outcome_read)
         opened = False
         try:
             if gate is not None:
@@ -733,3 +736,8 @@ class Rotation:
 
     def _describe(self, text: str) -> str:
         return scrub(text, self._s.secrets)
+
+
+def _outcome_read(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()

@@ -10,6 +10,7 @@ from livekit.plugins import realtime_resumption as rr
 from realtime_resumption.emulator import Emulator, EmulatorConfig, answer_text_ids
 from realtime_resumption.moves import MoveOutcome, MoveReason
 
+from ..ledger_checks import assert_nothing_said_lost
 from .lk_helpers import Recorder, until, voice_call
 
 SCALE = 0.25
@@ -70,7 +71,7 @@ async def test_three_moves_in_a_voice_call_cut_nothing_and_lose_no_audio() -> No
         history = list(call.session.history.items)
 
     assert summary.answers_cut == ()
-    assert summary.audio_lost == ()
+    assert_nothing_said_lost(summary)
     assert summary.stranded_tool_responses == ()
     assert [t.outcome for t in summary.turns] == ["complete"] * 4
 

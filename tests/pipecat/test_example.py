@@ -6,6 +6,8 @@ from __future__ import annotations
 from examples import pipecat_bot
 from realtime_resumption.emulator import Emulator, EmulatorConfig
 
+from ..ledger_checks import assert_nothing_said_lost
+
 
 async def test_the_pipecat_bot_answers_through_rotations(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
@@ -23,4 +25,5 @@ async def test_the_pipecat_bot_answers_through_rotations(monkeypatch) -> None:  
     assert any(line.startswith("tool weather: {") for line in lines)
     moves = [line for line in lines if line.startswith("move ")]
     assert moves and all(": resumed" in line for line in moves)
-    assert session.answers_cut == () and session.audio_lost == ()
+    assert session.answers_cut == ()
+    assert_nothing_said_lost(session)

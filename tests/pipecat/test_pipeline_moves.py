@@ -27,6 +27,7 @@ from realtime_resumption.frames import (
 )
 from realtime_resumption.moves import MoveOutcome, MoveReason
 
+from ..ledger_checks import assert_nothing_said_lost
 from . import services
 from .devices import Microphone, Speaker
 from .rig import PushLog, Rig, emulator_config, until
@@ -102,7 +103,7 @@ async def test_three_moves_lose_nothing_and_keep_every_answer_whole() -> None:
     summary = emu.ledger.summary().sessions[session.session_id]
     # The ledger: no answer cut, no client audio lost, nothing stranded.
     assert summary.answers_cut == ()
-    assert summary.audio_lost == ()
+    assert_nothing_said_lost(summary)
     assert summary.stranded_tool_responses == ()
     assert session.unawaited_tool_responses == []
     assert set(range(1, streamed + 1)) <= set(summary.audio_received)

@@ -27,6 +27,8 @@ from realtime_resumption.generation import TOOL_CALL_GRACE
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.resumption import ResumptionOptions
 
+from ..ledger_checks import SILENCE_LOST_PER_MOVE
+
 Profile = Literal["gemini", "vertex"]
 PROFILES: tuple[Profile, ...] = ("gemini", "vertex")
 
@@ -68,11 +70,6 @@ RESUMPTION = ResumptionOptions(
 """Retries a fraction of a second apart. ``attempt_timeout`` bounds a dial (the settle after
 it has its own bound): well above the slowest setup a scenario scripts (4 s on the emulator's
 clock, 0.2 s here), so a loaded machine does not turn a slow setup into a failed attempt."""
-
-SILENCE_LOST_PER_MOVE = 10
-"""Silent chunks a move may leave out: those of the replay rule's uncertain window (its
-margin before a handle's arrival: a few 20 ms chunks at the caller's pace), which are not
-worth replaying."""
 
 QUESTION = ("what", "is", "new")
 WARM_UP = ("hello", "there")
@@ -366,9 +363,9 @@ def check_invariants(rig: Rig, ledger: LedgerSummary, expect: Expect) -> None:
         missing = [seq for seq in comparison.audio_missing if seq in accepted]
     else:
         missing = list(comparison.audio_missing)
-    records = [rig.emu.ledger.sessions[s] for s in summary.sessions]
-    speech = [seq for seq in missing if all(r.is_speech(seq) for r in records)]
-    silence = [seq for seq in missing if seq not in speech]
+    spoken = {a.seq for a in record.audio if a.speech}
+    speech = [seq for seq in missing if seq in spoken]
+    silence = [seq for seq in missing if seq not in spoken]
     if speech:
         problems.append(
             f"user speech lost: {len(speech)} chunk(s) {_ranges(speech)}; never received: "
@@ -413,7 +410,8 @@ def check_invariants(rig: Rig, ledger: LedgerSummary, expect: Expect) -> None:
 
 
 def check_move_figures(rig: Rig, ledger: LedgerSummary, *, slow_setup: float | None) -> int:
-    """The ledger's per-move figures against the caller's move reports: no move lost audio,
+    """The ledger's per-move figures against the caller's move reports: no move lost speech
+    (nor more silence than ``SILENCE_LOST_PER_MOVE``),
     none made the session hear audio it was not sent again (with ``transparent`` none heard
     any twice), and, when every resumed setup took ``slow_setup`` wall seconds, a planned
     move that held nothing (``gap_ms`` 0) kept the input flowing while the replacement set
@@ -428,9 +426,16 @@ def check_move_figures(rig: Rig, ledger: LedgerSummary, *, slow_setup: float | N
     paired = 0
     for summary in sessions:
         problems.extend(
-            f"move {m.index} of {summary.session_id} lost audio {_ranges(m.audio_lost)}"
+            f"move {m.index} of {summary.session_id} lost speech {_ranges(m.speech_lost)}"
             for m in summary.moves
-            if m.audio_lost
+            if m.speech_lost
+        )
+        problems.extend(
+            f"move {m.index} of {summary.session_id} lost {len(silent)} silent chunks "
+            f"{_ranges(silent)}, more than {SILENCE_LOST_PER_MOVE}"
+            for m in summary.moves
+            if len(silent := [seq for seq in m.audio_lost if seq not in m.speech_lost])
+            > SILENCE_LOST_PER_MOVE
         )
         if rig.transparent:
             problems.extend(

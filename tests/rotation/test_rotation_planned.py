@@ -12,6 +12,7 @@ from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
+from ..ledger_checks import assert_nothing_said_lost
 from .rotation_helpers import (
     HELLO,
     Recorder,
@@ -61,7 +62,7 @@ async def test_go_away_at_idle_moves_before_breaking_and_loses_no_input(profile:
     assert old.closed_by == "client"
     summary = emu.ledger.summary().sessions[session.session_id]
     assert summary.audio_consumed == tuple(range(1, 151))  # each chunk once, in order
-    assert summary.audio_lost == ()
+    assert_nothing_said_lost(summary)
     assert rec.of("on_close") == [(1000, "closed by the client")]
     assert [e.connect_attempt_id for e in rec.lifecycle("generation-close")] == ["att_1", "att_2"]
 
@@ -290,7 +291,7 @@ async def test_a_turn_the_user_begins_while_the_replacement_dials_runs_on_the_in
     assert len(resumed_from.snapshot.history) == 1, "resumed after the answered turn"
     summary = emu.ledger.summary().sessions[session.session_id]
     assert summary.answers_cut == ()
-    assert summary.audio_lost == ()
+    assert_nothing_said_lost(summary)
     (answered,) = session.turns.values()
     assert answered.outcome == "complete" and answered.delivered == answered.planned
 
@@ -331,7 +332,7 @@ async def test_go_away_while_the_user_speaks_waits_for_the_turn_to_end(
     assert rec.ends() == [GenerationEndReason.GENERATION_COMPLETE]
     summary = emu.ledger.summary().sessions[only_session(emu).session_id]
     assert summary.answers_cut == ()
-    assert summary.audio_lost == ()
+    assert_nothing_said_lost(summary)
     assert sorted(set(summary.audio_consumed)) == list(range(1, 25))
     # Only silence written within the arrival margin of the handle may come twice.
     assert all(seq > len(words) for seq in summary.audio_duplicates)

@@ -12,7 +12,7 @@ from google.genai import types
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
+from realtime_resumption.emulator import KIND_SERVICE, Emulator, EmulatorConfig
 from realtime_resumption.emulator.certs import TlsMaterial
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.moves import MoveReport
@@ -123,11 +123,17 @@ class Recorder:
 
 
 def emulator_config(profile: str = "gemini", **changes: Any) -> EmulatorConfig:
-    """A fast emulator: durations at 1/20, ten 2 ms-spaced chunks per answer."""
+    """A fast emulator on a kind service: durations at 1/20, ten 2 ms-spaced chunks per
+    answer, a handle after every setup, make-before-break accepted, prompt pongs, no cap.
+
+    These tests are about the transport's calls and callbacks, and about the moves a kind
+    service allows (make-before-break with no gap); the service as measured (the emulator's
+    defaults) is what ``tests/rotation``'s matrix, interleavings and ``test_service_terms``
+    run on. A test passes a setting to have it the strict way."""
     changes.setdefault("time_scale", TIME_SCALE)
-    # These tests were written when every setup was followed by a handle; they are about the
-    # transport's calls and callbacks, not about when a connection's first handle comes.
     changes.setdefault("update_after_setup", True)
+    for name, kind in KIND_SERVICE.items():
+        changes.setdefault(name, kind)
     return EmulatorConfig(profile=profile, **changes)  # type: ignore[arg-type]
 
 
