@@ -333,7 +333,7 @@ async def test_go_away_while_the_user_speaks_waits_for_the_turn_to_end(
     summary = emu.ledger.summary().sessions[only_session(emu).session_id]
     assert summary.answers_cut == ()
     assert_nothing_said_lost(summary)
-    assert sorted(set(summary.audio_consumed)) == list(range(1, 25))
+    assert set(range(1, len(words) + 1)) <= set(summary.audio_consumed), "the words kept"
     # Only silence written within the arrival margin of the handle may come twice.
     assert all(seq > len(words) for seq in summary.audio_duplicates)
     assert "".join(text for (text,) in rec.of("on_input_transcription")) == "what is the time"
