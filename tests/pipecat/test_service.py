@@ -115,6 +115,7 @@ async def test_manual_activity_survives_a_move_with_the_onset_kept() -> None:
     async with Emulator(emulator_config()) as emu:
         service = services.ours(emu, settings={"vad": vad})
         async with Rig([service]) as rig:
+            await rig.context()
             # A first turn, for a handle to resume from.
             await rig.queue(UserStartedSpeakingFrame())
             seq = await _speak(rig, 1, ["hello", ""])
@@ -150,26 +151,37 @@ async def test_malformed_input_frames_get_a_clear_non_fatal_error() -> None:
     async with Emulator(emulator_config()) as emu:
         service = services.ours(emu)
         async with Rig([service]) as rig:
+            await rig.context()
             await rig.queue(
                 InputAudioRawFrame(audio=b"\x00\x01\x02", sample_rate=16_000, num_channels=1)
             )
-            await rig.queue(InputAudioRawFrame(audio=b"\x00\x00", sample_rate=0, num_channels=1))
+            for rate in (0, 1, 7, 100, 96_000):
+                await rig.queue(
+                    InputAudioRawFrame(audio=b"\x00\x00", sample_rate=rate, num_channels=1)
+                )
+            await rig.queue(InputAudioRawFrame(audio=b"\x00\x00", sample_rate=True, num_channels=1))
             await rig.queue(InputImageRawFrame(image=b"\x00" * 5, size=(4, 4), format="RGB"))
-            await rig.wait(lambda: rig.count(ErrorFrame, up=True) >= 3)
+            await rig.wait(lambda: rig.count(ErrorFrame, up=True) >= 8)
             # The service goes on.
             await rig.queue(InputTextRawFrame("hello there"))
             await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
     errors = rig.of(ErrorFrame, up=True)
-    assert [e.fatal for e in errors] == [False, False, False]
+    assert [e.fatal for e in errors] == [False] * 8
     assert "not whole PCM16 frames" in errors[0].error
-    assert "sample_rate must be a positive int" in errors[1].error
-    assert "does not hold a RGB image of size (4, 4)" in errors[2].error
+    for error, rate in zip(errors[1:6], (0, 1, 7, 100, 96000), strict=True):
+        assert f"sample_rate must be 8000..48000 Hz, not {rate}" in error.error
+    assert "sample_rate must be an int (Hz), not bool" in errors[6].error
+    assert "does not hold a RGB image of size (4, 4)" in errors[7].error
+    # Nothing of the refused frames reached the model.
+    (session,) = emu.ledger.sessions.values()
+    assert not [m for c in session.connections for m in c.client_messages if m.kind == "audio"]
 
 
 async def test_an_audio_frame_longer_than_the_input_buffer_gets_a_non_fatal_error() -> None:
     async with Emulator(emulator_config()) as emu:
         service = services.ours(emu, input_buffer=OutboxLimits(max_audio_seconds=1.0))
         async with Rig([service]) as rig:
+            await rig.context()
             two_seconds = b"\x00\x00" * 32_000
             await rig.queue(
                 InputAudioRawFrame(audio=two_seconds, sample_rate=16_000, num_channels=1)
@@ -185,6 +197,7 @@ async def test_audio_at_any_rate_reaches_the_model_as_16_khz_mono() -> None:
     async with Emulator(emulator_config()) as emu:
         service = services.ours(emu)
         async with Rig([service]) as rig:
+            await rig.context()
             # 200 ms of 48 kHz stereo in 20 ms frames (samples doubled for each channel).
             mono = user_audio(1, speech=True, ms=200)
             stereo = bytes(b for i in range(0, len(mono), 2) for b in mono[i : i + 2] * 2)
@@ -241,6 +254,7 @@ async def test_images_go_as_jpeg_at_most_once_a_second_and_appends_as_live_text(
     async with Emulator(emulator_config()) as emu:
         service = services.ours(emu)
         async with Rig([service]) as rig:
+            await rig.context()
             image = bytes(range(48))  # 4 x 4 RGB
             for _ in range(3):
                 await rig.queue(InputImageRawFrame(image=image, size=(4, 4), format="RGB"))
