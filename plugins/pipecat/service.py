@@ -60,7 +60,7 @@ from pipecat.services.google.utils import update_google_client_http_options
 from pipecat.services.llm_service import LLMService
 from pipecat.services.settings import ServiceSettings
 from pipecat.transcriptions.language import Language
-from pipecat.utils.types import assert_given, is_given
+from pipecat.utils.types import NOT_GIVEN, assert_given, is_given
 
 from realtime_resumption.gemini import DEFAULT_SETUP_TIMEOUT, GeminiLiveTransport
 from realtime_resumption.gemini.failures import RetryPolicy
@@ -68,6 +68,7 @@ from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET
 from realtime_resumption.gemini.watchdog import DEFAULT_RESUME_WATCHDOG
 from realtime_resumption.pipecat import settings as settings_map
+from realtime_resumption.pipecat import updates
 from realtime_resumption.pipecat.input import (
     PREROLL,
     PREROLL_MARGIN,
@@ -208,6 +209,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         self._closed = False
         self._pending_update: SessionUpdate | None = None
         self._warned_before_context = False
+        self._warned_fixed: set[str] = set()
 
     # --- what subclasses change ---------------------------------------------------------------
 
@@ -538,9 +540,27 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
 
     async def _update_settings(self, delta: ServiceSettings) -> dict[str, Any]:
         """Apply a settings delta: instructions, voice, modality and generation settings reach
-        the model through a planned move; the rest is stored (logged)."""
-        if isinstance(delta, self.Settings) and isinstance(delta.language, Language):
-            delta.language = language_to_gemini_language(delta.language)
+        the model through a planned move. A delta with a value Gemini cannot take is refused
+        whole (a non-fatal ``ErrorFrame``; the session keeps its setup); ``model`` and
+        ``language`` stay as the session started (warned once each); the rest is stored
+        (warned)."""
+        if isinstance(delta, GeminiLiveLLMSettings):
+            if isinstance(delta.language, Language):
+                delta.language = language_to_gemini_language(delta.language)
+            problem = updates.refusal(delta, self._settings)
+            if problem is not None:
+                await self.push_error(
+                    f"{self}: settings update refused, the session keeps its setup: {problem}"
+                )
+                return {}
+            for name, value in updates.fixed_for_the_session(delta, self._settings).items():
+                setattr(delta, name, NOT_GIVEN)
+                if name not in self._warned_fixed:
+                    self._warned_fixed.add(name)
+                    logger.warning(
+                        f"{self}: {name}={value!r} not applied: "
+                        f"{updates.FIXED_FOR_THE_SESSION[name]}"
+                    )
         changed: dict[str, Any] = await super()._update_settings(delta)  # type: ignore[arg-type]
         if not changed:
             return changed
@@ -565,7 +585,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         unhandled = {
             k: v
             for k, v in changed.items()
-            if k not in ("system_instruction", "voice", "modalities", "model")
+            if k not in ("system_instruction", "voice", "modalities")
             and k not in settings_map.GENERATION_FIELDS
         }
         if unhandled:

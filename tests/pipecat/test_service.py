@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from loguru import logger
 from pipecat.frames.frames import (
     EndFrame,
     ErrorFrame,
@@ -401,3 +402,55 @@ async def test_a_result_for_a_call_a_move_orphaned_is_logged_not_raised() -> Non
     assert all(s.stranded_tool_responses == [] for s in sessions)
     assert new.tool_calls_issued and new.unawaited_tool_responses == []
     assert rig.of(ErrorFrame, up=True) == []
+
+
+async def test_a_settings_update_gemini_cannot_take_is_refused_and_the_session_goes_on() -> None:
+    Settings = GeminiLiveLLMService.Settings
+    refused = [
+        (Settings(voice=123), "voice must be a voice name"),  # type: ignore[arg-type]
+        (Settings(system_instruction="x" * 20_000_000), "over the 15728640 a setup carries"),
+        (Settings(system_instruction=[1, 2]), "system_instruction must be a str, not list"),  # type: ignore[arg-type]
+        (Settings(modalities="smell"), "modalities must be a GeminiModalities"),  # type: ignore[arg-type]
+        (Settings(language="klingon"), "language must be a Language or a BCP-47 tag"),
+        (Settings(temperature="hot"), "the setup would not build"),  # type: ignore[arg-type]
+    ]
+    warnings: list[str] = []
+    sink = logger.add(lambda m: warnings.append(m.record["message"]), level="WARNING")
+    try:
+        async with Emulator(emulator_config()) as emu:
+            service = services.ours(emu)
+            async with Rig([service]) as rig:
+                await _first_turn(rig)
+                for delta, _ in refused:
+                    await rig.queue(LLMUpdateSettingsFrame(delta=delta))
+                await rig.wait(lambda: rig.count(ErrorFrame, up=True) >= len(refused))
+                # Fixed for the session: warned once each, not applied.
+                for model in ("models/other-model", "models/another-model"):
+                    await rig.queue(LLMUpdateSettingsFrame(delta=Settings(model=model)))
+                await rig.queue(LLMUpdateSettingsFrame(delta=Settings(language="fr-FR")))
+                # A good update still moves the session to its setup, which answers.
+                await rig.queue(LLMUpdateSettingsFrame(delta=Settings(temperature=0.3)))
+                await rig.wait(lambda: rig.count(SessionMovedFrame) >= 1)
+                await rig.queue(InputTextRawFrame("hello there"))
+                await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 2)
+            session = _only(emu)
+    finally:
+        logger.remove(sink)
+    errors = rig.of(ErrorFrame, up=True)
+    assert [e.fatal for e in errors] == [False] * len(refused)
+    for error, (_, text) in zip(errors, refused, strict=True):
+        assert "settings update refused, the session keeps its setup" in error.error
+        assert text in error.error, error.error
+    assert rig.of(SessionLostFrame) == []
+    assert sum("model=" in w and "not applied" in w for w in warnings) == 1
+    assert sum("language='fr-FR' not applied" in w for w in warnings) == 1
+    assert (service.settings.model, service.settings.language) == (services.MODEL, "en-US")
+    first, second = (c.setup for c in session.connections)
+    assert first is not None and second is not None
+    assert (second.model, second.voice, second.system_instruction) == (
+        first.model,
+        first.voice,
+        first.system_instruction,
+    )
+    assert second.generation == {"max_output_tokens": 4096, "temperature": 0.3}
+    assert [t.connection for t in session.turns.values()] == [0, 1]
