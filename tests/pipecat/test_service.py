@@ -45,7 +45,7 @@ from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.transport import GenerationEndReason
 
 from . import services
-from .rig import TIME_SCALE, PushLog, Rig, emulator_config
+from .rig import TIME_SCALE, PushLog, Rig, emulator_config, until
 
 
 def _only(emu: Emulator):  # type: ignore[no-untyped-def]
@@ -454,3 +454,22 @@ async def test_a_settings_update_gemini_cannot_take_is_refused_and_the_session_g
     )
     assert second.generation == {"max_output_tokens": 4096, "temperature": 0.3}
     assert [t.connection for t in session.turns.values()] == [0, 1]
+
+
+async def test_cancelling_the_pipeline_while_it_dials_is_no_error() -> None:
+    logged: list[tuple[str, str]] = []
+    sink = logger.add(
+        lambda m: logged.append((m.record["level"].name, m.record["message"])), level="DEBUG"
+    )
+    try:
+        async with Emulator(emulator_config()) as emu:
+            emu.faults.hang_next(1)  # the first dial gets no setupComplete
+            service = services.ours(emu)
+            async with Rig([service]) as rig:
+                await until(lambda: len(emu.ledger.attempts) >= 1)
+                await rig.cancel()
+    finally:
+        logger.remove(sink)
+    assert rig.of(ErrorFrame, up=True) == []
+    assert not [m for level, m in logged if level in ("ERROR", "CRITICAL")]
+    assert any("connecting stopped by the pipeline's end" in m for _, m in logged)
