@@ -161,7 +161,10 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             settings=settings,
         )
         super().__init__(settings=initial, **kwargs)
-        self._system_instruction_from_init = system_instruction
+        # As stock: the constructor's instruction, or the one its settings carry.
+        self._system_instruction_from_init: str | None = assert_given(
+            self._settings.system_instruction
+        )
         if isinstance(tools, list) and not all(isinstance(t, dict) for t in tools):
             tools = ToolsSchema(standard_tools=cast(list[Any], tools))
         self._tools_from_init = tools
@@ -179,7 +182,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         adapter = self.get_llm_adapter()
         self._transport = GeminiLiveTransport(
             **self._transport_auth(),
-            system_instruction=system_instruction,
+            system_instruction=self._system_instruction_from_init,
             tools=adapter.from_standard_tools(tools) or () if tools else (),
             initial_history_in_client_content=self._takes_initial_history,
             resumption=resumption,
