@@ -220,3 +220,35 @@ async def test_create_client_is_the_hook_every_dial_uses() -> None:
         (session,) = emu.ledger.sessions.values()
     assert len(made) == 1
     assert len(session.connections) == 2  # the first dial and the move's, both with it
+
+
+async def test_a_vertex_subclass_client_from_create_client_dials() -> None:
+    from google.oauth2.credentials import Credentials
+
+    class OwnVertexClient(GeminiLiveVertexLLMService):
+        def create_client(self) -> None:
+            # As the stock Vertex service makes its client (here with a ready token).
+            self._client = genai.Client(
+                vertexai=True,
+                credentials=Credentials(token="emulator-token"),  # type: ignore[no-untyped-call]
+                project=self._project_id,
+                location=self._location,
+                http_options=emu.http_options(),
+            )
+
+    async with Emulator(emulator_config("vertex")) as emu:
+        service = OwnVertexClient(
+            location="us-central1",
+            project_id="emulator-project",
+            credential_provider=_never,
+            settings=GeminiLiveVertexLLMService.Settings(model=MODEL),
+        )
+        async with Rig([service]) as rig:
+            await rig.queue(InputTextRawFrame("hello there"))
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+        (session,) = emu.ledger.sessions.values()
+    assert [c.api for c in session.connections] == ["vertex"]
+
+
+async def _never() -> Credential:
+    raise AssertionError("the subclass's client is used, not the credential provider")
