@@ -13,7 +13,8 @@ import pytest
 from google import genai
 from google.genai import types as genai_types
 from google.oauth2 import service_account
-from pipecat.frames.frames import InputTextRawFrame, LLMFullResponseEndFrame
+from loguru import logger
+from pipecat.frames.frames import ErrorFrame, InputTextRawFrame, LLMFullResponseEndFrame
 from pipecat.services.google.gemini_live.llm import GeminiLiveLLMService as StockService
 from pipecat.services.google.gemini_live.llm import InputParams
 from pipecat.services.google.gemini_live.vertex.llm import (
@@ -252,3 +253,28 @@ async def test_a_vertex_subclass_client_from_create_client_dials() -> None:
 
 async def _never() -> Credential:
     raise AssertionError("the subclass's client is used, not the credential provider")
+
+
+async def test_the_key_behind_the_client_stays_out_of_logs_and_errors() -> None:
+    key = "AIzaSy-echoed-by-the-server-0123456789"
+    logged: list[str] = []
+    sink = logger.add(lambda m: logged.append(str(m)), level="TRACE")
+    try:
+        async with Emulator(emulator_config()) as emu:
+            service = GeminiLiveLLMService(
+                api_key=key,
+                http_options=emu.http_options(),
+                settings=GeminiLiveLLMService.Settings(model=MODEL),
+                resumption=FAST,
+            )
+            async with Rig([service]) as rig:
+                await rig.queue(InputTextRawFrame("hello there"))
+                await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+                # A server that echoes the key in its close reason.
+                await emu.faults.close(1011, f"key {key} refused")
+                await rig.wait(lambda: rig.count(SessionMovedFrame) >= 1)
+    finally:
+        logger.remove(sink)
+    assert any("key" in line and "refused" in line for line in logged)
+    assert not [line for line in logged if key in line]
+    assert not [e for e in rig.of(ErrorFrame, up=True) if key in e.error]
