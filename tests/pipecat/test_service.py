@@ -473,3 +473,25 @@ async def test_cancelling_the_pipeline_while_it_dials_is_no_error() -> None:
     assert rig.of(ErrorFrame, up=True) == []
     assert not [m for level, m in logged if level in ("ERROR", "CRITICAL")]
     assert any("connecting stopped by the pipeline's end" in m for _, m in logged)
+
+
+async def test_an_instruction_the_service_refuses_on_resume_rebuilds_the_session() -> None:
+    # Some models refuse a resume whose setup changes the instruction (1007): the session is
+    # rebuilt with the new one (its conversation replayed), not lost.
+    async with Emulator(emulator_config(instruction_change="refuse")) as emu:
+        service = services.ours(emu)
+        async with Rig([service]) as rig:
+            await _first_turn(rig)
+            delta = GeminiLiveLLMService.Settings(system_instruction="Be brief.")
+            await rig.queue(LLMUpdateSettingsFrame(delta=delta))
+            await rig.wait(lambda: rig.count(SessionMovedFrame) >= 1)
+            await rig.queue(InputTextRawFrame("hello there"))
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 2)
+        sessions = list(emu.ledger.sessions.values())
+    (moved,) = rig.of(SessionMovedFrame)
+    assert (moved.report.reason, moved.report.outcome) == (MoveReason.CONFIG, MoveOutcome.REBUILT)
+    assert rig.of(SessionLostFrame) == [] and rig.of(ErrorFrame, up=True) == []
+    old, new = sessions
+    setup = new.connections[-1].setup
+    assert setup is not None and setup.system_instruction == "Be brief."
+    assert [t.user_text for t in new.turns.values()][-1].endswith("hello there")
