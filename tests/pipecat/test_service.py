@@ -491,7 +491,7 @@ async def test_an_instruction_the_service_refuses_on_resume_rebuilds_the_session
     (moved,) = rig.of(SessionMovedFrame)
     assert (moved.report.reason, moved.report.outcome) == (MoveReason.CONFIG, MoveOutcome.REBUILT)
     assert rig.of(SessionLostFrame) == [] and rig.of(ErrorFrame, up=True) == []
-    old, new = sessions
+    _, new = sessions
     setup = new.connections[-1].setup
     assert setup is not None and setup.system_instruction == "Be brief."
     assert [t.user_text for t in new.turns.values()][-1].endswith("hello there")
