@@ -1,18 +1,21 @@
 """Pipecat frames that carry the session's lifecycle facts.
 
-Every frame here is a ``SystemFrame``: processed at once and never dropped by an interruption,
-so a processor that counts starts and ends, or moves, never misses one. The service
-(``realtime_resumption.pipecat.GeminiLiveLLMService``) and ``GenerationLifecycleProcessor``
-push them **downstream**, interleaved with the stock frames in this order (the push order, as
-observers see it; a processor further down takes system frames at once, so one can reach it
-ahead of data frames queued before it):
+No frame here is ever dropped by an interruption, so a processor that counts starts and ends,
+or moves, never misses one. ``GenerationStartedFrame`` and ``GenerationEndedFrame`` are
+uninterruptible ``ControlFrame``s: they travel in order with the answer's own frames, so every
+processor downstream sees them where the list below puts them. The others are ``SystemFrame``s,
+processed at once (they may reach a processor ahead of data frames queued before it). The
+service (``realtime_resumption.pipecat.GeminiLiveLLMService``) and
+``GenerationLifecycleProcessor`` push them **downstream**, interleaved with the stock frames in
+this order:
 
 - ``GenerationStartedFrame`` opens an answer, before anything of it: before
   ``TTSStartedFrame``/``LLMFullResponseStartFrame`` and before the function-call frames of a
   tool call that opens it.
 - ``GenerationEndedFrame`` closes it, exactly once per start, after its
   ``TTSStoppedFrame``/``LLMFullResponseEndFrame`` (and after the ``InterruptionFrame`` of an
-  interrupted answer).
+  interrupted answer). A ``CancelFrame`` discards the ordered frames queued before it, this one
+  included (Pipecat's rule): take a ``CancelFrame`` as the end of an answer left open.
 - ``GoAwayFrame`` when the provider announces the end of the connection;
   ``SessionMovingFrame`` when a move begins, ``SessionMovedFrame`` when it has finished with
   the session kept (``resumed``) or re-seeded (``rebuilt``). A move never splits an answer's
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipecat.frames.frames import SystemFrame
+from pipecat.frames.frames import ControlFrame, SystemFrame
 
 from realtime_resumption.moves import HandleKind, MoveReason, MoveReport
 from realtime_resumption.redaction import redact
@@ -45,21 +48,25 @@ __all__ = [
 
 
 @dataclass
-class GenerationStartedFrame(SystemFrame):
-    """One answer of the model opened; paired with exactly one ``GenerationEndedFrame``."""
+class GenerationStartedFrame(ControlFrame):
+    """One answer of the model opened; paired with exactly one ``GenerationEndedFrame``.
+    In order with the answer's frames; never dropped by an interruption."""
 
     generation_id: str = ""
+    interruptible: bool = field(default=False, init=False)
 
     def __str__(self) -> str:
         return f"{self.name}(generation_id: {self.generation_id})"
 
 
 @dataclass
-class GenerationEndedFrame(SystemFrame):
-    """The answer ``generation_id`` closed, and why."""
+class GenerationEndedFrame(ControlFrame):
+    """The answer ``generation_id`` closed, and why. In order with the answer's frames (after
+    its ``TTSStoppedFrame``/``LLMFullResponseEndFrame``); never dropped by an interruption."""
 
     generation_id: str = ""
     reason: GenerationEndReason = GenerationEndReason.GENERATION_COMPLETE
+    interruptible: bool = field(default=False, init=False)
 
     def __str__(self) -> str:
         return f"{self.name}(generation_id: {self.generation_id}, reason: {self.reason.value})"

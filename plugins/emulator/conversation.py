@@ -127,6 +127,9 @@ class Conversation:
             entry.mime_types = tuple(
                 e.mime_type for e in message.events if isinstance(e, wire.Audio | wire.Video)
             )
+            entry.audio_bytes = sum(
+                len(e.data) for e in message.events if isinstance(e, wire.Audio)
+            )
         if self._dead:
             self._record_only(message, entry)
         elif isinstance(message, wire.ClientContent):

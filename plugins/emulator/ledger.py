@@ -51,6 +51,8 @@ class ClientMessageRecord:
     """``client_content``: the message ended the user's turn."""
     mime_types: tuple[str, ...] = ()
     """MIME type of each audio or video blob it carried, in order."""
+    audio_bytes: int = 0
+    """Bytes of realtime audio it carried (every audio blob's data)."""
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,8 @@ class GeminiLiveTransport:
     every dial. ``setup_timeout`` bounds each dial: the SDK would wait forever for
     ``setupComplete``. ``transparent`` asks Vertex AI for ``lastConsumedClientMessageIndex``
     (the Gemini API refuses it). ``initial_history_in_client_content`` lets Gemini 3.x models
-    take history through ``replay_history``.
+    take history through ``replay_history``. ``secrets`` are more strings to keep out of logs
+    and errors (the key behind a ready ``client``).
 
     Rotation (on by default; ``rotation=False`` turns it off): the setup always asks for
     session resumption, and the transport moves the session to a new connection by itself —
@@ -187,6 +188,7 @@ class GeminiLiveTransport:
         resume_watchdog: float | None = DEFAULT_RESUME_WATCHDOG,
         rotation: bool = True,
         history_limits: HistoryLimits | None = None,
+        secrets: Sequence[str] = (),
     ) -> None:
         if response_modality not in ("audio", "text"):
             raise ValueError(
@@ -241,6 +243,7 @@ class GeminiLiveTransport:
             generation=generation or GenerationSettings(),
         )
         self._secrets: set[str] = {api_key} if api_key else set()
+        self._secrets.update(secret(s) for s in secrets if s)
         self._tracker = GenerationTracker(tool_call_grace=tool_call_grace)
         self._input = InputPath(input_buffer)
         self._tools = ToolCallTracker()

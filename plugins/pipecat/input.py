@@ -12,7 +12,6 @@ from __future__ import annotations
 import array
 import io
 import sys
-from collections import deque
 from typing import Final
 
 from PIL import Image
@@ -21,6 +20,10 @@ from pipecat.audio.utils import create_stream_resampler
 from pipecat.frames.frames import InputAudioRawFrame, InputImageRawFrame
 
 TARGET_RATE: Final = 16_000
+MIN_INPUT_RATE: Final = 8_000
+MAX_INPUT_RATE: Final = 48_000
+"""Input sample rates the service takes (Hz): telephony's 8 kHz to WebRTC's 48 kHz, the
+range Pipecat's transports deliver and Gemini Live accepts."""
 IMAGE_INTERVAL: Final = 1.0
 """Seconds between two images sent to the model (as the stock service does)."""
 
@@ -30,16 +33,22 @@ class MalformedInputError(ValueError):
 
 
 def check_audio(frame: InputAudioRawFrame) -> None:
-    """Raise ``MalformedInputError`` unless ``frame`` holds whole PCM16 frames at a positive
-    rate."""
+    """Raise ``MalformedInputError`` unless ``frame`` holds whole PCM16 frames at an int rate
+    from ``MIN_INPUT_RATE`` to ``MAX_INPUT_RATE``."""
     audio = frame.audio
     if not isinstance(audio, (bytes, bytearray, memoryview)):
         raise MalformedInputError(
             f"InputAudioRawFrame.audio must be PCM16 bytes, not {type(audio).__name__}"
         )
-    if not isinstance(frame.sample_rate, int) or frame.sample_rate <= 0:
+    rate = frame.sample_rate
+    if isinstance(rate, bool) or not isinstance(rate, int):
         raise MalformedInputError(
-            f"InputAudioRawFrame.sample_rate must be a positive int, not {frame.sample_rate!r}"
+            f"InputAudioRawFrame.sample_rate must be an int (Hz), not {type(rate).__name__}"
+        )
+    if not MIN_INPUT_RATE <= rate <= MAX_INPUT_RATE:
+        raise MalformedInputError(
+            f"InputAudioRawFrame.sample_rate must be {MIN_INPUT_RATE}..{MAX_INPUT_RATE} Hz, "
+            f"not {rate}"
         )
     if not isinstance(frame.num_channels, int) or frame.num_channels < 1:
         raise MalformedInputError(
@@ -122,29 +131,28 @@ PREROLL_MARGIN: Final = 0.1
 
 class Preroll:
     """The most recent ``seconds`` of 16 kHz mono audio, kept while no activity is open (server
-    VAD disabled) and sent after ``activityStart``, so the onset of speech is not clipped."""
+    VAD disabled) and sent after ``activityStart``, so the onset of speech is not clipped.
+
+    Trimmed to the exact number of whole samples (as the stock service trims its buffer),
+    whatever the size of the frames that fill it."""
 
     def __init__(self, seconds: float = PREROLL) -> None:
-        self._chunks: deque[bytes] = deque()
-        self._bytes = 0
+        self._pcm = bytearray()
         self.seconds = seconds
 
     def keep(self, pcm: bytes) -> None:
         """Keep ``pcm``; the oldest audio beyond ``seconds`` goes."""
-        self._chunks.append(pcm)
-        self._bytes += len(pcm)
-        limit = int(self.seconds * TARGET_RATE) * 2
-        while self._bytes > limit and self._chunks:
-            self._bytes -= len(self._chunks.popleft())
+        self._pcm += pcm
+        excess = len(self._pcm) - int(self.seconds * TARGET_RATE) * 2
+        if excess > 0:
+            del self._pcm[:excess]
 
     def take(self) -> bytes:
         """Everything kept, oldest first; empty after."""
-        pcm = b"".join(self._chunks)
-        self._chunks.clear()
-        self._bytes = 0
+        pcm = bytes(self._pcm)
+        self._pcm.clear()
         return pcm
 
     def clear(self) -> None:
         """Forget what was kept."""
-        self._chunks.clear()
-        self._bytes = 0
+        self._pcm.clear()

@@ -9,12 +9,14 @@ service and the connection, so the service never sees a move except as the frame
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import re
 from collections.abc import Sequence
 from typing import Any, Final, cast
 
+from google import genai
 from google.genai import types
 from loguru import logger
 from pipecat.adapters.llm.schemas.direct_function import DirectFunction
@@ -58,7 +60,7 @@ from pipecat.services.google.utils import update_google_client_http_options
 from pipecat.services.llm_service import LLMService
 from pipecat.services.settings import ServiceSettings
 from pipecat.transcriptions.language import Language
-from pipecat.utils.types import assert_given, is_given
+from pipecat.utils.types import NOT_GIVEN, assert_given, is_given
 
 from realtime_resumption.gemini import DEFAULT_SETUP_TIMEOUT, GeminiLiveTransport
 from realtime_resumption.gemini.failures import RetryPolicy
@@ -66,6 +68,7 @@ from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET
 from realtime_resumption.gemini.watchdog import DEFAULT_RESUME_WATCHDOG
 from realtime_resumption.pipecat import settings as settings_map
+from realtime_resumption.pipecat import updates
 from realtime_resumption.pipecat.input import (
     PREROLL,
     PREROLL_MARGIN,
@@ -75,6 +78,7 @@ from realtime_resumption.pipecat.input import (
     Preroll,
 )
 from realtime_resumption.pipecat.output import ResponseFrames
+from realtime_resumption.redaction import secret
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.transport import (
     ContentTurn,
@@ -93,6 +97,8 @@ END_FRAME_HOLD: Final = 30.0
 """Seconds an ``EndFrame`` waits for the answer in progress to finish (as stock)."""
 FRAMES_DRAIN_TIMEOUT: Final = 2.0
 """Seconds the frames of the last callbacks get to be pushed when the pipeline ends."""
+CLIENT_CLOSE_TIMEOUT: Final = 2.0
+"""Seconds the client ``create_client`` made gets to close at cleanup."""
 _CONNECT_WAIT_MARGIN: Final = 5.0
 """Seconds beyond the transport's setup bound that a send waits for the first connection."""
 
@@ -143,7 +149,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         resume_watchdog: float | None = DEFAULT_RESUME_WATCHDOG,
         **kwargs: Any,
     ) -> None:
-        self._api_key = api_key
+        self._api_key = secret(api_key)
         initial = settings_map.initial_settings(
             self.Settings,
             self,
@@ -155,7 +161,10 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             settings=settings,
         )
         super().__init__(settings=initial, **kwargs)
-        self._system_instruction_from_init = system_instruction
+        # As stock: the constructor's instruction, or the one its settings carry.
+        self._system_instruction_from_init: str | None = assert_given(
+            self._settings.system_instruction
+        )
         if isinstance(tools, list) and not all(isinstance(t, dict) for t in tools):
             tools = ToolsSchema(standard_tools=cast(list[Any], tools))
         self._tools_from_init = tools
@@ -166,12 +175,14 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         self._audio_input_paused = start_audio_paused
         self._video_input_paused = start_video_paused
         self._http_options = _http_options(http_options)
+        self._client: genai.Client | None = None
+        # As the stock service: subclasses override it; every dial uses the client it makes.
+        self.create_client()
 
         adapter = self.get_llm_adapter()
         self._transport = GeminiLiveTransport(
             **self._transport_auth(),
-            http_options=self._http_options,
-            system_instruction=system_instruction,
+            system_instruction=self._system_instruction_from_init,
             tools=adapter.from_standard_tools(tools) or () if tools else (),
             initial_history_in_client_content=self._takes_initial_history,
             resumption=resumption,
@@ -200,12 +211,22 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         self._end_hold_task: asyncio.Task[None] | None = None
         self._closed = False
         self._pending_update: SessionUpdate | None = None
+        self._warned_before_context = False
+        self._warned_fixed: set[str] = set()
 
     # --- what subclasses change ---------------------------------------------------------------
 
+    def create_client(self) -> None:
+        """Create the Gemini API client (``self._client``). Subclasses can override this, as
+        with the stock service: every connection the session opens is dialled with it."""
+        self._client = genai.Client(api_key=self._api_key, http_options=self._http_options)
+
     def _transport_auth(self) -> dict[str, Any]:
-        """How the transport reaches the service (the Gemini API: the key)."""
-        return {"api_key": self._api_key}
+        """How the transport reaches the service: the client ``create_client`` made (its key
+        kept out of logs), else the key."""
+        if self._client is not None:
+            return {"client": self._client, "secrets": [self._api_key]}
+        return {"api_key": self._api_key, "http_options": self._http_options}
 
     @property
     def _takes_initial_history(self) -> bool:
@@ -287,14 +308,26 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         await self._close(drain=False)
 
     async def cleanup(self) -> None:
-        """Release everything at pipeline teardown."""
+        """Release everything at pipeline teardown (the client ``create_client`` made too)."""
         await super().cleanup()  # type: ignore[no-untyped-call]
         await self._close(drain=False)
+        client = self._client
+        if client is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(CLIENT_CLOSE_TIMEOUT):
+                    await client.aio.aclose()
+            with contextlib.suppress(Exception):
+                client.close()
 
     async def _connect(self) -> None:
         try:
             await self._transport.connect()
         except TransportError as error:
+            if self._closed:
+                # The pipeline ended (EndFrame, CancelFrame) while dialling: a deliberate
+                # stop, not a failure.
+                logger.debug(f"{self}: connecting stopped by the pipeline's end: {error}")
+                return
             await self.push_error(
                 f"Gemini Live: could not connect: {error}",
                 exception=error,
@@ -394,6 +427,17 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         """The tools given to the constructor (their handlers register at start)."""
         return self._tools_from_init
 
+    def _before_context(self, what: str) -> bool:
+        """Whether the first ``LLMContextFrame`` has yet to come. Until it does, the user's
+        audio, images and turn frames are not sent (as with the stock service): the model
+        hears nothing before it has the context's instructions."""
+        if self._context is not None:
+            return False
+        if not self._warned_before_context:
+            self._warned_before_context = True
+            logger.debug(f"{self}: {what} before the first LLMContextFrame is not sent")
+        return True
+
     async def _send_audio(self, frame: InputAudioRawFrame) -> None:
         if self._audio_input_paused:
             return
@@ -401,6 +445,8 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             pcm = await self._audio.convert(frame)
         except MalformedInputError as error:
             await self.push_error(f"{self}: audio frame not sent: {error}", exception=error)
+            return
+        if self._before_context("user audio"):
             return
         if self._vad_disabled and not self._user_speaking:
             # Outside an activity the service discards audio: keep the onset for it.
@@ -420,7 +466,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
 
     def _user_started_speaking(self) -> None:
         self._user_speaking = True
-        if not self._vad_disabled:
+        if not self._vad_disabled or self._before_context("activityStart"):
             return
         try:
             self._transport.send_activity_start()
@@ -434,7 +480,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
     def _user_stopped_speaking(self) -> None:
         self._user_speaking = False
         self._preroll.clear()
-        if not self._vad_disabled:
+        if not self._vad_disabled or self._before_context("activityEnd"):
             return
         try:
             self._transport.send_activity_end()
@@ -442,7 +488,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             logger.debug(f"{self}: activityEnd not sent: {error}")
 
     async def _send_image(self, frame: InputImageRawFrame) -> None:
-        if self._video_input_paused:
+        if self._video_input_paused or self._before_context("an image"):
             return
         try:
             jpeg = self._images.jpeg(frame, asyncio.get_running_loop().time())
@@ -497,9 +543,27 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
 
     async def _update_settings(self, delta: ServiceSettings) -> dict[str, Any]:
         """Apply a settings delta: instructions, voice, modality and generation settings reach
-        the model through a planned move; the rest is stored (logged)."""
-        if isinstance(delta, self.Settings) and isinstance(delta.language, Language):
-            delta.language = language_to_gemini_language(delta.language)
+        the model through a planned move. A delta with a value Gemini cannot take is refused
+        whole (a non-fatal ``ErrorFrame``; the session keeps its setup); ``model`` and
+        ``language`` stay as the session started (warned once each); the rest is stored
+        (warned)."""
+        if isinstance(delta, GeminiLiveLLMSettings):
+            if isinstance(delta.language, Language):
+                delta.language = language_to_gemini_language(delta.language)
+            problem = updates.refusal(delta, self._settings)
+            if problem is not None:
+                await self.push_error(
+                    f"{self}: settings update refused, the session keeps its setup: {problem}"
+                )
+                return {}
+            for name, value in updates.fixed_for_the_session(delta, self._settings).items():
+                setattr(delta, name, NOT_GIVEN)
+                if name not in self._warned_fixed:
+                    self._warned_fixed.add(name)
+                    logger.warning(
+                        f"{self}: {name}={value!r} not applied: "
+                        f"{updates.FIXED_FOR_THE_SESSION[name]}"
+                    )
         changed: dict[str, Any] = await super()._update_settings(delta)  # type: ignore[arg-type]
         if not changed:
             return changed
@@ -524,7 +588,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         unhandled = {
             k: v
             for k, v in changed.items()
-            if k not in ("system_instruction", "voice", "modalities", "model")
+            if k not in ("system_instruction", "voice", "modalities")
             and k not in settings_map.GENERATION_FIELDS
         }
         if unhandled:

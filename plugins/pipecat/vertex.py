@@ -1,10 +1,11 @@
 """``GeminiLiveVertexLLMService``: the stock Vertex AI service's drop-in.
 
 The stock service loads and refreshes its service-account credentials in ``__init__`` (a
-network call). This one turns them into a bearer token only when a connection is dialled,
-through the transport's ``credential_provider``: construction never touches the network, each
-dial gets a fresh token, and a connection is moved before its token expires. Pass your own
-``credential_provider`` to supply tokens another way (the emulator accepts any token).
+network call). This one loads them there too, so missing or malformed credentials raise at
+once with the stock exceptions, but turns them into a bearer token only when a connection is
+dialled, through the transport's ``credential_provider``: construction never touches the
+network, each dial gets a fresh token, and a connection is moved before its token expires. Pass
+your own ``credential_provider`` to supply tokens another way (the emulator accepts any token).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
-from typing import Any
+import os
+from pathlib import Path
+from typing import Any, Final
 
 from google.genai import types
 from loguru import logger
@@ -29,21 +32,71 @@ from realtime_resumption.pipecat.service import GeminiLiveLLMService
 from realtime_resumption.resumption import ResumptionOptions
 
 _SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+_DMI_PRODUCT: Final = Path("/sys/class/dmi/id/product_name")
+"""Names the machine's maker: "Google" on Compute Engine (a local file, no network)."""
+_CLOUD_ENVIRONMENT: Final = ("GCE_METADATA_HOST", "GCE_METADATA_IP", "K_SERVICE", "GAE_APPLICATION")
+"""Variables set where Google Cloud's metadata server gives Application Default Credentials."""
+
+
+def load_credentials(info: str | None, path: str | None) -> Any:
+    """The stock service's credentials, loaded without its token refresh (no network): a
+    service account's JSON (``info``) or file (``path``), parsed now, so malformed or missing
+    credentials raise what the stock service raises (``json.JSONDecodeError``,
+    ``google.auth.exceptions.MalformedError``, ``FileNotFoundError``). With neither, ``None``:
+    Application Default Credentials, looked up at the first dial; ``ValueError("No valid
+    credentials provided.")`` now when no source of them is on this machine."""
+    from google.oauth2 import service_account
+
+    if info:
+        return service_account.Credentials.from_service_account_info(  # type: ignore[no-untyped-call]
+            json.loads(info), scopes=_SCOPES
+        )
+    if path:
+        return service_account.Credentials.from_service_account_file(  # type: ignore[no-untyped-call]
+            path, scopes=_SCOPES
+        )
+    if not _default_credentials_available():
+        raise ValueError("No valid credentials provided.")
+    return None
+
+
+def _default_credentials_available() -> bool:
+    """Whether Application Default Credentials have a source here, judged without the network
+    (the SDK's own lookup pings the metadata server): the variable naming a key file, gcloud's
+    file, or a Google Cloud machine."""
+    named = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if named:
+        return Path(named).is_file()
+    config = os.environ.get("CLOUDSDK_CONFIG")
+    if config:
+        gcloud = Path(config)
+    elif os.name == "nt":
+        gcloud = Path(os.environ.get("APPDATA", "")) / "gcloud"
+    else:
+        gcloud = Path.home() / ".config" / "gcloud"
+    if (gcloud / "application_default_credentials.json").is_file():
+        return True
+    if any(os.environ.get(name) for name in _CLOUD_ENVIRONMENT):
+        return True
+    try:
+        return _DMI_PRODUCT.read_text().strip().startswith("Google")
+    except OSError:
+        return False
 
 
 class ServiceAccountTokens:
     """A ``CredentialProvider`` for Google credentials: a service account's JSON (``info``),
-    its file (``path``), or Application Default Credentials. Loaded and refreshed off the
-    event loop, when a dial asks for a token."""
+    its file (``path``), or Application Default Credentials (``load_credentials`` parses the
+    first two, and checks the third has a source, at construction). Refreshed off the event
+    loop, when a dial asks for a token."""
 
     def __init__(self, info: str | None = None, path: str | None = None) -> None:
-        self._info = info
-        self._path = path
-        self._credentials: Any = None
+        self._source = "json" if info else "file" if path else "default"
+        self.credentials: Any = load_credentials(info, path)
+        """The loaded ``google.auth`` credentials (``None`` for ADC until the first dial)."""
 
     def __repr__(self) -> str:
-        source = "json" if self._info else "file" if self._path else "default"
-        return f"ServiceAccountTokens({source})"
+        return f"ServiceAccountTokens({self._source})"
 
     async def __call__(self) -> Credential:
         return await asyncio.to_thread(self._token)
@@ -51,9 +104,11 @@ class ServiceAccountTokens:
     def _token(self) -> Credential:
         from google.auth.transport.requests import Request
 
-        if self._credentials is None:
-            self._credentials = self._load()
-        credentials = self._credentials
+        if self.credentials is None:
+            from google.auth import default
+
+            self.credentials, _ = default(scopes=_SCOPES)  # type: ignore[no-untyped-call]
+        credentials = self.credentials
         if not credentials.valid:
             credentials.refresh(Request())
         expiry = credentials.expiry
@@ -61,21 +116,6 @@ class ServiceAccountTokens:
             token=credentials.token,
             expires_at=None if expiry is None else _utc_timestamp(expiry),
         )
-
-    def _load(self) -> Any:
-        from google.auth import default
-        from google.oauth2 import service_account
-
-        if self._info:
-            return service_account.Credentials.from_service_account_info(  # type: ignore[no-untyped-call]
-                json.loads(self._info), scopes=_SCOPES
-            )
-        if self._path:
-            return service_account.Credentials.from_service_account_file(  # type: ignore[no-untyped-call]
-                self._path, scopes=_SCOPES
-            )
-        credentials, _ = default(scopes=_SCOPES)  # type: ignore[no-untyped-call]
-        return credentials
 
 
 def _utc_timestamp(expiry: datetime.datetime) -> float:
@@ -135,9 +175,13 @@ class GeminiLiveVertexLLMService(GeminiLiveLLMService):
         self._project_id = project_id
         self._location = location
         self._transparent = transparent
-        self._credential_provider: CredentialProvider = credential_provider or ServiceAccountTokens(
-            credentials, credentials_path
-        )
+        if credential_provider is None:
+            tokens = ServiceAccountTokens(credentials, credentials_path)
+            credential_provider = tokens
+            self._credentials: Any = tokens.credentials
+        else:
+            self._credentials = None
+        self._credential_provider: CredentialProvider = credential_provider
         super().__init__(
             api_key="",
             model=model,
@@ -158,8 +202,18 @@ class GeminiLiveVertexLLMService(GeminiLiveLLMService):
             **kwargs,
         )
 
+    def create_client(self) -> None:
+        """Make no client up front: each dial makes its own with a fresh token from the
+        credential provider. A subclass that sets ``self._client`` here (as the stock
+        service's ``create_client`` does, from ``self._credentials``) has every dial use that
+        client instead."""
+        self._client = None
+
     def _transport_auth(self) -> dict[str, Any]:
+        if self._client is not None:
+            return {"client": self._client, "transparent": self._transparent}
         return {
+            "http_options": self._http_options,
             "vertexai": True,
             "project": self._project_id,
             "location": self._location,

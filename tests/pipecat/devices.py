@@ -23,8 +23,8 @@ CHUNK_SECONDS = 0.02
 
 
 class Microphone(BaseInputTransport):
-    """Streams 20 ms chunks without a break, numbered from 1: silence, or the utterances
-    ``say`` plans (speech chunks carrying the words the emulator recognises)."""
+    """Once ``open``, streams 20 ms chunks without a break, numbered from 1: silence, or the
+    utterances ``say`` plans (speech chunks carrying the words the emulator recognises)."""
 
     def __init__(self, time_scale: float) -> None:
         super().__init__(TransportParams(audio_in_enabled=True, audio_in_sample_rate=16_000))
@@ -43,7 +43,12 @@ class Microphone(BaseInputTransport):
     async def start(self, frame: StartFrame) -> None:
         await super().start(frame)
         await self.set_transport_ready(frame)
-        self._task = self.create_task(self._stream(), "microphone")
+
+    def open(self) -> None:
+        """Start streaming (a service sends nothing before its first context: open it
+        after)."""
+        if self._task is None:
+            self._task = self.create_task(self._stream(), "microphone")
 
     async def mute(self) -> None:
         """Stop streaming."""

@@ -9,10 +9,19 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
-from pipecat.frames.frames import CancelFrame, EndFrame, Frame, InputAudioRawFrame, StartFrame
+from pipecat.frames.frames import (
+    CancelFrame,
+    DataFrame,
+    EndFrame,
+    Frame,
+    InputAudioRawFrame,
+    LLMContextFrame,
+    StartFrame,
+)
 from pipecat.observers.base_observer import BaseObserver, FramePushed
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.workers.runner import WorkerRunner
 
@@ -28,6 +37,12 @@ WAIT = 10.0
 def emulator_config(profile: str = "gemini", **overrides: Any) -> EmulatorConfig:
     overrides.setdefault("time_scale", TIME_SCALE)
     return EmulatorConfig(profile=profile, **overrides)  # type: ignore[arg-type]
+
+
+class Marker(DataFrame):  # type: ignore[misc]
+    """A data frame the services pass on: once it is downstream of them, they have processed
+    every data frame queued before it (data frames are processed in order; system frames such
+    as user audio overtake them)."""
 
 
 class Recorder(FrameProcessor):
@@ -99,6 +114,13 @@ class Rig:
     async def queue(self, *frames: Frame) -> None:
         for frame in frames:
             await self.worker.queue_frame(frame)
+
+    async def context(self, context: LLMContext | None = None) -> None:
+        """The first context (none: without messages), processed: from now on the services
+        send the user's audio, as a pipeline's does once its aggregator sent the context."""
+        marker = Marker()
+        await self.queue(LLMContextFrame(context or LLMContext()), marker)
+        await self.wait(lambda: any(f is marker for f in self.down.frames))
 
     async def wait(self, predicate: Callable[[], bool], timeout: float = WAIT) -> None:
         async with asyncio.timeout(timeout):

@@ -25,27 +25,28 @@ async def answer_lookup(params: FunctionCallParams) -> None:
     await params.result_callback({"flight": "LH 123"})
 
 
-def _build(cls: Any, emu: Emulator, tools: bool, options: dict[str, Any]) -> Any:
+def _build(cls: Any, emu: Emulator, tools: Any, options: dict[str, Any]) -> Any:
+    """``tools``: True for ``lookup`` (registered), False for none, else the tools as given."""
     service = cls(
         api_key="emulator-key",
         http_options=emu.http_options(),
         settings=cls.Settings(model=MODEL, **options.pop("settings", {})),
-        tools=LOOKUP if tools else None,
+        tools=LOOKUP if tools is True else None if tools is False else tools,
         **options,
     )
-    if tools:
+    if tools is True:
         service.register_function("lookup", answer_lookup)
     return service
 
 
-def ours(emu: Emulator, *, tools: bool = False, **options: Any) -> GeminiLiveLLMService:
+def ours(emu: Emulator, *, tools: Any = False, **options: Any) -> GeminiLiveLLMService:
     """Our service on ``emu``, with fast retries."""
     options.setdefault("resumption", FAST)
     service: GeminiLiveLLMService = _build(GeminiLiveLLMService, emu, tools, options)
     return service
 
 
-def stock(emu: Emulator, *, tools: bool = False, **options: Any) -> StockService:
+def stock(emu: Emulator, *, tools: Any = False, **options: Any) -> StockService:
     """The stock service on ``emu``."""
     service: StockService = _build(StockService, emu, tools, options)
     return service

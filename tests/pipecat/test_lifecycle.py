@@ -20,7 +20,7 @@ from realtime_resumption.pipecat import GenerationLifecycleProcessor
 from realtime_resumption.transport import GenerationEndReason
 
 from . import services
-from .rig import Rig, emulator_config, stream_audio, until
+from .rig import PushLog, Rig, emulator_config, stream_audio, until
 
 
 def _context(text: str) -> LLMContextFrame:
@@ -69,7 +69,9 @@ async def test_an_interrupted_answer_ends_as_interrupted_behind_stock() -> None:
 async def test_the_answer_a_rotation_leaves_open_behind_stock_is_ended() -> None:
     async with Emulator(emulator_config(answer_chunks=400)) as emu:
         lifecycle = GenerationLifecycleProcessor()
-        async with Rig([services.stock(emu), lifecycle]) as rig:
+        log = PushLog()
+        log.source = lifecycle
+        async with Rig([services.stock(emu), lifecycle], observers=[log]) as rig:
             await rig.queue(_context("hello there"))
             await rig.wait(lambda: rig.count(TTSAudioRawFrame) >= 3)
             # The connection goes quiet after goAway and closes at the deadline (1 s).
@@ -81,8 +83,9 @@ async def test_the_answer_a_rotation_leaves_open_behind_stock_is_ended() -> None
     # Stock reconnected and never ended the answer it was giving.
     assert rig.count(LLMFullResponseStartFrame) == 1
     assert rig.count(LLMFullResponseEndFrame) == 0
-    assert _one_generation(rig.down.frames) is GenerationEndReason.CANCELLED
-    kinds = [type(f) for f in rig.down.frames]
+    # Pushed before the CancelFrame (which, as Pipecat cancels, may discard it on its way).
+    assert _one_generation(log.frames()) is GenerationEndReason.CANCELLED
+    kinds = [type(f) for f in log.frames()]
     assert kinds.index(GenerationEndedFrame) < kinds.index(CancelFrame)
 
 

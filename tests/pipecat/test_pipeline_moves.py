@@ -30,7 +30,7 @@ from realtime_resumption.moves import MoveOutcome, MoveReason
 from ..ledger_checks import assert_nothing_said_lost
 from . import services
 from .devices import Microphone, Speaker
-from .rig import PushLog, Rig, emulator_config, until
+from .rig import Marker, PushLog, Rig, emulator_config, until
 
 SCALE = 0.2
 """Emulator time at 1/5: a 20 ms chunk streams every 4 ms."""
@@ -73,7 +73,11 @@ async def test_three_moves_lose_nothing_and_keep_every_answer_whole() -> None:
         async with Rig(
             [mic, pair.user(), service, speaker, pair.assistant()], observers=[log]
         ) as rig:
-            await rig.queue(LLMRunFrame())  # as a bot starts: the context reaches the service
+            # As a bot starts: the context reaches the service, and the user's audio flows.
+            marker = Marker()
+            await rig.queue(LLMRunFrame(), marker)
+            await rig.wait(lambda: any(f is marker for f in rig.down.frames))
+            mic.open()
             # 1: goAway in the middle of the first answer (6 s of notice).
             emu.faults.go_away_at(turn=0, chunk=5, time_left=30.0)
             mic.say(["hello"])

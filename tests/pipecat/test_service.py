@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from loguru import logger
 from pipecat.frames.frames import (
     EndFrame,
     ErrorFrame,
@@ -45,7 +46,7 @@ from realtime_resumption.transport import GenerationEndReason
 
 from ..ledger_checks import assert_nothing_said_lost
 from . import services
-from .rig import TIME_SCALE, PushLog, Rig, emulator_config
+from .rig import TIME_SCALE, PushLog, Rig, emulator_config, until
 
 
 def _only(emu: Emulator):  # type: ignore[no-untyped-def]
@@ -116,6 +117,7 @@ async def test_manual_activity_survives_a_move_with_the_onset_kept() -> None:
     async with Emulator(emulator_config()) as emu:
         service = services.ours(emu, settings={"vad": vad})
         async with Rig([service]) as rig:
+            await rig.context()
             # A first turn, for a handle to resume from.
             await rig.queue(UserStartedSpeakingFrame())
             seq = await _speak(rig, 1, ["hello", ""])
@@ -152,26 +154,37 @@ async def test_malformed_input_frames_get_a_clear_non_fatal_error() -> None:
     async with Emulator(emulator_config()) as emu:
         service = services.ours(emu)
         async with Rig([service]) as rig:
+            await rig.context()
             await rig.queue(
                 InputAudioRawFrame(audio=b"\x00\x01\x02", sample_rate=16_000, num_channels=1)
             )
-            await rig.queue(InputAudioRawFrame(audio=b"\x00\x00", sample_rate=0, num_channels=1))
+            for rate in (0, 1, 7, 100, 96_000):
+                await rig.queue(
+                    InputAudioRawFrame(audio=b"\x00\x00", sample_rate=rate, num_channels=1)
+                )
+            await rig.queue(InputAudioRawFrame(audio=b"\x00\x00", sample_rate=True, num_channels=1))
             await rig.queue(InputImageRawFrame(image=b"\x00" * 5, size=(4, 4), format="RGB"))
-            await rig.wait(lambda: rig.count(ErrorFrame, up=True) >= 3)
+            await rig.wait(lambda: rig.count(ErrorFrame, up=True) >= 8)
             # The service goes on.
             await rig.queue(InputTextRawFrame("hello there"))
             await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
     errors = rig.of(ErrorFrame, up=True)
-    assert [e.fatal for e in errors] == [False, False, False]
+    assert [e.fatal for e in errors] == [False] * 8
     assert "not whole PCM16 frames" in errors[0].error
-    assert "sample_rate must be a positive int" in errors[1].error
-    assert "does not hold a RGB image of size (4, 4)" in errors[2].error
+    for error, rate in zip(errors[1:6], (0, 1, 7, 100, 96000), strict=True):
+        assert f"sample_rate must be 8000..48000 Hz, not {rate}" in error.error
+    assert "sample_rate must be an int (Hz), not bool" in errors[6].error
+    assert "does not hold a RGB image of size (4, 4)" in errors[7].error
+    # Nothing of the refused frames reached the model.
+    (session,) = emu.ledger.sessions.values()
+    assert not [m for c in session.connections for m in c.client_messages if m.kind == "audio"]
 
 
 async def test_an_audio_frame_longer_than_the_input_buffer_gets_a_non_fatal_error() -> None:
     async with Emulator(emulator_config()) as emu:
         service = services.ours(emu, input_buffer=OutboxLimits(max_audio_seconds=1.0))
         async with Rig([service]) as rig:
+            await rig.context()
             two_seconds = b"\x00\x00" * 32_000
             await rig.queue(
                 InputAudioRawFrame(audio=two_seconds, sample_rate=16_000, num_channels=1)
@@ -187,6 +200,7 @@ async def test_audio_at_any_rate_reaches_the_model_as_16_khz_mono() -> None:
     async with Emulator(emulator_config()) as emu:
         service = services.ours(emu)
         async with Rig([service]) as rig:
+            await rig.context()
             # 200 ms of 48 kHz stereo in 20 ms frames (samples doubled for each channel).
             mono = user_audio(1, speech=True, ms=200)
             stereo = bytes(b for i in range(0, len(mono), 2) for b in mono[i : i + 2] * 2)
@@ -243,6 +257,7 @@ async def test_images_go_as_jpeg_at_most_once_a_second_and_appends_as_live_text(
     async with Emulator(emulator_config()) as emu:
         service = services.ours(emu)
         async with Rig([service]) as rig:
+            await rig.context()
             image = bytes(range(48))  # 4 x 4 RGB
             for _ in range(3):
                 await rig.queue(InputImageRawFrame(image=image, size=(4, 4), format="RGB"))
@@ -389,3 +404,96 @@ async def test_a_result_for_a_call_a_move_orphaned_is_logged_not_raised() -> Non
     assert all(s.stranded_tool_responses == [] for s in sessions)
     assert new.tool_calls_issued and new.unawaited_tool_responses == []
     assert rig.of(ErrorFrame, up=True) == []
+
+
+async def test_a_settings_update_gemini_cannot_take_is_refused_and_the_session_goes_on() -> None:
+    Settings = GeminiLiveLLMService.Settings
+    refused = [
+        (Settings(voice=123), "voice must be a voice name"),  # type: ignore[arg-type]
+        (Settings(system_instruction="x" * 20_000_000), "over the 15728640 a setup carries"),
+        (Settings(system_instruction=[1, 2]), "system_instruction must be a str, not list"),  # type: ignore[arg-type]
+        (Settings(modalities="smell"), "modalities must be a GeminiModalities"),  # type: ignore[arg-type]
+        (Settings(language="klingon"), "language must be a Language or a BCP-47 tag"),
+        (Settings(temperature="hot"), "the setup would not build"),  # type: ignore[arg-type]
+    ]
+    warnings: list[str] = []
+    sink = logger.add(lambda m: warnings.append(m.record["message"]), level="WARNING")
+    try:
+        async with Emulator(emulator_config()) as emu:
+            service = services.ours(emu)
+            async with Rig([service]) as rig:
+                await _first_turn(rig)
+                for delta, _ in refused:
+                    await rig.queue(LLMUpdateSettingsFrame(delta=delta))
+                await rig.wait(lambda: rig.count(ErrorFrame, up=True) >= len(refused))
+                # Fixed for the session: warned once each, not applied.
+                for model in ("models/other-model", "models/another-model"):
+                    await rig.queue(LLMUpdateSettingsFrame(delta=Settings(model=model)))
+                await rig.queue(LLMUpdateSettingsFrame(delta=Settings(language="fr-FR")))
+                # A good update still moves the session to its setup, which answers.
+                await rig.queue(LLMUpdateSettingsFrame(delta=Settings(temperature=0.3)))
+                await rig.wait(lambda: rig.count(SessionMovedFrame) >= 1)
+                await rig.queue(InputTextRawFrame("hello there"))
+                await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 2)
+            session = _only(emu)
+    finally:
+        logger.remove(sink)
+    errors = rig.of(ErrorFrame, up=True)
+    assert [e.fatal for e in errors] == [False] * len(refused)
+    for error, (_, text) in zip(errors, refused, strict=True):
+        assert "settings update refused, the session keeps its setup" in error.error
+        assert text in error.error, error.error
+    assert rig.of(SessionLostFrame) == []
+    assert sum("model=" in w and "not applied" in w for w in warnings) == 1
+    assert sum("language='fr-FR' not applied" in w for w in warnings) == 1
+    assert (service.settings.model, service.settings.language) == (services.MODEL, "en-US")
+    first, second = (c.setup for c in session.connections)
+    assert first is not None and second is not None
+    assert (second.model, second.voice, second.system_instruction) == (
+        first.model,
+        first.voice,
+        first.system_instruction,
+    )
+    assert second.generation == {"max_output_tokens": 4096, "temperature": 0.3}
+    assert [t.connection for t in session.turns.values()] == [0, 1]
+
+
+async def test_cancelling_the_pipeline_while_it_dials_is_no_error() -> None:
+    logged: list[tuple[str, str]] = []
+    sink = logger.add(
+        lambda m: logged.append((m.record["level"].name, m.record["message"])), level="DEBUG"
+    )
+    try:
+        async with Emulator(emulator_config()) as emu:
+            emu.faults.hang_next(1)  # the first dial gets no setupComplete
+            service = services.ours(emu)
+            async with Rig([service]) as rig:
+                await until(lambda: len(emu.ledger.attempts) >= 1)
+                await rig.cancel()
+    finally:
+        logger.remove(sink)
+    assert rig.of(ErrorFrame, up=True) == []
+    assert not [m for level, m in logged if level in ("ERROR", "CRITICAL")]
+    assert any("connecting stopped by the pipeline's end" in m for _, m in logged)
+
+
+async def test_an_instruction_the_service_refuses_on_resume_rebuilds_the_session() -> None:
+    # Some models refuse a resume whose setup changes the instruction (1007): the session is
+    # rebuilt with the new one (its conversation replayed), not lost.
+    async with Emulator(emulator_config(instruction_change="refuse")) as emu:
+        service = services.ours(emu)
+        async with Rig([service]) as rig:
+            await _first_turn(rig)
+            delta = GeminiLiveLLMService.Settings(system_instruction="Be brief.")
+            await rig.queue(LLMUpdateSettingsFrame(delta=delta))
+            await rig.wait(lambda: rig.count(SessionMovedFrame) >= 1)
+            await rig.queue(InputTextRawFrame("hello there"))
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 2)
+        sessions = list(emu.ledger.sessions.values())
+    (moved,) = rig.of(SessionMovedFrame)
+    assert (moved.report.reason, moved.report.outcome) == (MoveReason.CONFIG, MoveOutcome.REBUILT)
+    assert rig.of(SessionLostFrame) == [] and rig.of(ErrorFrame, up=True) == []
+    _, new = sessions
+    setup = new.connections[-1].setup
+    assert setup is not None and setup.system_instruction == "Be brief."
+    assert [t.user_text for t in new.turns.values()][-1].endswith("hello there")
