@@ -292,6 +292,7 @@ class GeminiLiveTransport:
         self._disconnected = False
         self._connecting = False
         self._realtime_sent = False
+        self._closing: asyncio.Task[None] | None = None
 
         self.on_audio_output: Callable[[bytes], None] | None = None
         self.on_tool_call: Callable[[Sequence[ToolCall]], None] | None = None
@@ -418,9 +419,22 @@ class GeminiLiveTransport:
 
         A move in progress is abandoned (reported as lost); queued messages get
         ``DRAIN_TIMEOUT`` to reach the socket; the open answer ends as disconnected;
-        ``on_close`` reports the close. A dial in flight is abandoned.
+        ``on_close`` reports the close. A dial in flight is abandoned. Cancelling the caller
+        does not stop the close: it completes in a task of its own, within the same bound (a
+        later ``connect`` waits for it).
         """
         self._disconnected = True
+        closing = self._closing
+        if closing is None or closing.done():
+            closing = self._closing = asyncio.get_running_loop().create_task(
+                self._disconnect(), name=f"gemini-live-disconnect-{self._id}"
+            )
+        # The close runs in a task of its own, as websockets closes its sockets: a caller
+        # cancelled half-way (a timeout, a framework tearing down) must not leave a socket
+        # open and its tasks running. The caller's cancellation still propagates.
+        await asyncio.shield(closing)
+
+    async def _disconnect(self) -> None:
         try:
             async with asyncio.timeout(DISCONNECT_TIMEOUT):
                 await self._close_all()
@@ -517,6 +531,9 @@ class GeminiLiveTransport:
     async def _open_session(self, handle: str | None) -> None:
         """Start a session on one dial (no retries): ``connect``, or ``reconnect`` while not
         connected."""
+        if self._closing is not None and not self._closing.done():
+            # A disconnect still closing (its caller was cancelled): let it finish first.
+            await asyncio.shield(self._closing)
         if handle is None:
             self._history.clear()
             self._s.seeded = ()
