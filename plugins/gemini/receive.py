@@ -16,7 +16,13 @@ from loguru import logger
 
 from realtime_resumption.gemini import wire
 from realtime_resumption.generation import OutputKind
-from realtime_resumption.transport import RealtimeLLMUsage, TransportUsageMetadata
+from realtime_resumption.transport import (
+    RealtimeLLMUsage,
+    ToolCall,
+    TransportError,
+    TransportErrorEvent,
+    TransportUsageMetadata,
+)
 
 if TYPE_CHECKING:
     from realtime_resumption.gemini.connection import _Connection
@@ -137,16 +143,36 @@ class Receiver:
                 "{}: {} tool call(s) of a cancelled answer dropped", s.callbacks, len(event.calls)
             )
             return
+        calls = event.calls
+        if event.without_id and not s.results_without_id:
+            calls = self._unanswerable(event)
+            if not calls:
+                return
         conn = s.current
         assert conn is not None
-        s.tools.calls_issued(event.calls, conn.dial_gen, now)
-        for call in event.calls:
+        s.tools.calls_issued(calls, conn.dial_gen, now)
+        for call in calls:
             s.history.tool_call(call)
         self._rotation.turn_started()
         self._rotation.answered()
-        s.apply(s.tracker.tool_calls(now, [call.id for call in event.calls]))
+        s.apply(s.tracker.tool_calls(now, [call.id for call in calls]))
         s.without_id.update(event.without_id)
-        s.call(s.callbacks.on_tool_call, event.calls)
+        s.call(s.callbacks.on_tool_call, calls)
+
+    def _unanswerable(self, event: wire.ToolCalls) -> tuple[ToolCall, ...]:
+        """Calls without an id on the Gemini API, which refuses a result without one: they
+        cannot be answered, so they are not run (running one would act for nothing, and
+        waiting for its result would hold the answer and every planned move). They are
+        reported through ``on_error`` (recoverable); the rest of the calls go on."""
+        s = self._s
+        names = [call.name for call in event.calls if call.id in event.without_id]
+        logger.warning("{}: tool call(s) without an id not run: {}", s.callbacks, names)
+        error = TransportError(
+            f"Gemini sent {len(names)} tool call(s) without an id ({', '.join(names)}): the "
+            "Gemini API takes no result without one, so they were not run"
+        )
+        s.call(s.callbacks.on_error, TransportErrorEvent(error, recoverable=True))
+        return tuple(call for call in event.calls if call.id not in event.without_id)
 
     def _tool_calls_cancelled(self, event: wire.ToolCallsCancelled, now: float) -> None:
         s = self._s

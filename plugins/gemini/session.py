@@ -99,6 +99,9 @@ class Session:
         """History the client replayed: a rebuilt session is seeded with it."""
         self.without_id: set[str] = set()
         """Tool calls the provider issued without an id (their result goes without one)."""
+        self.results_without_id = False
+        """The service takes a tool result without an id, matched by name (Vertex AI; the
+        Gemini API refuses one)."""
         self.current: _Connection | None = None
         """The connection the session runs on; None during a gap."""
         self.handle: str | None = None

@@ -6,12 +6,24 @@ odd model audio stays whole samples, and a close reason never shows a secret."""
 from __future__ import annotations
 
 import asyncio
+import datetime
+import json
+from typing import Any
+
+import pytest
 
 from realtime_resumption.emulator import Emulator
-from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.transport import ContentTurn
+from realtime_resumption.gemini import GeminiLiveTransport, messages
+from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.transport import (
+    ContentTurn,
+    GenerationEndReason,
+    MessageTooLargeError,
+    ToolCall,
+    ToolResult,
+)
 
-from .transport_helpers import Recorder, emulator_config, make_transport
+from .transport_helpers import TIME_SCALE, Recorder, emulator_config, make_transport
 
 HELLO = [ContentTurn("user", "hello there")]
 
@@ -52,3 +64,155 @@ async def test_a_cancelled_disconnect_still_closes_everything() -> None:
             await transport.disconnect()
             assert rec.count("on_close") == 1
             assert _transport_tasks(transport) == []
+
+
+# --- tool results checked at the call ---------------------------------------------------------
+
+
+async def _asked_lookup(emu: Emulator, **options: Any) -> tuple[GeminiLiveTransport, Recorder]:
+    transport = make_transport(emu, tools=[{"name": "lookup"}], **options)
+    rec = Recorder(transport)
+    await transport.connect()
+    transport.send_content([ContentTurn("user", "please lookup flights")])
+    await rec.wait_for("on_tool_call")
+    return transport, rec
+
+
+def _call(rec: Recorder) -> ToolCall:
+    ((calls,),) = rec.of("on_tool_call")
+    (call,) = calls
+    assert isinstance(call, ToolCall)
+    return call
+
+
+async def test_a_result_json_cannot_carry_is_refused_at_the_call_and_a_retry_is_sent() -> None:
+    async with Emulator(emulator_config()) as emu:
+        transport, rec = await _asked_lookup(emu)
+        call = _call(rec)
+        for bad in ({"flights": {1, 2}}, {"flights": object()}, {"ratio": float("nan")}):
+            with pytest.raises(TypeError, match="JSON"):
+                transport.send_tool_result(ToolResult(call.id, call.name, bad))
+        assert transport.pending_tool_calls == (call.id,)
+        # What the SDK carries besides JSON goes as the SDK sends it.
+        when = datetime.datetime(2026, 1, 2, 3, 4, 5)
+        transport.send_tool_result(ToolResult(call.id, call.name, {"at": when, "raw": b"\xff"}))
+        await rec.wait_for("on_generation_end")
+        await transport.disconnect()
+    assert rec.ends() == [GenerationEndReason.GENERATION_COMPLETE]
+    assert rec.count("on_error") == 0
+    (session,) = emu.ledger.summary().sessions.values()
+    assert session.stranded_tool_responses == ()
+
+
+# --- oversized messages -----------------------------------------------------------------------
+
+_TOO_BIG = messages.MAX_MESSAGE_BYTES + 1
+
+
+async def test_a_message_larger_than_the_service_takes_is_refused_at_the_call() -> None:
+    async with Emulator(emulator_config()) as emu:
+        transport, rec = await _asked_lookup(emu)
+        call = _call(rec)
+        with pytest.raises(MessageTooLargeError):
+            transport.send_tool_result(ToolResult(call.id, call.name, {"text": "x" * _TOO_BIG}))
+        with pytest.raises(ValueError, match="MiB"):
+            transport.send_content([ContentTurn("user", "x" * _TOO_BIG)])
+        # Escaped on the wire: a control character takes six bytes there.
+        with pytest.raises(ValueError, match="MiB"):
+            transport.send_content([ContentTurn("user", "\x01" * (_TOO_BIG // 6 + 1))])
+        with pytest.raises(ValueError, match="MiB"):
+            transport.send_file(b"\0" * (_TOO_BIG * 3 // 4 + 3), "image/jpeg")
+        assert not transport.send_live_text([ContentTurn("user", "x" * _TOO_BIG)])
+        # The call is still open: a result that fits is sent.
+        transport.send_tool_result(ToolResult(call.id, call.name, {"flights": 2}))
+        await rec.wait_for("on_generation_end")
+        await transport.disconnect()
+    assert rec.ends() == [GenerationEndReason.GENERATION_COMPLETE]
+    assert transport.get_diagnostics().total_sends["content"].refused == 2
+
+
+@pytest.fixture
+def no_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Messages go out whatever their size, as if the bound were above the service's: the
+    emulator refuses frames over 16 MiB (close 1009), as websockets does."""
+    monkeypatch.setattr(messages, "MAX_MESSAGE_BYTES", 64 * 2**20)
+
+
+_REFUSED = 17 * 2**20
+
+
+@pytest.mark.usefixtures("no_bound")
+async def test_a_message_the_service_refuses_as_too_big_is_dropped_not_replayed() -> None:
+    async with Emulator(emulator_config()) as emu:
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        transport.send_content([ContentTurn("user", "x" * _REFUSED)], turn_complete=False)
+        await rec.wait_for("on_error")
+        await rec.wait(lambda r: len(r.moves) == 1)
+        transport.send_content(HELLO)
+        await rec.wait_for("on_generation_end")
+        assert transport.is_connected
+        await transport.disconnect()
+    ((event,),) = rec.of("on_error")
+    assert isinstance(event.error, MessageTooLargeError) and event.recoverable
+    assert "1009" in str(event.error)
+    assert [m.outcome for m in rec.moves] == [MoveOutcome.RESUMED]
+    assert rec.ends() == [GenerationEndReason.GENERATION_COMPLETE]
+    (session,) = emu.ledger.summary().sessions.values()
+    assert session.connections == 2
+
+
+@pytest.mark.usefixtures("no_bound")
+async def test_a_tool_result_refused_as_too_big_ends_its_answer_and_the_call_goes_on(
+    profile: str,
+) -> None:
+    async with Emulator(emulator_config(profile)) as emu:
+        transport, rec = await _asked_lookup(emu)
+        call = _call(rec)
+        transport.send_tool_result(ToolResult(call.id, call.name, {"text": "x" * _REFUSED}))
+        await rec.wait_for("on_error")
+        await rec.wait(lambda r: len(r.moves) == 1)
+        # The close cut the answer: a resumed session does not continue it, so its call is
+        # orphaned (the framework is told) and the model may ask again.
+        assert rec.ends() == [GenerationEndReason.TOOL_CALL_ORPHANED]
+        assert rec.of("on_tool_call_cancel") == [([call.id],)]
+        transport.send_content(HELLO)
+        await rec.wait_for("on_generation_end", 2)
+        await transport.disconnect()
+    ((event,),) = rec.of("on_error")
+    assert isinstance(event.error, MessageTooLargeError) and event.recoverable
+    assert rec.ends()[1] == GenerationEndReason.GENERATION_COMPLETE
+    assert [m.outcome for m in rec.moves] == [MoveOutcome.RESUMED]
+    (session,) = emu.ledger.summary().sessions.values()
+    assert session.connections == 2
+
+
+# --- a tool call without an id ----------------------------------------------------------------
+
+_NO_ID_CALL = json.dumps({"toolCall": {"functionCalls": [{"name": "lookup", "args": {}}]}})
+
+
+async def test_a_call_without_an_id_on_the_gemini_api_blocks_neither_turns_nor_moves() -> None:
+    async with Emulator(emulator_config()) as emu:
+        transport = make_transport(emu, tools=[{"name": "lookup"}])
+        rec = Recorder(transport)
+        await transport.connect()
+        await emu.faults.send_raw(_NO_ID_CALL)
+        await rec.wait_for("on_error")
+        assert transport.pending_tool_calls == ()
+        transport.send_content(HELLO)
+        await rec.wait_for("on_generation_end")
+        # A goAway moves the session at the next resumable point, not at its deadline.
+        started = asyncio.get_running_loop().time()
+        await emu.faults.go_away(60.0, close_at_deadline=False)
+        await rec.wait(lambda r: len(r.moves) == 1)
+        waited = asyncio.get_running_loop().time() - started
+        await transport.disconnect()
+    assert rec.count("on_tool_call") == 0
+    ((event,),) = rec.of("on_error")
+    assert event.recoverable and "without an id" in str(event.error)
+    assert "lookup" in str(event.error)
+    assert rec.ends() == [GenerationEndReason.GENERATION_COMPLETE]
+    assert [m.outcome for m in rec.moves] == [MoveOutcome.RESUMED]
+    assert waited < 60.0 * TIME_SCALE / 2
