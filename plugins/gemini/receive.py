@@ -39,6 +39,10 @@ class Receiver:
         self._translator = wire.Translator()
         self._interrupted = False
         """The server turn in progress was interrupted: user input began a new turn."""
+        self._odd_byte = b""
+        """The last byte of a model audio chunk of odd length: the first half of a PCM16
+        sample whose second half starts the next chunk."""
+        self._audio_from: _Connection | None = None
 
     def message(self, conn: _Connection, message: types.LiveServerMessage) -> None:
         """A message from ``conn``, the current connection."""
@@ -58,8 +62,9 @@ class Receiver:
         tracker = s.tracker
         if isinstance(event, wire.ModelAudio):
             self._model_output(now, "audio")
-            if not tracker.suppressing and not s.quiesced:
-                s.call(s.callbacks.on_audio_output, event.data)
+            pcm = self._whole_samples(event.data)
+            if pcm and not tracker.suppressing and not s.quiesced:
+                s.call(s.callbacks.on_audio_output, pcm)
         elif isinstance(event, wire.Usage):
             self._usage(event)
         elif isinstance(event, wire.OutputTranscript):
@@ -87,6 +92,7 @@ class Receiver:
             s.apply(tracker.generation_complete(now))
         elif isinstance(event, wire.Interrupted):
             self._interrupted = True
+            self._odd_byte = b""
             s.history.interrupted()
             self._rotation.answered()
             s.apply(tracker.interrupted(now))
@@ -111,6 +117,22 @@ class Receiver:
             self._rotation.user_turn()
             s.call(s.callbacks.on_user_speech_stopped)
 
+    def _whole_samples(self, data: bytes) -> bytes:
+        """``data`` as whole PCM16 samples. The service may split a sample between chunks:
+        an odd last byte is carried to the next chunk of the same turn and connection, so
+        the framework never gets half a sample (which would shift every later sample by a
+        byte, turning the answer into noise). A byte left over when the turn ends has no
+        other half and is dropped."""
+        conn = self._s.current
+        if conn is not self._audio_from:
+            self._audio_from, self._odd_byte = conn, b""
+        if self._odd_byte:
+            data = self._odd_byte + data
+            self._odd_byte = b""
+        if len(data) % 2:
+            data, self._odd_byte = data[:-1], data[-1:]
+        return data
+
     def _model_output(self, now: float, kind: OutputKind) -> None:
         s = self._s
         s.apply(s.tracker.model_output(now, kind))
@@ -123,6 +145,7 @@ class Receiver:
 
     def _turn_complete(self, now: float) -> None:
         s = self._s
+        self._odd_byte = b""
         busy = s.tools.busy
         s.history.turn_complete()
         s.input.outbox.turn_completed()

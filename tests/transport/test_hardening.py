@@ -6,6 +6,7 @@ odd model audio stays whole samples, and a close reason never shows a secret."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime
 import json
 from typing import Any
@@ -216,3 +217,34 @@ async def test_a_call_without_an_id_on_the_gemini_api_blocks_neither_turns_nor_m
     assert rec.ends() == [GenerationEndReason.GENERATION_COMPLETE]
     assert [m.outcome for m in rec.moves] == [MoveOutcome.RESUMED]
     assert waited < 60.0 * TIME_SCALE / 2
+
+
+# --- odd model audio --------------------------------------------------------------------------
+
+
+def _audio_frame(data: bytes) -> str:
+    part = {"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": base64.b64encode(data)}}
+    return json.dumps(
+        {"serverContent": {"modelTurn": {"parts": [part]}}},
+        default=lambda raw: raw.decode("ascii"),
+    )
+
+
+async def test_model_audio_reaches_the_framework_as_whole_samples() -> None:
+    async with Emulator(emulator_config()) as emu:
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        # A sample split between chunks, then a lone byte the turn leaves without its half.
+        for chunk in (b"\1\2\3", b"\4\5\6", b"\7\x08", b"\x09"):
+            await emu.faults.send_raw(_audio_frame(chunk))
+        await emu.faults.send_raw(json.dumps({"serverContent": {"turnComplete": True}}))
+        await rec.wait_for("on_turn_complete")
+        # The next turn starts on a sample boundary again.
+        await emu.faults.send_raw(_audio_frame(b"\x0a\x0b\x0c"))
+        await emu.faults.send_raw(json.dumps({"serverContent": {"turnComplete": True}}))
+        await rec.wait_for("on_turn_complete", 2)
+        await transport.disconnect()
+    delivered = [pcm for (pcm,) in rec.of("on_audio_output")]
+    assert delivered == [b"\1\2", b"\3\4\5\6", b"\7\x08", b"\x0a\x0b"]
+    assert rec.count("on_first_audio_chunk") == 2
