@@ -9,6 +9,7 @@ import asyncio
 import base64
 import datetime
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -24,7 +25,7 @@ from realtime_resumption.transport import (
     ToolResult,
 )
 
-from .transport_helpers import TIME_SCALE, Recorder, emulator_config, make_transport
+from .transport_helpers import MODEL, TIME_SCALE, Recorder, emulator_config, make_transport
 
 HELLO = [ContentTurn("user", "hello there")]
 
@@ -248,3 +249,31 @@ async def test_model_audio_reaches_the_framework_as_whole_samples() -> None:
     delivered = [pcm for (pcm,) in rec.of("on_audio_output")]
     assert delivered == [b"\1\2", b"\3\4\5\6", b"\7\x08", b"\x0a\x0b"]
     assert rec.count("on_first_audio_chunk") == 2
+
+
+# --- secrets in websockets' own DEBUG lines ---------------------------------------------------
+
+
+async def test_websockets_debug_lines_never_show_a_handle_or_key(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    key = "AIzaSy-not-a-real-key-0123456789"
+    caplog.set_level(logging.DEBUG, logger="websockets.client")
+    async with Emulator(emulator_config()) as emu:
+        transport = GeminiLiveTransport(api_key=key, http_options=emu.http_options(), model=MODEL)
+        rec = Recorder(transport)
+        await transport.connect()
+        await rec.wait_for("on_resumption_update")
+        handle = transport.resumption_handle
+        assert handle is not None
+        # A server that echoes what it was given in its close reason.
+        await emu.faults.close(1008, f"bad {handle} for {key}")
+        await rec.wait(lambda r: len(r.moves) == 1)
+        await transport.disconnect()
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("websockets")]
+    for line in lines:
+        # A redacted value shows its first four characters, nothing after them.
+        for value in (handle, key):
+            assert value[4:12] not in line and value[-8:] not in line, line
+    assert any(line.startswith("< CLOSE 1008 (policy violation) bad ") for line in lines)
+    assert any("withheld: it holds a resumption handle" in line for line in lines)
