@@ -46,6 +46,23 @@ def test_normal_answer_opens_once_and_ends_after_the_grace_window() -> None:
     assert t.next_deadline is None
 
 
+def test_without_functions_an_answer_ends_with_its_turn() -> None:
+    t = GenerationTracker()
+    t.model_output(0.0, "audio")
+    assert t.turn_complete(0.2, tool_call_may_follow=False) == [
+        TurnCompleted(1),
+        GenerationEnded("gen_1", Reason.GENERATION_COMPLETE),
+    ]
+    assert t.generation_id is None and t.next_deadline is None
+    # A pending call still holds the answer, whatever the setup says.
+    t.model_output(1.0, "audio")
+    t.tool_calls(1.1, ["fc-1"])
+    assert t.turn_complete(1.2, tools_pending=True, tool_call_may_follow=False) == [
+        TurnCompleted(2)
+    ]
+    assert t.generation_id == "gen_2"
+
+
 def test_first_audio_fires_once_per_generation() -> None:
     t = GenerationTracker(tool_call_grace=0.0)
     first = [e for e in t.model_output(0, "audio") + t.model_output(0, "audio")]

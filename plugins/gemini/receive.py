@@ -151,7 +151,11 @@ class Receiver:
         s.input.outbox.turn_completed()
         s.user_turn.clear()
         self._rotation.answered()
-        s.apply(s.tracker.turn_complete(now, tools_pending=busy))
+        s.apply(
+            s.tracker.turn_complete(
+                now, tools_pending=busy, tool_call_may_follow=s.tool_calls_possible
+            )
+        )
         interrupted, self._interrupted = self._interrupted, False
         # An interrupted turn ends because the user began another: that one is in progress,
         # and the handle that follows is no place to move.

@@ -115,6 +115,9 @@ class Session:
         """Whether the model's output on the current connection shows it took in the tool
         results written before it: no function its setup declared lets the model talk on
         while it runs (``gemini.outbox``, *Answered*)."""
+        self.tool_calls_possible = True
+        """The current connection's setup declares functions: a tool call may still finish
+        an answer after the provider's turnComplete (``GenerationTracker``'s grace)."""
         self.gate = InputGate.OPEN
         self._credential_expired = credential_expired
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -198,6 +201,7 @@ class Session:
         self.input.new_connection()
         self.setup_stale = dialled_with != self.options
         self.answers_prove_input = dialled_with.blocking_functions_only
+        self.tool_calls_possible = dialled_with.declares_functions
         conn.start()
         if expires_at is not None:
             self._expiry = asyncio.get_running_loop().call_later(

@@ -16,6 +16,7 @@ import pytest
 
 from realtime_resumption.emulator import Emulator
 from realtime_resumption.gemini import GeminiLiveTransport, messages
+from realtime_resumption.generation import TOOL_CALL_GRACE
 from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.transport import (
     ContentTurn,
@@ -277,3 +278,43 @@ async def test_websockets_debug_lines_never_show_a_handle_or_key(
             assert value[4:12] not in line and value[-8:] not in line, line
     assert any(line.startswith("< CLOSE 1008 (policy violation) bad ") for line in lines)
     assert any("withheld: it holds a resumption handle" in line for line in lines)
+
+
+# --- the answer's end -------------------------------------------------------------------------
+
+
+async def _answer_end_delays(emu: Emulator, **options: Any) -> tuple[float, float]:
+    """Seconds from the answer's last audio to ``on_turn_complete`` and to
+    ``on_generation_end``, on the event loop's clock."""
+    transport = make_transport(emu, tool_call_grace=TOOL_CALL_GRACE, **options)
+    rec = Recorder(transport)
+    clock = asyncio.get_running_loop().time
+    at: dict[str, float] = {}
+    for name in ("on_audio_output", "on_turn_complete", "on_generation_end"):
+        recorded = getattr(transport, name)
+
+        def timed(*args: Any, name: str = name, recorded: Any = recorded) -> None:
+            at[name] = clock()
+            recorded(*args)
+
+        setattr(transport, name, timed)
+    await transport.connect()
+    transport.send_content(HELLO)
+    await rec.wait_for("on_generation_end")
+    await transport.disconnect()
+    rec.assert_paired()
+    last_audio = at["on_audio_output"]
+    return at["on_turn_complete"] - last_audio, at["on_generation_end"] - last_audio
+
+
+async def test_an_answer_ends_at_turn_complete_when_no_tool_call_can_follow() -> None:
+    async with Emulator(emulator_config()) as emu:
+        turn_complete, end = await _answer_end_delays(emu)
+        # With a function declared, a tool call may still finish the answer: the generation
+        # waits the grace window, the turn's end is reported at once.
+        tools_turn_complete, tools_end = await _answer_end_delays(emu, tools=[{"name": "lookup"}])
+    # Both come from the one turnComplete message, a few microseconds apart.
+    assert abs(end - turn_complete) < 0.01
+    assert turn_complete < TOOL_CALL_GRACE / 3
+    assert tools_turn_complete < TOOL_CALL_GRACE / 3
+    assert tools_end >= tools_turn_complete + TOOL_CALL_GRACE
