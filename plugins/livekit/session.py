@@ -571,6 +571,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             self._speech_started()
 
     def _turn_complete(self, server_turn_id: int | None) -> None:
+        self._streams.turn_complete()
         if self._streams.current is None and self._utterance is not None:
             if self._utterance.answered:
                 self._finish_utterance()
