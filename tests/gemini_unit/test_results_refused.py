@@ -23,7 +23,11 @@ def test_a_result_refused_before_its_write_reopens_its_call() -> None:
 
 
 def test_a_result_refused_after_its_write_reopens_its_call() -> None:
-    tracker = _tracker_with_call()
+    tracker = ToolCallTracker()
+    tracker.connected(1, resumed_from=None)
+    # A handle from before the call keeps it tracked after its result's write.
+    tracker.handle_recorded("h-1", 1)
+    tracker.calls_issued([ToolCall("c1", "lookup", {})], 1, 0.0)
     tracker.result_submitted("c1")
     tracker.result_sent("c1")
     tracker.result_refused("c1")
