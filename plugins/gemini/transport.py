@@ -776,7 +776,8 @@ class GeminiLiveTransport:
         (``TypeError``; bytes and datetimes are sent as the SDK sends them) and one larger
         than the service takes (``MessageTooLargeError``, a ``ValueError``). The call stays
         open until a result of it reached the socket: after any of these errors, or a result
-        the service refused, a new result for the same call is sent.
+        the SDK refused at the write, a new result for the same call is sent. (One the service
+        refuses as too big closes the connection: the answer is cut, its calls orphaned.)
         """
         result = validation.tool_result(result)
         plain, size = validation.tool_response(result.response)
@@ -1033,17 +1034,17 @@ class GeminiLiveTransport:
         one written to it is dropped (never replayed, or a resumed session would refuse it
         again and again), its tool calls take a new result, and the caller is told."""
         self._results_refused((message,))
+        mib = message.wire_size / 2**20
         logger.warning(
             "{}: {} refused a {} message of {:.1f} MiB as too big; it is dropped",
             self,
             conn.attempt_id,
             message.kind,
-            message.wire_size / 2**20,
+            mib,
         )
         error = MessageTooLargeError(
-            f"Gemini Live refused a {message.kind} message of "
-            f"{message.wire_size / 2**20:.1f} MiB as too big (close 1009): it was dropped, "
-            "and the session goes on without it"
+            f"Gemini Live refused a {message.kind} message of {mib:.1f} MiB as too big "
+            "(close 1009): it was dropped, and the session goes on without it"
         )
         self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
 

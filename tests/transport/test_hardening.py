@@ -1,7 +1,8 @@
 """A hostile caller and a hostile server, against the real SDK and the emulator: a cancelled
 disconnect leaves nothing running, an oversized message is refused at the call or dropped
 from the replay, tool results are checked at the call, a call without an id blocks nothing,
-odd model audio stays whole samples, and a close reason never shows a secret."""
+odd model audio stays whole samples, a close reason never shows a secret; and an answer ends
+at turnComplete unless a tool call may still finish it."""
 
 from __future__ import annotations
 
