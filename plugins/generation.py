@@ -12,7 +12,8 @@ effects into callbacks, in order. Time only matters for two bounds, both reporte
 
 - ``tool_call_grace``: after ``turnComplete`` with no tool call pending, the generation stays
   open this long, so a tool call that finishes the same answer joins it. Model output in that
-  window is a new answer. A session that declares no function has no such call to wait for:
+  window is a new answer, and so is anything after the user began a new turn. A session that
+  declares no function has no such call to wait for:
   its answers end at ``turnComplete``. The answer's *output* ends at ``turnComplete`` either
   way (``TurnCompleted``): that is what the frameworks show as the end of speech.
 - ``cancel_bound``: a cancelled generation ends when the provider's turn ends, or after this.
@@ -331,6 +332,16 @@ class GenerationTracker:
         return effects
 
     # --- client facts -------------------------------------------------------------------------
+
+    def user_turn(self, now: float) -> list[Effect]:
+        """The user began a new turn (a text turn sent, speech detected). An answer in its
+        grace window is over: a tool call from now on answers the new turn, it does not
+        finish the old answer."""
+        effects = self._expire(now)
+        gen = self._gen
+        if gen is not None and gen.drain_deadline is not None:
+            self._end(GenerationEndReason.GENERATION_COMPLETE, effects)
+        return effects
 
     def cancel(self, now: float) -> list[Effect]:
         """The framework cancelled the answer in flight. Its remaining output is suppressed

@@ -337,3 +337,15 @@ def test_starts_and_ends_pair_exactly_once(steps: list[tuple[str, float]]) -> No
     assert not open_ids
     assert len(ended) == len(set(ended))
     assert turn_ids == sorted(turn_ids)
+
+
+def test_a_new_user_turn_ends_an_answer_in_its_grace_window() -> None:
+    t = GenerationTracker(tool_call_grace=0.5)
+    t.model_output(0.0, "audio")
+    t.turn_complete(0.1)
+    assert t.user_turn(0.2) == [GenerationEnded("gen_1", Reason.GENERATION_COMPLETE)]
+    # A tool call now answers the new turn: a generation of its own.
+    assert t.tool_calls(0.3, ["fc-1"])[0] == GenerationStarted("gen_2")
+    # An answer still producing output, or waiting for its tools, is not ended by it.
+    assert t.user_turn(0.4) == []
+    assert t.generation_id == "gen_2"

@@ -110,6 +110,7 @@ class Receiver:
             if not tracker.suppressing:
                 s.call(s.callbacks.on_grounding_metadata, event.metadata)
         elif isinstance(event, wire.SpeechStarted):
+            s.apply(tracker.user_turn(now))
             self._rotation.turn_started()
             self._rotation.user_turn()
             s.call(s.callbacks.on_speech_started)

@@ -646,6 +646,10 @@ class GeminiLiveTransport:
 
     def _client_turn(self, text: str | None) -> None:
         """The client sent a complete user turn (``text`` when it was text)."""
+        # An answer in its grace window ends here, before anything the new turn brings: its
+        # end is delivered now (deferred, a tool call already on its way could be delivered
+        # first, in a generation opened after this one ended).
+        self._s.apply_and_schedule(self._tracker.user_turn(self._now()))
         if text:
             self._history.user_text(text)
             self._user_turn.text(text)
@@ -688,6 +692,7 @@ class GeminiLiveTransport:
         if self._rotation.switching:
             self._rotation.hold_input()
         self._send(ClientMessage.activity_start())
+        self._s.apply_and_schedule(self._tracker.user_turn(self._now()))
         self._rotation.user_turn()
 
     def send_activity_end(self) -> None:

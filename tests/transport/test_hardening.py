@@ -27,7 +27,14 @@ from realtime_resumption.transport import (
     ToolResult,
 )
 
-from .transport_helpers import MODEL, TIME_SCALE, Recorder, emulator_config, make_transport
+from .transport_helpers import (
+    MODEL,
+    TIME_SCALE,
+    Recorder,
+    ScriptedServer,
+    emulator_config,
+    make_transport,
+)
 
 HELLO = [ContentTurn("user", "hello there")]
 
@@ -319,3 +326,28 @@ async def test_an_answer_ends_at_turn_complete_when_no_tool_call_can_follow() ->
     assert turn_complete < TOOL_CALL_GRACE / 3
     assert tools_turn_complete < TOOL_CALL_GRACE / 3
     assert tools_end >= tools_turn_complete + TOOL_CALL_GRACE
+
+
+async def test_a_tool_call_after_a_new_question_is_not_the_old_answers(
+    scripted: ScriptedServer,
+) -> None:
+    transport = GeminiLiveTransport(
+        api_key="k",
+        model=MODEL,
+        http_options=scripted.http_options(),
+        tools=[{"name": "lookup"}],
+    )
+    rec = Recorder(transport)
+    await transport.connect()
+    audio = _audio_frame(b"\1\2")
+    await scripted.send_raw(audio)
+    await scripted.send({"serverContent": {"turnComplete": True}})
+    await rec.wait_for("on_turn_complete")
+    # The user asks again within the grace window: the first answer is over at once.
+    transport.send_content([ContentTurn("user", "please lookup flights")])
+    assert rec.of("on_generation_end") == [("gen_1", GenerationEndReason.GENERATION_COMPLETE)]
+    await scripted.send({"toolCall": {"functionCalls": [{"id": "fc-1", "name": "lookup"}]}})
+    await rec.wait_for("on_tool_call")
+    await transport.disconnect()
+    assert [args[0] for args in rec.of("on_generation_start")] == ["gen_1", "gen_2"]
+    rec.assert_paired()
