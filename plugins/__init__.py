@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         GenerationEndReason,
         GenerationSettings,
         LLMTransport,
+        MessageTooLargeError,
         NotConnectedError,
         ReconnectState,
         ReplayItem,
@@ -90,6 +91,7 @@ _EXPORTS: Final[dict[str, str]] = {
     # errors
     "TransportError": "realtime_resumption.transport",
     "NotConnectedError": "realtime_resumption.transport",
+    "MessageTooLargeError": "realtime_resumption.transport",
     "SendQueueFullError": "realtime_resumption.transport",
     "UnknownToolCallError": "realtime_resumption.transport",
     "ToolCallOrphanedError": "realtime_resumption.transport",
@@ -120,6 +122,7 @@ __all__ = [
     "HandleKind",
     "HistoryLimits",
     "LLMTransport",
+    "MessageTooLargeError",
     "MoveOutcome",
     "MoveReason",
     "MoveReport",

@@ -12,7 +12,10 @@ effects into callbacks, in order. Time only matters for two bounds, both reporte
 
 - ``tool_call_grace``: after ``turnComplete`` with no tool call pending, the generation stays
   open this long, so a tool call that finishes the same answer joins it. Model output in that
-  window is a new answer.
+  window is a new answer, and so is anything after the user began a new turn. A session that
+  declares no function has no such call to wait for:
+  its answers end at ``turnComplete``. The answer's *output* ends at ``turnComplete`` either
+  way (``TurnCompleted``): that is what the frameworks show as the end of speech.
 - ``cancel_bound``: a cancelled generation ends when the provider's turn ends, or after this.
 
 The state belongs to the session, not to a connection: the transport only reports
@@ -291,18 +294,25 @@ class GenerationTracker:
             effects.append(TurnInterrupted(turn))
         return effects
 
-    def turn_complete(self, now: float, *, tools_pending: bool = False) -> list[Effect]:
+    def turn_complete(
+        self, now: float, *, tools_pending: bool = False, tool_call_may_follow: bool = True
+    ) -> list[Effect]:
         """The provider's turn completed. With ``tools_pending`` (a tool call still waits for
-        its result, or its result for the socket) the answer continues after the results."""
+        its result, or its result for the socket) the answer continues after the results.
+        Otherwise it ends after the grace window, or at once when no tool call can follow
+        (``tool_call_may_follow`` False: the session declares no function)."""
         effects = self._expire(now)
         self._text_done(effects)
         gen = self._gen
+        finished = False
         if gen is not None:
             self._finish_reasoning(now, gen, effects)
             if gen.cancelled:
                 self._end(GenerationEndReason.CANCELLED, effects)
             elif tools_pending:
                 gen.awaiting_tools = True
+            elif not tool_call_may_follow:
+                finished = True  # after the turn's completion, as at the grace window's end
             elif gen.drain_deadline is None:
                 gen.drain_deadline = now + self._grace
         self._suppress = False
@@ -317,9 +327,21 @@ class GenerationTracker:
         self._turn_text = False
         self._turn_text_done = False
         effects.append(TurnCompleted(turn))
+        if finished:
+            self._end(GenerationEndReason.GENERATION_COMPLETE, effects)
         return effects
 
     # --- client facts -------------------------------------------------------------------------
+
+    def user_turn(self, now: float) -> list[Effect]:
+        """The user began a new turn (a text turn sent, speech detected). An answer in its
+        grace window is over: a tool call from now on answers the new turn, it does not
+        finish the old answer."""
+        effects = self._expire(now)
+        gen = self._gen
+        if gen is not None and gen.drain_deadline is not None:
+            self._end(GenerationEndReason.GENERATION_COMPLETE, effects)
+        return effects
 
     def cancel(self, now: float) -> list[Effect]:
         """The framework cancelled the answer in flight. Its remaining output is suppressed

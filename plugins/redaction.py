@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Final
 
+from websockets.frames import Close, Frame, Opcode
+
 _SHOWN = 4
 
 SECRET_HEADERS: Final = frozenset({"x-goog-api-key", "authorization"})
@@ -48,27 +50,51 @@ def secret(value: str) -> Secret:
 
 
 class SecretHeaderFilter(logging.Filter):
-    """Redacts credential headers in websockets' DEBUG handshake lines (``> name: value``)."""
+    """Keeps secrets out of websockets' DEBUG lines: the credential headers of the handshake
+    (``> name: value``), the reason of a close frame (``< CLOSE 1011 (internal error)
+    reason``: a server may echo a handle or a key there), and data frames that hold a
+    resumption handle (their preview shows the head and the tail of the JSON, where a handle
+    may sit). The transport's own lines show close reasons with its secrets redacted."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
+        if not isinstance(args, tuple):
+            return True
         if (
-            isinstance(args, tuple)
-            and len(args) == 2
+            len(args) == 2
             and record.msg in ("> %s: %s", "< %s: %s")
             and str(args[0]).lower() in SECRET_HEADERS
         ):
             record.args = (args[0], redact(str(args[1])))
+        elif len(args) == 1 and record.msg in ("> %s", "< %s") and isinstance(args[0], Frame):
+            record.args = (_frame_line(args[0]),)
         return True
+
+
+def _frame_line(frame: Frame) -> str | Frame:
+    """What websockets' DEBUG line shows of ``frame``: the frame itself unless it may hold a
+    secret."""
+    if frame.opcode is Opcode.CLOSE:
+        try:
+            close = Close.parse(frame.data)
+        except Exception:
+            return f"CLOSE [{len(frame.data)} bytes]"
+        reason = f" {redact(close.reason)}" if close.reason else ""
+        return f"CLOSE {Close(close.code, '')}{reason} [{len(frame.data)} bytes]"
+    if frame.opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT) and b"andle" in frame.data:
+        size = len(frame.data)
+        return f"{frame.opcode.name} <withheld: it holds a resumption handle> [{size} bytes]"
+    return frame
 
 
 _HEADER_FILTER: Final = SecretHeaderFilter()
 
 
 def filter_websockets_headers() -> None:
-    """Keep credentials out of websockets' DEBUG logging (its handshake lines print every
-    header, ``x-goog-api-key`` and ``Authorization`` included). Idempotent; the transport
-    calls it when it is made."""
+    """Keep secrets out of websockets' DEBUG logging: its handshake lines print every header
+    (``x-goog-api-key`` and ``Authorization`` included), its frame lines print close reasons
+    and the ends of data frames (see ``SecretHeaderFilter``). Idempotent; the transport calls
+    it when it is made."""
     for name in WEBSOCKETS_LOGGERS:
         websockets_logger = logging.getLogger(name)
         if _HEADER_FILTER not in websockets_logger.filters:

@@ -546,6 +546,14 @@ class SendQueueFullError(TransportError):
     """The connection's outgoing queue is full: the socket has stopped taking data."""
 
 
+class MessageTooLargeError(TransportError, ValueError):
+    """A client message is larger than the service takes. Raised at the call for a message
+    over the transport's bound (``realtime_resumption.gemini.messages.MAX_MESSAGE_BYTES``);
+    reported through ``on_error`` (recoverable) when the service refused one anyway (close
+    1009): that message is dropped, never replayed, and the session goes on without it (a
+    tool call it answered waits for a smaller result)."""
+
+
 class UnknownToolCallError(TransportError, ValueError):
     """A tool result names a call id this session never issued; sending it would strand the
     model."""

@@ -46,6 +46,23 @@ def test_normal_answer_opens_once_and_ends_after_the_grace_window() -> None:
     assert t.next_deadline is None
 
 
+def test_without_functions_an_answer_ends_with_its_turn() -> None:
+    t = GenerationTracker()
+    t.model_output(0.0, "audio")
+    assert t.turn_complete(0.2, tool_call_may_follow=False) == [
+        TurnCompleted(1),
+        GenerationEnded("gen_1", Reason.GENERATION_COMPLETE),
+    ]
+    assert t.generation_id is None and t.next_deadline is None
+    # A pending call still holds the answer, whatever the setup says.
+    t.model_output(1.0, "audio")
+    t.tool_calls(1.1, ["fc-1"])
+    assert t.turn_complete(1.2, tools_pending=True, tool_call_may_follow=False) == [
+        TurnCompleted(2)
+    ]
+    assert t.generation_id == "gen_2"
+
+
 def test_first_audio_fires_once_per_generation() -> None:
     t = GenerationTracker(tool_call_grace=0.0)
     first = [e for e in t.model_output(0, "audio") + t.model_output(0, "audio")]
@@ -320,3 +337,15 @@ def test_starts_and_ends_pair_exactly_once(steps: list[tuple[str, float]]) -> No
     assert not open_ids
     assert len(ended) == len(set(ended))
     assert turn_ids == sorted(turn_ids)
+
+
+def test_a_new_user_turn_ends_an_answer_in_its_grace_window() -> None:
+    t = GenerationTracker(tool_call_grace=0.5)
+    t.model_output(0.0, "audio")
+    t.turn_complete(0.1)
+    assert t.user_turn(0.2) == [GenerationEnded("gen_1", Reason.GENERATION_COMPLETE)]
+    # A tool call now answers the new turn: a generation of its own.
+    assert t.tool_calls(0.3, ["fc-1"])[0] == GenerationStarted("gen_2")
+    # An answer still producing output, or waiting for its tools, is not ended by it.
+    assert t.user_turn(0.4) == []
+    assert t.generation_id == "gen_2"

@@ -143,6 +143,11 @@ class LiveOptions:
         _generation_fields(self.generation)  # a bad value fails here, not at the first dial
 
     @cached_property
+    def declares_functions(self) -> bool:
+        """Whether the setup declares a function the model may call (a ``toolCall``)."""
+        return any(tool.function_declarations for tool in self.tools)
+
+    @cached_property
     def blocking_functions_only(self) -> bool:
         """Whether every declared function holds the model until its result comes (none is
         ``behavior=NON_BLOCKING``)."""

@@ -30,6 +30,9 @@ from realtime_resumption.transport import (
 )
 
 _MEDIA: Final = frozenset({MessageKind.AUDIO, MessageKind.VIDEO})
+_LARGE: Final = 64 * 1024
+"""Payload bytes from which a message may be the one a connection refused as too big (1009):
+far above any audio chunk, far below any limit a service sets."""
 
 SEND_KINDS: Final[tuple[SendKind, ...]] = (
     "audio",
@@ -90,6 +93,8 @@ class InputPath:
         self.outbox: Outbox[ClientMessage] = Outbox(limits, audio_level=audio_level)
         self._in_flight: dict[_Connection, Entry[ClientMessage]] = {}
         self._results: dict[str, tuple[Entry[ClientMessage], ToolResult]] = {}
+        self._largest: dict[_Connection, Entry[ClientMessage]] = {}
+        """The largest message handed to each open connection, from ``_LARGE`` bytes."""
         self._sends = _counters()
         self._total = _counters()
 
@@ -167,6 +172,27 @@ class InputPath:
         held = self._results.pop(call_id, None)
         return held is not None and self.outbox.withdraw(held[0])
 
+    def take_results(self, message: ClientMessage) -> list[ToolResult]:
+        """Forget the tool results ``message`` carried (it was dropped unsent): their calls
+        take a new result."""
+        taken = [
+            (call_id, result)
+            for call_id, (held, result) in self._results.items()
+            if held.message is message
+        ]
+        for call_id, _ in taken:
+            del self._results[call_id]
+        return [result for _, result in taken]
+
+    def connection_closed(self, conn: _Connection, *, too_big: bool) -> ClientMessage | None:
+        """``conn`` closed. With ``too_big`` (close 1009: the service refused a message as too
+        big) the largest message handed to it is dropped from the outbox, so no later
+        connection gets it again, and returned; None when there was none to drop."""
+        largest = self._largest.pop(conn, None)
+        if not too_big or largest is None or not self.outbox.withdraw(largest):
+            return None
+        return largest.message
+
     # --- the writer's side --------------------------------------------------------------------
 
     def feed(self, conn: _Connection | None, now: float, *, media_only: bool = False) -> None:
@@ -190,6 +216,11 @@ class InputPath:
         index = conn.enqueue(entry.message)
         self.outbox.mark_sent(entry, conn.dial_gen, index, now)
         self._in_flight[conn] = entry
+        size = entry.message.size
+        if size >= _LARGE:
+            largest = self._largest.get(conn)
+            if largest is None or size > largest.message.size:
+                self._largest[conn] = entry
 
     def written(
         self, conn: _Connection, message: ClientMessage, *, current: bool
@@ -250,3 +281,4 @@ class InputPath:
         self.outbox = Outbox(self._limits, audio_level=audio_level)
         self._in_flight.clear()
         self._results.clear()
+        self._largest.clear()

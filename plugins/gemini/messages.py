@@ -18,6 +18,13 @@ from realtime_resumption.transport import ReplayItem, SendKind
 
 INPUT_AUDIO_MIME: Final = "audio/pcm;rate=16000"
 
+MAX_MESSAGE_BYTES: Final = 15 * 2**20
+"""The largest client message the transport sends, as JSON on the wire (media in base64).
+Google documents no limit for Live client messages; the live service closed connections with
+1009 (message too big) on 17-20 MB tool results, and the bundled emulator refuses frames over
+16 MiB as websockets does. A larger message is refused at the call (``MessageTooLargeError``,
+a ``ValueError``); one the service refuses anyway is dropped, not replayed."""
+
 
 @dataclass(frozen=True, slots=True)
 class Media:
@@ -52,7 +59,7 @@ class ClientMessage:
     kind: SendKind
     payload: Payload
     size: int
-    """Payload bytes, for the counters: media raw, text as UTF-8."""
+    """Payload bytes, for the counters: media raw, text as UTF-8, tool results as JSON."""
 
     @staticmethod
     def audio(pcm: bytes) -> ClientMessage:
@@ -84,9 +91,32 @@ class ClientMessage:
         return ClientMessage("content", Content(turns, turn_complete), size)
 
     @staticmethod
-    def tool_response(responses: tuple[types.FunctionResponse, ...]) -> ClientMessage:
-        """Answers to tool calls."""
-        return ClientMessage("tool_response", ToolResponse(responses), 0)
+    def tool_response(
+        responses: tuple[types.FunctionResponse, ...], size: int = 0
+    ) -> ClientMessage:
+        """Answers to tool calls; ``size``: their JSON bytes."""
+        return ClientMessage("tool_response", ToolResponse(responses), size)
+
+    @property
+    def wire_size(self) -> int:
+        """About how many bytes the message takes as JSON on the wire: media in base64, text
+        escaped as the SDK's ``json.dumps`` escapes it (the envelope not counted)."""
+        payload = self.payload
+        if isinstance(payload, Media):
+            return _base64_size(len(payload.data))
+        if isinstance(payload, str):
+            return len(json.dumps(payload))
+        if isinstance(payload, Content):
+            return sum(
+                len(json.dumps(part.text))
+                if part.text
+                else _base64_size(len(part.inline_data.data or b""))
+                if part.inline_data
+                else 0
+                for turn in payload.turns
+                for part in turn.parts or ()
+            )
+        return self.size
 
     @staticmethod
     def audio_stream_end() -> ClientMessage:
@@ -126,6 +156,10 @@ def _replay_content(item: ReplayItem) -> types.Content:
     if item.text is None:
         raise ValueError("a replay item needs text, a tool call or a tool result")
     return types.Content(role=item.role, parts=[types.Part(text=item.text)])
+
+
+def _base64_size(n: int) -> int:
+    return (n + 2) // 3 * 4
 
 
 def _json(value: object) -> str:

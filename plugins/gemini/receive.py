@@ -16,7 +16,13 @@ from loguru import logger
 
 from realtime_resumption.gemini import wire
 from realtime_resumption.generation import OutputKind
-from realtime_resumption.transport import RealtimeLLMUsage, TransportUsageMetadata
+from realtime_resumption.transport import (
+    RealtimeLLMUsage,
+    ToolCall,
+    TransportError,
+    TransportErrorEvent,
+    TransportUsageMetadata,
+)
 
 if TYPE_CHECKING:
     from realtime_resumption.gemini.connection import _Connection
@@ -33,6 +39,10 @@ class Receiver:
         self._translator = wire.Translator()
         self._interrupted = False
         """The server turn in progress was interrupted: user input began a new turn."""
+        self._odd_byte = b""
+        """The last byte of a model audio chunk of odd length: the first half of a PCM16
+        sample whose second half starts the next chunk."""
+        self._audio_from: _Connection | None = None
 
     def message(self, conn: _Connection, message: types.LiveServerMessage) -> None:
         """A message from ``conn``, the current connection."""
@@ -52,8 +62,9 @@ class Receiver:
         tracker = s.tracker
         if isinstance(event, wire.ModelAudio):
             self._model_output(now, "audio")
-            if not tracker.suppressing and not s.quiesced:
-                s.call(s.callbacks.on_audio_output, event.data)
+            pcm = self._whole_samples(event.data)
+            if pcm and not tracker.suppressing and not s.quiesced:
+                s.call(s.callbacks.on_audio_output, pcm)
         elif isinstance(event, wire.Usage):
             self._usage(event)
         elif isinstance(event, wire.OutputTranscript):
@@ -81,6 +92,7 @@ class Receiver:
             s.apply(tracker.generation_complete(now))
         elif isinstance(event, wire.Interrupted):
             self._interrupted = True
+            self._odd_byte = b""
             s.history.interrupted()
             self._rotation.answered()
             s.apply(tracker.interrupted(now))
@@ -98,12 +110,29 @@ class Receiver:
             if not tracker.suppressing:
                 s.call(s.callbacks.on_grounding_metadata, event.metadata)
         elif isinstance(event, wire.SpeechStarted):
+            s.apply(tracker.user_turn(now))
             self._rotation.turn_started()
             self._rotation.user_turn()
             s.call(s.callbacks.on_speech_started)
         elif isinstance(event, wire.SpeechStopped):
             self._rotation.user_turn()
             s.call(s.callbacks.on_user_speech_stopped)
+
+    def _whole_samples(self, data: bytes) -> bytes:
+        """``data`` as whole PCM16 samples. The service may split a sample between chunks:
+        an odd last byte is carried to the next chunk of the same turn and connection, so
+        the framework never gets half a sample (which would shift every later sample by a
+        byte, turning the answer into noise). A byte left over when the turn ends has no
+        other half and is dropped."""
+        conn = self._s.current
+        if conn is not self._audio_from:
+            self._audio_from, self._odd_byte = conn, b""
+        if self._odd_byte:
+            data = self._odd_byte + data
+            self._odd_byte = b""
+        if len(data) % 2:
+            data, self._odd_byte = data[:-1], data[-1:]
+        return data
 
     def _model_output(self, now: float, kind: OutputKind) -> None:
         s = self._s
@@ -117,12 +146,17 @@ class Receiver:
 
     def _turn_complete(self, now: float) -> None:
         s = self._s
+        self._odd_byte = b""
         busy = s.tools.busy
         s.history.turn_complete()
         s.input.outbox.turn_completed()
         s.user_turn.clear()
         self._rotation.answered()
-        s.apply(s.tracker.turn_complete(now, tools_pending=busy))
+        s.apply(
+            s.tracker.turn_complete(
+                now, tools_pending=busy, tool_call_may_follow=s.tool_calls_possible
+            )
+        )
         interrupted, self._interrupted = self._interrupted, False
         # An interrupted turn ends because the user began another: that one is in progress,
         # and the handle that follows is no place to move.
@@ -137,16 +171,36 @@ class Receiver:
                 "{}: {} tool call(s) of a cancelled answer dropped", s.callbacks, len(event.calls)
             )
             return
+        calls = event.calls
+        if event.without_id and not s.results_without_id:
+            calls = self._unanswerable(event)
+            if not calls:
+                return
         conn = s.current
         assert conn is not None
-        s.tools.calls_issued(event.calls, conn.dial_gen, now)
-        for call in event.calls:
+        s.tools.calls_issued(calls, conn.dial_gen, now)
+        for call in calls:
             s.history.tool_call(call)
         self._rotation.turn_started()
         self._rotation.answered()
-        s.apply(s.tracker.tool_calls(now, [call.id for call in event.calls]))
+        s.apply(s.tracker.tool_calls(now, [call.id for call in calls]))
         s.without_id.update(event.without_id)
-        s.call(s.callbacks.on_tool_call, event.calls)
+        s.call(s.callbacks.on_tool_call, calls)
+
+    def _unanswerable(self, event: wire.ToolCalls) -> tuple[ToolCall, ...]:
+        """Calls without an id on the Gemini API, which refuses a result without one: they
+        cannot be answered, so they are not run (running one would act for nothing, and
+        waiting for its result would hold the answer and every planned move). They are
+        reported through ``on_error`` (recoverable); the rest of the calls go on."""
+        s = self._s
+        names = [call.name for call in event.calls if call.id in event.without_id]
+        logger.warning("{}: tool call(s) without an id not run: {}", s.callbacks, names)
+        error = TransportError(
+            f"Gemini sent {len(names)} tool call(s) without an id ({', '.join(names)}): the "
+            "Gemini API takes no result without one, so they were not run"
+        )
+        s.call(s.callbacks.on_error, TransportErrorEvent(error, recoverable=True))
+        return tuple(call for call in event.calls if call.id not in event.without_id)
 
     def _tool_calls_cancelled(self, event: wire.ToolCallsCancelled, now: float) -> None:
         s = self._s

@@ -99,6 +99,9 @@ class Session:
         """History the client replayed: a rebuilt session is seeded with it."""
         self.without_id: set[str] = set()
         """Tool calls the provider issued without an id (their result goes without one)."""
+        self.results_without_id = False
+        """The service takes a tool result without an id, matched by name (Vertex AI; the
+        Gemini API refuses one)."""
         self.current: _Connection | None = None
         """The connection the session runs on; None during a gap."""
         self.handle: str | None = None
@@ -112,6 +115,9 @@ class Session:
         """Whether the model's output on the current connection shows it took in the tool
         results written before it: no function its setup declared lets the model talk on
         while it runs (``gemini.outbox``, *Answered*)."""
+        self.tool_calls_possible = True
+        """The current connection's setup declares functions: a tool call may still finish
+        an answer after the provider's turnComplete (``GenerationTracker``'s grace)."""
         self.gate = InputGate.OPEN
         self._credential_expired = credential_expired
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -195,6 +201,7 @@ class Session:
         self.input.new_connection()
         self.setup_stale = dialled_with != self.options
         self.answers_prove_input = dialled_with.blocking_functions_only
+        self.tool_calls_possible = dialled_with.declares_functions
         conn.start()
         if expires_at is not None:
             self._expiry = asyncio.get_running_loop().call_later(

@@ -203,6 +203,13 @@ class ToolCallTracker:
         self._calls[call_id] = replace(call, state=CallState.RESULT_UNSENT)
         return ResultVerdict.SEND
 
+    def result_refused(self, call_id: str) -> None:
+        """The accepted result of ``call_id`` was dropped (the SDK refused it, or the service
+        refused it as too big): the call waits for a result again, and a new one is sent."""
+        call = self._calls.get(call_id)
+        if call is not None and call.state is not CallState.PENDING:
+            self._calls[call_id] = replace(call, state=CallState.PENDING)
+
     def result_sent(self, call_id: str) -> None:
         """The result of ``call_id`` was written to the live connection (again, after a
         replay: repeats change nothing)."""

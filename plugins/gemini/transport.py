@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import itertools
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar, Final, Literal
 
 from google import genai
@@ -28,7 +29,7 @@ from realtime_resumption.gemini.failures import RetryPolicy
 from realtime_resumption.gemini.handover import Handover
 from realtime_resumption.gemini.history import ConversationHistory, HistoryLimits
 from realtime_resumption.gemini.input import InputPath
-from realtime_resumption.gemini.messages import ClientMessage
+from realtime_resumption.gemini.messages import ClientMessage, ToolResponse
 from realtime_resumption.gemini.outbox import OutboxLimits, ReplayScope
 from realtime_resumption.gemini.receive import Receiver
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET, Rotation
@@ -61,6 +62,7 @@ from realtime_resumption.transport import (
     GenerationEndReason,
     GenerationOverrides,
     GenerationSettings,
+    MessageTooLargeError,
     NotConnectedError,
     ProviderEvidenceEvent,
     RealtimeLLMUsage,
@@ -88,6 +90,8 @@ ABORT_TIMEOUT: Final = 5.0
 """Seconds ``abort_incumbent`` gives the incumbent's close before reporting ``forced``."""
 DRAIN_TIMEOUT: Final = 1.0
 """Seconds queued messages get to reach the socket when the transport closes a connection."""
+CLOSE_TOO_BIG: Final = 1009
+"""The WebSocket close code for a message larger than the peer takes."""
 DISCONNECT_TIMEOUT: Final = 10.0
 """Seconds ``disconnect`` takes at most, whatever the connections and the network do."""
 _INSTANCES: Final = itertools.count(1)
@@ -261,6 +265,7 @@ class GeminiLiveTransport:
             credential_expired=self._credential_expired,
         )
         self._without_id = self._s.without_id
+        self._s.results_without_id = vertex
         self._hooks = ConnectionHooks(
             message=self._on_message,
             receive_error=self._on_receive_error,
@@ -299,6 +304,7 @@ class GeminiLiveTransport:
         self._disconnected = False
         self._connecting = False
         self._realtime_sent = False
+        self._closing: asyncio.Task[None] | None = None
 
         self.on_audio_output: Callable[[bytes], None] | None = None
         self.on_tool_call: Callable[[Sequence[ToolCall]], None] | None = None
@@ -425,9 +431,22 @@ class GeminiLiveTransport:
 
         A move in progress is abandoned (reported as lost); queued messages get
         ``DRAIN_TIMEOUT`` to reach the socket; the open answer ends as disconnected;
-        ``on_close`` reports the close. A dial in flight is abandoned.
+        ``on_close`` reports the close. A dial in flight is abandoned. Cancelling the caller
+        does not stop the close: it completes in a task of its own, within the same bound (a
+        later ``connect`` waits for it).
         """
         self._disconnected = True
+        closing = self._closing
+        if closing is None or closing.done():
+            closing = self._closing = asyncio.get_running_loop().create_task(
+                self._disconnect(), name=f"gemini-live-disconnect-{self._id}"
+            )
+        # The close runs in a task of its own, as websockets closes its sockets: a caller
+        # cancelled half-way (a timeout, a framework tearing down) must not leave a socket
+        # open and its tasks running. The caller's cancellation still propagates.
+        await asyncio.shield(closing)
+
+    async def _disconnect(self) -> None:
         try:
             async with asyncio.timeout(DISCONNECT_TIMEOUT):
                 await self._close_all()
@@ -524,6 +543,9 @@ class GeminiLiveTransport:
     async def _open_session(self, handle: str | None) -> None:
         """Start a session on one dial (no retries): ``connect``, or ``reconnect`` while not
         connected."""
+        if self._closing is not None and not self._closing.done():
+            # A disconnect still closing (its caller was cancelled): let it finish first.
+            await asyncio.shield(self._closing)
         if handle is None:
             self._history.clear()
             self._s.seeded = ()
@@ -611,6 +633,10 @@ class GeminiLiveTransport:
                     f"{self} is disconnected" if self._disconnected else f"{self} is not connected"
                 ),
             )
+        try:
+            validation.fits(message, f"a {message.kind} message")
+        except MessageTooLargeError as error:
+            raise self._input.refuse(message.kind, error) from None
         if message.kind not in ("content", "tool_response"):
             self._realtime_sent = True
         now = self._now()
@@ -627,6 +653,10 @@ class GeminiLiveTransport:
 
     def _client_turn(self, text: str | None) -> None:
         """The client sent a complete user turn (``text`` when it was text)."""
+        # An answer in its grace window ends here, before anything the new turn brings: its
+        # end is delivered now (deferred, a tool call already on its way could be delivered
+        # first, in a generation opened after this one ended).
+        self._s.apply_and_schedule(self._tracker.user_turn(self._now()))
         if text:
             self._history.user_text(text)
             self._user_turn.text(text)
@@ -669,6 +699,7 @@ class GeminiLiveTransport:
         if self._rotation.switching:
             self._rotation.hold_input()
         self._send(ClientMessage.activity_start())
+        self._s.apply_and_schedule(self._tracker.user_turn(self._now()))
         self._rotation.user_turn()
 
     def send_activity_end(self) -> None:
@@ -714,6 +745,9 @@ class GeminiLiveTransport:
             text = "\n".join(f"{turn.role}: {turn.text}" for turn in texts)
         try:
             self._send(ClientMessage.text(text))
+        except MessageTooLargeError as error:
+            logger.warning("{}: live text not sent: {}", self, error)
+            return False
         except TransportError as error:
             logger.debug("{}: live text not sent: {}", self, error)
             return False
@@ -750,9 +784,31 @@ class GeminiLiveTransport:
         ``UnknownToolCallError`` for a call this session never issued: sending either would
         strand the model. A result for a call the provider cancelled, or a second result for
         a call, is not sent (logged). Anything but a ``ToolResult`` with str ids and a mapping
-        response raises ``TypeError``/``ValueError``.
+        response raises ``TypeError``/``ValueError``; so does a response JSON cannot carry
+        (``TypeError``; bytes and datetimes are sent as the SDK sends them) and one larger
+        than the service takes (``MessageTooLargeError``, a ``ValueError``). The call stays
+        open until a result of it reached the socket: after any of these errors, or a result
+        the SDK refused at the write, a new result for the same call is sent. (One the service
+        refuses as too big closes the connection: the answer is cut, its calls orphaned.)
         """
         result = validation.tool_result(result)
+        plain, size = validation.tool_response(result.response)
+        result = replace(result, response=plain)
+        message = ClientMessage.tool_response(
+            (
+                types.FunctionResponse(
+                    id=None if result.id in self._without_id else result.id,
+                    name=result.name,
+                    response=plain,
+                    scheduling=_SCHEDULING[result.scheduling] if result.scheduling else None,
+                ),
+            ),
+            size,
+        )
+        try:
+            validation.fits(message, "send_tool_result")
+        except MessageTooLargeError as error:
+            raise self._input.refuse("tool_response", error) from None
         if not self._active:
             raise self._input.refuse("tool_response", NotConnectedError(f"{self} is not connected"))
         verdict = self._tools.result_submitted(result.id)
@@ -769,14 +825,7 @@ class GeminiLiveTransport:
         if verdict is not ResultVerdict.SEND:
             logger.info("{}: result of tool call {} not sent ({})", self, result.id, verdict)
             return
-        response = types.FunctionResponse(
-            id=None if result.id in self._without_id else result.id,
-            name=result.name,
-            response=dict(result.response),
-            scheduling=_SCHEDULING[result.scheduling] if result.scheduling else None,
-        )
-        now = self._now()
-        self._input.submit_result(ClientMessage.tool_response((response,)), result, now)
+        self._input.submit_result(message, result, self._now())
         self._feed()
 
     def trigger_generation(
@@ -946,6 +995,8 @@ class GeminiLiveTransport:
     ) -> None:
         current = conn is self._current
         refused = self._input.failed(conn, messages, error, current=current)
+        if refused:
+            self._results_refused(messages)
         logger.warning(
             "{}: {} message(s) not written on {} ({})",
             self,
@@ -957,8 +1008,22 @@ class GeminiLiveTransport:
             self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
             self._feed()
 
+    def _results_refused(self, messages: Sequence[ClientMessage]) -> None:
+        """These messages were dropped unsent: the tool calls they answered take a new
+        result."""
+        for message in messages:
+            call_ids = {result.id for result in self._input.take_results(message)}
+            if isinstance(message.payload, ToolResponse):
+                # A result refused after its write (1009) is no longer held by id.
+                call_ids.update(r.id for r in message.payload.responses if r.id)
+            for call_id in call_ids:
+                self._tools.result_refused(call_id)
+
     def _on_closed(self, conn: _Connection, code: int | None, reason: str | None) -> None:
         self._dialler.forget(conn)
+        too_big = self._input.connection_closed(conn, too_big=code == CLOSE_TOO_BIG)
+        if too_big is not None and conn not in self._stranded:
+            self._refused_as_too_big(conn, too_big)
         if conn in self._stranded:
             self._stranded.discard(conn)
             self._handover.forget(conn)
@@ -975,6 +1040,25 @@ class GeminiLiveTransport:
         self._handover.release(conn)
         if conn is self._current:
             self._lost(conn, code, reason)
+
+    def _refused_as_too_big(self, conn: _Connection, message: ClientMessage) -> None:
+        """``conn`` closed with 1009: the service refused a message as too big. The largest
+        one written to it is dropped (never replayed, or a resumed session would refuse it
+        again and again), its tool calls take a new result, and the caller is told."""
+        self._results_refused((message,))
+        mib = message.wire_size / 2**20
+        logger.warning(
+            "{}: {} refused a {} message of {:.1f} MiB as too big; it is dropped",
+            self,
+            conn.attempt_id,
+            message.kind,
+            mib,
+        )
+        error = MessageTooLargeError(
+            f"Gemini Live refused a {message.kind} message of {mib:.1f} MiB as too big "
+            "(close 1009): it was dropped, and the session goes on without it"
+        )
+        self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
 
     def _lost(self, conn: _Connection, code: int | None, reason: str | None) -> None:
         """The session's connection closed without the transport asking."""

@@ -8,13 +8,25 @@ send never reaches the outbox, the counters or a connection.
 
 from __future__ import annotations
 
+import base64
+import datetime
+import json
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
-from realtime_resumption.transport import ContentTurn, ReplayItem, ToolResult
+from realtime_resumption.gemini import messages
+from realtime_resumption.gemini.messages import ClientMessage
+from realtime_resumption.transport import (
+    ContentTurn,
+    MessageTooLargeError,
+    ReplayItem,
+    ToolResult,
+)
 
 _ROLES: Final = ("user", "model")
 _SCHEDULINGS: Final = ("interrupt", "when_idle", "silent")
+_WIRE_GROWTH: Final = 6
+"""The most a payload byte grows to on the wire: a control character escaped as ``\\u00XX``."""
 
 
 def _kind(value: object) -> str:
@@ -103,3 +115,43 @@ def tool_result(value: object) -> ToolResult:
             f"not {value.scheduling!r}"
         )
     return value
+
+
+def tool_response(value: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+    """A tool result's response as the JSON the wire carries, and its size in bytes. Bytes go
+    as base64 and datetimes in ISO format, as the SDK sends them; anything else JSON cannot
+    carry (a set, an object, NaN, a cycle) raises ``TypeError`` here rather than failing at
+    the write, where the result would be lost. The copy also freezes the result: a caller
+    that changes its dict afterwards does not change what is sent, or replayed."""
+    try:
+        text = json.dumps(value, allow_nan=False, default=_sdk_encodable)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise TypeError(
+            f"send_tool_result: the response is not JSON-serialisable ({error})"
+        ) from None
+    response: dict[str, Any] = json.loads(text)
+    return response, len(text)
+
+
+def _sdk_encodable(value: object) -> object:
+    if isinstance(value, bytes):
+        return base64.urlsafe_b64encode(value).decode("ascii")
+    if isinstance(value, datetime.datetime):
+        return value.isoformat()
+    raise TypeError(f"{_kind(value)} is not JSON-serialisable")
+
+
+def fits(message: ClientMessage, method: str) -> ClientMessage:
+    """``message`` if the service takes it; ``MessageTooLargeError`` (a ``ValueError``) when
+    it is larger than ``messages.MAX_MESSAGE_BYTES`` on the wire."""
+    limit = messages.MAX_MESSAGE_BYTES
+    if message.size * _WIRE_GROWTH <= limit:
+        return message  # the audio path: no need to measure
+    size = message.wire_size
+    if size > limit:
+        raise MessageTooLargeError(
+            f"{method}: the message takes {size / 2**20:.1f} MiB on the wire, more than "
+            f"Gemini Live takes ({limit / 2**20:g} MiB, MAX_MESSAGE_BYTES): send less, or "
+            "a reference to it"
+        )
+    return message

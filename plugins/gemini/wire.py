@@ -180,7 +180,8 @@ class Translator:
             name = call.name or ""
             call_id = call.id
             if not call_id:
-                # Vertex AI may omit ids; answers then go back without one.
+                # Vertex AI may omit ids; answers then go back without one (the Gemini API
+                # takes none: the receiver reports such calls and does not run them).
                 call_id = f"{name}#{next(self._made_up_ids)}"
                 without_id.add(call_id)
             out.append(ToolCall(id=call_id, name=name, args=dict(call.args or {})))

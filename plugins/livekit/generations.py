@@ -6,9 +6,13 @@ model's answer to their results as a generation of its own. So a tool call close
 generation it belongs to, and the output that follows (same transport generation) opens a new
 one. As with the Google plugin, the LiveKit generation for an answer opens when the user
 starts speaking (the first sign of their turn), not when the answer starts; the answer then
-fills it. A generation opened so that no answer takes ends with its server turn. Media streams close at the provider's ``generationComplete`` (its ``turnComplete`` waits
-for the estimated playback end); every stream closes, at the latest, when the transport ends
-the answer — also when a move or a close ends it, so no stream is ever left open.
+fills it. Media streams close at the provider's ``generationComplete`` (its ``turnComplete``
+waits for the estimated playback end); the generation closes at ``turnComplete``, as the Google
+plugin closes it, so the agent stops speaking when the answer's output is over (the transport's
+answer may stay open a grace window longer, for a tool call that finishes it: that call opens a
+continuation); one opened for speech that no answer takes closes there too. Every stream
+closes, at the latest, when the transport ends the answer — also when a move or a close ends
+it, so no stream is ever left open.
 """
 
 from __future__ import annotations
@@ -145,6 +149,9 @@ class GenerationStreams:
         self._on_close = on_close
         self._answer: str | None = None
         self._current: Generation | None = None
+        self._turn_over = False
+        """The provider's turn of the open answer completed: a transcript trailing it opens
+        no generation."""
 
     @property
     def answering(self) -> bool:
@@ -164,6 +171,7 @@ class GenerationStreams:
 
     def answer_started(self, generation_id: str) -> None:
         self._answer = generation_id
+        self._turn_over = False
         current = self._current
         if current is not None and not current.answered:
             current.answered = True
@@ -172,10 +180,12 @@ class GenerationStreams:
         self._open(continuation=False)
 
     def turn_complete(self) -> None:
-        """A server turn ended: a generation opened for the user's speech that no answer
-        took is over."""
-        if self._current is not None and not self._current.answered:
-            self._close(None)
+        """The provider's turn completed: the open generation is complete, as the Google
+        plugin ends it there (one opened for the user's speech that no answer took too; the
+        transport's answer may still go on: a tool call that finishes it after
+        ``turnComplete`` opens a continuation)."""
+        self._turn_over = True
+        self._close(None)
 
     def answer_ended(self, generation_id: str, reason: GenerationEndReason) -> None:
         if generation_id != self._answer:
@@ -184,11 +194,15 @@ class GenerationStreams:
         self._close(reason)
 
     def audio(self, data: bytes) -> None:
+        self._turn_over = False
         generation = self._ensure()
         if generation is not None:
             generation.push_audio(data)
 
     def text(self, text: str) -> None:
+        if self._current is None and self._turn_over:
+            logger.debug("a transcript trailing the answer's turn dropped")
+            return
         generation = self._ensure()
         if generation is not None and text:
             generation.push_text(text)
@@ -198,6 +212,7 @@ class GenerationStreams:
             self._current.close_media()
 
     def tool_calls(self, calls: Sequence[ToolCall]) -> None:
+        self._turn_over = False
         generation = self._ensure()
         if generation is None:
             logger.warning("tool calls outside an answer ignored", extra={"calls": len(calls)})

@@ -3,11 +3,13 @@
 The transport calls plain functions from its receive loop; frames are pushed with ``await``.
 ``ResponseFrames`` puts each callback on one queue and a single task (owned by the service)
 pushes the frames, so they leave in exactly the order of the callbacks. The answer's frames
-follow the transport's generation lifecycle, not the provider's turn: ``LLMFullResponseStartFrame``
-comes with the answer's first output (with ``TTSStartedFrame`` when it is audio), and
-``TTSStoppedFrame``/``LLMFullResponseEndFrame`` come when the generation ends, so a tool call
-that finishes an answer after ``turnComplete`` stays inside its pair, and a pair never straddles
-a move. The frames of one answer:
+follow the provider's turn, as the stock service's do: ``LLMFullResponseStartFrame`` comes with
+the answer's first output (with ``TTSStartedFrame`` when it is audio), and
+``TTSStoppedFrame``/``LLMFullResponseEndFrame`` come at ``turnComplete`` (or when the generation
+ends first: an interruption, a move), so the end of speech is never delayed. The transport's
+generation brackets the whole answer: a tool call that finishes it after ``turnComplete``, and
+the response its result brings, stay inside one ``GenerationStartedFrame``/``GenerationEndedFrame``
+pair, and a pair never straddles a move. The frames of one answer:
 
     GenerationStartedFrame
     (TranscriptionFrame upstream: the user's unfinished sentence, flushed)
@@ -145,6 +147,7 @@ class ResponseFrames:
         put = self._put
         transport.on_generation_start = put(self._generation_start)
         transport.on_generation_end = put(self._generation_end)
+        transport.on_turn_complete = put(self._turn_complete)
         transport.on_audio_output = put(self._audio)
         transport.on_output_transcription = put(self._output_transcript)
         transport.on_text_output = put(self._text)
@@ -292,6 +295,20 @@ class ResponseFrames:
             # assistant's message on it.
             self._interruption_sent = True
             await sink.broadcast_interruption()
+        await self._end_response()
+        self._generation = None
+        await sink.push_frame(GenerationEndedFrame(generation_id=generation_id, reason=reason))
+        await self._on_answer_end()
+
+    async def _turn_complete(self, server_turn_id: int | None) -> None:
+        # The answer's output ends with the provider's turn, when the stock service ends it;
+        # the generation stays open while a tool call may still finish the answer (the
+        # output that follows it opens a response of its own, as with the stock service).
+        if self._generation is not None:
+            await self._end_response()
+
+    async def _end_response(self) -> None:
+        sink = self._sink
         if self._grounding is not None:
             await sink.push_frame(search_response(self._grounding, self._answer_text))
         if self._tts_started:
@@ -300,11 +317,8 @@ class ResponseFrames:
             await sink.push_frame(LLMFullResponseEndFrame())
         if self._usage is not None:
             await sink.start_llm_usage_metrics(self._usage)
-        self._generation = None
         self._response_started = self._tts_started = False
         self._usage, self._grounding, self._answer_text = None, None, ""
-        await sink.push_frame(GenerationEndedFrame(generation_id=generation_id, reason=reason))
-        await self._on_answer_end()
 
     # --- the user's transcription -------------------------------------------------------------
 

@@ -1,10 +1,11 @@
 """Frame-order parity: the stock Pipecat service and ours on the same emulator script, in the
 same test, without rotation. The two runs' frame sequences are compared (our own lifecycle
-frames set aside); where ours differs by design (a tool call after turnComplete stays in its
-answer's pair) the difference is exactly that."""
+frames set aside); a tool call after turnComplete stays in its answer's generation, while the
+response frames end at turnComplete, as stock's do."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from pipecat.services.google.gemini_live.llm import GeminiModalities
 
 import realtime_resumption.frames as lifecycle
 from realtime_resumption.emulator import Emulator
+from realtime_resumption.generation import TOOL_CALL_GRACE
 
 from . import services
 from .rig import PushLog, Rig, emulator_config, stream_audio
@@ -157,32 +159,63 @@ async def test_tool_call_frames_match_stock() -> None:
     assert sum(isinstance(f, lifecycle.GenerationStartedFrame) for f in frames) == 1
 
 
-async def test_tool_call_after_turn_complete_stays_in_the_answers_pair() -> None:
+async def test_tool_call_after_turn_complete_stays_in_the_answers_generation() -> None:
     async def script(rig: Rig, log: PushLog) -> None:
-        # Stock ends two responses for the one answer.
-        is_stock = isinstance(log.source, services.StockService)
-        await _ask(rig, log, "please lookup flights", answers=2 if is_stock else 1)
+        # The response ends at the first turnComplete, a second follows the result.
+        await _ask(rig, log, "please lookup flights", answers=2)
 
     async with Emulator(emulator_config(tool_call_after_turn_complete=True)) as emu:
         stock_names, our_names, frames = await _both(emu, script, tools=True)
-    # Stock closes the answer at the first turnComplete and opens another after the result;
-    # ours keeps one pair around the call. Otherwise the frames are the same.
+    # The response frames are stock's: the end of speech comes at turnComplete, not after a
+    # grace window for a tool call that may follow it.
     first_end = stock_names.index("LLMFullResponseEndFrame")
     assert stock_names[first_end - 1 : first_end + 1] == [
         "TTSStoppedFrame",
         "LLMFullResponseEndFrame",
     ]
-    reopened = stock_names.index("TTSStartedFrame", first_end)
-    assert stock_names[reopened : reopened + 2] == ["TTSStartedFrame", "LLMFullResponseStartFrame"]
-    merged = (
-        stock_names[: first_end - 1]
-        + stock_names[first_end + 1 : reopened]
-        + stock_names[reopened + 2 :]
-    )
-    assert our_names == merged
-    assert our_names.count("LLMFullResponseStartFrame") == 1
+    assert stock_names.index("FunctionCallsStartedFrame") > first_end
+    assert our_names == stock_names
+    # One generation brackets the answer, the call and the response to its result.
     _assert_paired(frames)
     assert sum(isinstance(f, lifecycle.GenerationStartedFrame) for f in frames) == 1
+    kinds = [type(f) for f in frames]
+    assert kinds.index(lifecycle.GenerationEndedFrame) > len(kinds) - 1 - kinds[::-1].index(
+        LLMFullResponseEndFrame
+    )
+
+
+class _TimedLog(PushLog):
+    """``PushLog`` that also notes when each frame was pushed (the event loop's clock)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[float] = []
+
+    async def on_push_frame(self, data: Any) -> None:
+        if data.source is self.source:
+            self.times.append(asyncio.get_running_loop().time())
+        await super().on_push_frame(data)
+
+
+async def _end_of_speech_delay(service: Any) -> float:
+    """Seconds from the answer's last audio frame to its ``TTSStoppedFrame``."""
+    log = _TimedLog()
+    log.source = service
+    async with Rig([service], observers=[log]) as rig:
+        await _ask(rig, log)
+    kinds = [type(frame).__name__ for frame, _ in log.pushed]
+    last_audio = len(kinds) - 1 - kinds[::-1].index("TTSAudioRawFrame")
+    stopped = kinds.index("TTSStoppedFrame", last_audio)
+    return log.times[stopped] - log.times[last_audio]
+
+
+async def test_the_end_of_speech_comes_with_the_answers_turn_complete_as_with_stock() -> None:
+    # With a function declared the answer stays open for a tool call that may still finish
+    # it: that must not delay what the pipeline sees of the end of speech.
+    async with Emulator(emulator_config()) as emu:
+        stock = await _end_of_speech_delay(services.stock(emu, tools=True))
+        ours = await _end_of_speech_delay(services.ours(emu, tools=True))
+    assert ours < stock + TOOL_CALL_GRACE / 3
 
 
 def _with_metrics(frames: list[Frame]) -> list[str]:

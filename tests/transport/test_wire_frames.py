@@ -56,7 +56,7 @@ async def _connect(
 async def test_a_tool_call_after_turn_complete_continues_the_same_generation(
     scripted: ScriptedServer,
 ) -> None:
-    transport, rec = await _connect(scripted)
+    transport, rec = await _connect(scripted, tools=[{"name": "lookup"}])
     await scripted.send(
         AUDIO,
         TURN_COMPLETE,
