@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 from pathlib import Path
 
@@ -27,11 +28,16 @@ async def test_the_offline_example_answers_moves_and_calls_its_tool() -> None:
             process.kill()
             await process.wait()
     assert process.returncode == 0
-    assert stdout.decode().splitlines() == [
+    lines = stdout.decode().splitlines()
+    # The emulator is the service as measured: it refuses a resume while the old connection is
+    # open, so the move closes it first and holds input for the 0.3 s setup (and a little).
+    moved = re.fullmatch(r"session moved: resumed, input gap (\d+) ms", lines[3])
+    assert moved is not None, lines[3]
+    assert 0 < int(moved[1]) <= 300 + 150
+    assert lines[:3] + lines[4:] == [
         "user: hello",
         "agent: [0.0] [0.1] [0.2] [0.3] [0.4] ",
         "service: goAway, 30 s left",
-        "session moved: resumed, input gap 0 ms",
         "user: what is the weather",
         "tool call: weather",
         "agent: [1.0] [1.1] [1.2] [1.3] [1.4] ",
