@@ -194,8 +194,8 @@ class _Connection:
         """Let the SDK's WebSocket wait ``pong_timeout`` for a pong, and have the kernel drop
         the connection when data stays unacknowledged for ``user_timeout`` (see
         ``PONG_TIMEOUT`` and ``USER_TIMEOUT``). websockets reads ``ping_timeout`` at every
-        ping, and its first ping comes a ping interval (20 s) after the upgrade: later than
-        any setup the transport waits for."""
+        ping, and its first comes a ping interval (20 s) after the upgrade: after any setup
+        that completed within the default ``setup_timeout`` (10 s)."""
         ws: Any = self._websocket()
         if hasattr(ws, "ping_timeout"):
             ws.ping_timeout = self._pong_timeout

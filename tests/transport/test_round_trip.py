@@ -111,6 +111,17 @@ def test_the_user_timeout_is_set_on_the_socket(
     assert not tcp.set_user_timeout(closed, 20.0)
 
 
+def test_without_tcp_info_there_is_no_estimate(
+    monkeypatch: pytest.MonkeyPatch, loopback_pair: tuple[socket.socket, socket.socket]
+) -> None:
+    # As on a system other than Linux: the outbox then falls back to its fixed margin.
+    monkeypatch.setattr(tcp, "_TCP_INFO", None)
+    monkeypatch.setattr(tcp, "_TCP_USER_TIMEOUT", None)
+    client, _ = loopback_pair
+    assert tcp.round_trip(client) is None
+    assert not tcp.set_user_timeout(client, 20.0)
+
+
 async def _stream(transport: GeminiLiveTransport, first: int, count: int) -> None:
     for seq in range(first, first + count):
         transport.send_audio(user_audio(seq, speech=False))
