@@ -194,8 +194,8 @@ class _Connection:
         """Let the SDK's WebSocket wait ``pong_timeout`` for a pong, and have the kernel drop
         the connection when data stays unacknowledged for ``user_timeout`` (see
         ``PONG_TIMEOUT`` and ``USER_TIMEOUT``). websockets reads ``ping_timeout`` at every
-        ping, and its first ping comes a ping interval (20 s) after the upgrade: later than
-        any setup the transport waits for."""
+        ping, and its first comes a ping interval (20 s) after the upgrade: after any setup
+        that completed within the default ``setup_timeout`` (10 s)."""
         ws: Any = self._websocket()
         if hasattr(ws, "ping_timeout"):
             ws.ping_timeout = self._pong_timeout
@@ -216,10 +216,14 @@ class _Connection:
 
     @property
     def round_trip_jitter(self) -> float:
-        """How far the round trip may reach above :attr:`round_trip` (the kernel's
-        deviation); 0 where there is no estimate."""
+        """How far a handle's place may reach beyond :attr:`round_trip`: the kernel's
+        deviation, or twice the event loop's recent lag when that is larger. The lag moves
+        the next handle's arrival back (:meth:`arrived_at`), and the outbox keeps what that
+        handle may lack by this margin; a ping's latency used to carry the lag, the kernel's
+        estimate does not. Under load a move replays more (heard twice), never less."""
         estimate = tcp.round_trip(self._socket) if self._socket is not None else None
-        return estimate.jitter if estimate is not None else 0.0
+        jitter = estimate.jitter if estimate is not None else 0.0
+        return max(jitter, 2 * (self._lag.recent() if self._lag is not None else 0.0))
 
     def arrived_at(self, handled_at: float) -> float:
         """The earliest a server message handled at ``handled_at`` may have reached the

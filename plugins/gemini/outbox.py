@@ -32,9 +32,10 @@ was taken, so the outbox places it by the network round trip. The server took th
 about half a round trip before the handle arrived; a message written less than half a round
 trip before that was still on its way. So the session holds exactly the messages written at
 least one round trip ``rtt`` before the handle arrived: those written later are queued again.
-``rtt`` is the connection's measured WebSocket ping latency (the transport pings right after
-each setup, and the keepalive refreshes it), given by :meth:`Outbox.round_trip_measured`; it is
-never the setup time, which is the server's work, not the network's. Write times are taken when
+``rtt`` is the kernel's round-trip estimate for the connection's socket (``gemini.tcp``; never
+a WebSocket ping, whose pong the service may send seconds late), given by
+:meth:`Outbox.round_trip_measured`; it is never the setup time, which is the server's work, not
+the network's. Write times are taken when
 the write completed (:meth:`Outbox.mark_written`), so a message that waited in a queue is not
 counted as on the wire before it was. Lost audio is expensive (the user's words are gone) and a
 duplicated frame cheap, so messages of the kinds in ``OutboxLimits.margin_kinds`` (audio,
@@ -170,7 +171,7 @@ class OutboxLimits:
     round_trip_tolerance: float = 0.04
     """Arrival rule with a measured round trip: margin-kind messages written up to this much
     (or the measured jitter, when larger) earlier than one round trip before a handle arrived
-    are replayed too. The ping does not see how long the service takes a frame in after it
+    are replayed too. The round trip does not see how long the service takes a frame in after it
     arrived: Gemini takes audio in as tokens of 1/32 s, so a snapshot may lack up to one
     token's worth of audio that had arrived, and a busy service or event loop takes longer.
     40 ms covers one token and a loaded loop, at the cost of about two 20 ms frames heard
@@ -543,7 +544,7 @@ class Outbox(Generic[T]):
         self._clock = max(self._clock, now)
 
     def round_trip_measured(self, connection: int, seconds: float, jitter: float = 0.0) -> None:
-        """The live ``connection``'s network round trip (its WebSocket ping latency) is
+        """The live ``connection``'s network round trip (the kernel's estimate) is
         ``seconds``, varying by ``jitter``: handles it issues from now are placed by it (see
         *Arrival*)."""
         live = self._live

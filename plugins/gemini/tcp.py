@@ -10,16 +10,18 @@ the peer's TCP acknowledgements, which no application delays. :func:`round_trip`
 
 It sees the path to the socket's peer only: the service's front end (or a proxy), not what
 lies behind it, and nothing of a delay added in user space, such as the emulator's simulated
-network on loopback (there it reads tens of microseconds). ``OutboxLimits.round_trip_tolerance``
+network on loopback (there it reads tens of microseconds, a few milliseconds on a loaded
+machine). ``OutboxLimits.round_trip_tolerance``
 (40 ms) is what covers the rest: audio written that long before the boundary is replayed
 anyway, so the emulator's default 6 ms round trip, and the 20 ms the rotation tests draw at
-most, cost no audio (``tests/transport/test_round_trip.py``).
+most, cost no audio (``tests/benchmarks/bench_replay.py --round-trips 0.006 0.02``: 0 lost;
+the rotation arena, whose tolerance is smaller, adds its emulated round trip to it).
 
 Where the kernel gives no estimate (not Linux, a socket that is not TCP, a socket already
 closed) :func:`round_trip` returns None and the outbox falls back to its fixed margin
 (``OutboxLimits.handle_margin``, 0.3 s: more than most internet round trips and the tolerance
-together): a move then replays up to 0.3 s of audio that may be heard twice, and loses none
-that reached the service later than that. A ping is not used as a fallback: the one service
+together): a move then replays up to 0.3 s of audio that may be heard twice, and loses only
+audio the service took in later than that. A ping is not used as a fallback: the one service
 the transport is for delays its pongs, so a ping there would widen every replay by seconds.
 
 **Dead peers.** :func:`set_user_timeout` bounds how long written data may stay unacknowledged

@@ -23,6 +23,7 @@ from livekit.plugins.google.realtime.realtime_api import (
 
 from realtime_resumption import OutboxLimits, ResumptionOptions, RetryPolicy
 from realtime_resumption.gemini import DEFAULT_MODEL
+from realtime_resumption.gemini.config import sliding_window
 from realtime_resumption.transport import GenerationSettings
 
 from .log import logger
@@ -45,7 +46,9 @@ class RealtimeModel(llm.RealtimeModel):
     tool results sent during a move are delivered once. ``resumption`` times the moves
     (``ResumptionOptions``), ``input_buffer`` bounds what is held across one (``OutboxLimits``),
     ``resume_watchdog`` bounds how long a resumed session may leave the user unanswered (None:
-    off), ``transparent`` asks Vertex AI for exact replay. Each move is reported by a
+    off), ``transparent`` asks Vertex AI for exact replay. ``context_window_compression`` left
+    unset is a sliding window (the Google plugin sends none, and the service ends an audio
+    session at 15 minutes without one); None turns compression off. Each move is reported by a
     ``session_moved`` event (``SessionMovedEvent``) and then ``session_reconnected``.
 
     ``conn_options`` bounds the first connection: ``timeout`` per setup, ``max_retry``
@@ -81,7 +84,9 @@ class RealtimeModel(llm.RealtimeModel):
         enable_affective_dialog: NotGivenOr[bool] = NOT_GIVEN,
         proactivity: NotGivenOr[bool] = NOT_GIVEN,
         realtime_input_config: NotGivenOr[types.RealtimeInputConfig] = NOT_GIVEN,
-        context_window_compression: NotGivenOr[types.ContextWindowCompressionConfig] = NOT_GIVEN,
+        context_window_compression: NotGivenOr[
+            types.ContextWindowCompressionConfig | None
+        ] = NOT_GIVEN,
         tool_behavior: NotGivenOr[types.Behavior] = NOT_GIVEN,
         tool_response_scheduling: NotGivenOr[types.FunctionResponseScheduling] = NOT_GIVEN,
         session_resumption: NotGivenOr[types.SessionResumptionConfig] = NOT_GIVEN,
@@ -215,7 +220,11 @@ class RealtimeModel(llm.RealtimeModel):
             realtime_input_config=realtime_input_config
             if is_given(realtime_input_config)
             else None,
-            context_window_compression=(_given(context_window_compression)),
+            context_window_compression=(
+                context_window_compression
+                if is_given(context_window_compression)
+                else sliding_window()
+            ),
             tool_behavior=tool_behavior,
             tool_response_scheduling=tool_response_scheduling,
             http_options=options_http,

@@ -24,6 +24,7 @@ from pipecat.services.google.gemini_live.llm import (
 from pipecat.transcriptions.language import Language
 from pipecat.utils.types import NotGiven, is_given
 
+from realtime_resumption.gemini.config import sliding_window
 from realtime_resumption.transport import GenerationSettings, ResponseModality
 
 DEFAULT_VOICE: Final = "Charon"
@@ -114,8 +115,11 @@ def _apply_params(result: GeminiLiveLLMSettings, params: InputParams) -> None:
     result.language = language_to_gemini_language(params.language) if params.language else "en-US"
     result.media_resolution = params.media_resolution or GeminiMediaResolution.UNSPECIFIED
     result.vad = params.vad
+    # Only what was given: a default ``enabled=False`` must not read as compression turned off.
     result.context_window_compression = (
-        params.context_window_compression.model_dump() if params.context_window_compression else {}
+        params.context_window_compression.model_dump(exclude_unset=True)
+        if params.context_window_compression
+        else {}
     )
     result.thinking = params.thinking or {}
     result.enable_affective_dialog = params.enable_affective_dialog or False
@@ -169,16 +173,18 @@ def realtime_input_config(settings: GeminiLiveLLMSettings) -> types.RealtimeInpu
 def context_window_compression(
     settings: GeminiLiveLLMSettings,
 ) -> types.ContextWindowCompressionConfig | None:
-    """The compression config, when compression is enabled (a sliding window)."""
+    """The compression config: a sliding window (with the settings' ``trigger_tokens``) unless
+    the settings turn compression off with an explicit ``enabled=False``. Stock Pipecat leaves
+    it off unless enabled, so its audio calls end at the service's 15-minute cap; here a
+    setting left alone turns it on."""
     cwc: Any = _given(settings.context_window_compression)
     if isinstance(cwc, dict):
-        cwc = ContextWindowCompressionParams(**cwc) if cwc else None
-    if not cwc or not cwc.enabled:
+        cwc = ContextWindowCompressionParams(**cwc)
+    if cwc is None:
+        cwc = ContextWindowCompressionParams()
+    if "enabled" in cwc.model_fields_set and not cwc.enabled:
         return None
-    config = types.ContextWindowCompressionConfig(sliding_window=types.SlidingWindow())
-    if cwc.trigger_tokens is not None:
-        config.trigger_tokens = cwc.trigger_tokens
-    return config
+    return sliding_window(cwc.trigger_tokens)
 
 
 def response_modality(settings: GeminiLiveLLMSettings) -> ResponseModality:

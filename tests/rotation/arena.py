@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from google import genai
@@ -58,7 +58,8 @@ twice. It stands for a round trip, which does not shrink: scenarios that load th
 storm) keep the shipped margin. The round-trip tolerance is 15 ms, not the shipped 40 ms:
 answers take 20 ms here, and a question answered that soon after it was written (held speech
 written at a switch) would lie within 40 ms of the handle after its answer, and be replayed
-and answered again; a real answer takes seconds."""
+and answered again; a real answer takes seconds. A scenario's transport gets it with the
+emulated network's round trip added to the tolerance (``limits_for``)."""
 
 ROUND_TRIP = 0.006
 """The network round trip on the wall clock (the emulator's default): a round trip does not
@@ -75,6 +76,14 @@ QUESTION = ("what", "is", "new")
 WARM_UP = ("hello", "there")
 CHECK = ("are", "you", "still", "there")
 ASK_TOOL = ("please", TOOL, "flights")
+
+
+def limits_for(config: EmulatorConfig) -> OutboxLimits:
+    """``INPUT_BUFFER`` for an emulator with ``config``: the emulator delays frames in user
+    space, which the transport's round trip (the kernel's, for the socket) does not see, so the
+    tolerance carries that round trip as it carries the live service's own time."""
+    tolerance = INPUT_BUFFER.round_trip_tolerance + config.scaled(config.round_trip)
+    return replace(INPUT_BUFFER, round_trip_tolerance=tolerance)
 
 
 def rotation_config(profile: Profile, **changes: Any) -> EmulatorConfig:
@@ -224,7 +233,7 @@ class Arena:
         resumption: ResumptionOptions = RESUMPTION,
         first_seq: int = 0,
         pace: float = PACE,
-        input_buffer: OutboxLimits = INPUT_BUFFER,
+        input_buffer: OutboxLimits | None = None,
         transport_options: dict[str, Any] | None = None,
     ) -> Rig:
         """A transport on ``emu`` (Vertex: ``transparent``) with a scripted caller."""
@@ -236,7 +245,7 @@ class Arena:
             tool_call_grace=TOOL_CALL_GRACE * SCALE,
             transparent=vertex,
             resumption=resumption,
-            input_buffer=input_buffer,
+            input_buffer=input_buffer if input_buffer is not None else limits_for(emu.config),
             **(transport_options or {}),
         )
         caller = ScriptedCaller(

@@ -56,11 +56,15 @@ async def test_a_dead_resumed_session_gets_the_turn_again_then_is_rebuilt() -> N
     assert resumed.setup is not None and resumed.setup.with_handle
     assert resumed.resumed_handle_index is not None
     assert dead_session.handles[resumed.resumed_handle_index].connection == first.index
-    # The resumed connection got the history (the handle it resumed from came right after the
-    # first setup, before the history reached the session), the turn, then the same turn once
-    # more as a complete turn.
+    # The handle it resumed from came with the setup, before the history reached the session:
+    # the history is replayed first. Then the turn, and the same turn once more as a complete
+    # turn.
+    assert (
+        dead_session.handles[resumed.resumed_handle_index].issued_at < first.client_messages[1].time
+    )
     history, typed, replayed = _sent(resumed)
     assert history.kind == "client_content" and not history.turn_complete
+    assert history.turns == (("user", "my name is Ada"), ("model", "Hello Ada"))
     assert (typed.kind, typed.text) == ("text", "are you there?")
     assert replayed.kind == "client_content" and replayed.turn_complete
     assert replayed.turns == (("user", "are you there?"),)
