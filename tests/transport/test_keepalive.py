@@ -3,8 +3,8 @@ is still dropped within the bound.
 
 The SDK dials with websockets' default keepalive (a ping every 20 s, 20 s for its pong); the
 live service's pongs come 8-30 s late. Here the SDK is given that keepalive at the emulator's
-time scale (its ``async_client_args`` reach websockets' ``connect``), and the emulator's pongs
-are delayed by ``late_pongs`` (see there) until the emulator has a switch for them."""
+time scale (its ``async_client_args`` reach websockets' ``connect``), and the emulator answers
+pings late (``pong_latency``); ``late_pongs.count_pings`` counts them."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from realtime_resumption.gemini.connection import (
 from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.transport import ContentTurn
 
-from .late_pongs import late_pongs
+from .late_pongs import count_pings
 from .transport_helpers import MODEL, Recorder
 
 TIME_SCALE = 0.02
@@ -56,8 +56,8 @@ def _stock_keepalive_client(emu: Emulator, scale: float = TIME_SCALE) -> genai.C
 async def test_a_call_of_minutes_with_late_pongs_keeps_its_one_connection(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    pings = late_pongs(monkeypatch, PONGS_LATE * TIME_SCALE)
-    async with Emulator(EmulatorConfig(time_scale=TIME_SCALE)) as emu:
+    pings = count_pings(monkeypatch)
+    async with Emulator(EmulatorConfig(time_scale=TIME_SCALE, pong_latency=PONGS_LATE)) as emu:
         transport = GeminiLiveTransport(client=_stock_keepalive_client(emu), model=MODEL)
         rec = Recorder(transport)
         await transport.connect()
@@ -101,11 +101,12 @@ def _hooks(closes: list[tuple[float, int | None, str | None]]) -> ConnectionHook
 async def test_a_peer_that_answers_no_ping_is_dropped_within_the_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    late_pongs(monkeypatch, None)
+    pings = count_pings(monkeypatch)
     ping_interval = STOCK_PING_INTERVAL * TIME_SCALE
     pong_timeout = PONG_TIMEOUT * TIME_SCALE
     closes: list[tuple[float, int | None, str | None]] = []
-    async with Emulator(EmulatorConfig(time_scale=TIME_SCALE)) as emu:
+    # A pong a day late: within the test, none comes.
+    async with Emulator(EmulatorConfig(time_scale=TIME_SCALE, pong_latency=86_400.0)) as emu:
         conn = _Connection(
             client=_stock_keepalive_client(emu),
             model=MODEL,
@@ -128,6 +129,7 @@ async def test_a_peer_that_answers_no_ping_is_dropped_within_the_bound(
         finally:
             await conn.close()
 
+    assert pings.count >= 1
     ((closed_at, code, reason),) = closes
     # Not before its pong was overdue: the SDK's own timeout (a third of it) did not apply.
     assert closed_at - opened >= pong_timeout

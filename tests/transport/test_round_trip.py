@@ -2,7 +2,7 @@
 trip wide however late the service answers pings.
 
 The kernel's ``TCP_INFO`` is read from real sockets on loopback; the late pongs come from the
-emulator, delayed by ``late_pongs`` (see there) until the emulator has a switch for them."""
+emulator (``pong_latency``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.transport import ContentTurn
 
 from ..ledger_checks import assert_nothing_said_lost
-from .late_pongs import late_pongs
 from .transport_helpers import Recorder, emulator_config, make_transport
 
 TIME_SCALE = 0.05
@@ -130,8 +129,7 @@ async def _stream(transport: GeminiLiveTransport, first: int, count: int) -> Non
 
 
 async def test_late_pongs_never_widen_the_replay(monkeypatch: pytest.MonkeyPatch) -> None:
-    late_pongs(monkeypatch, LATE * TIME_SCALE)
-    async with Emulator(emulator_config("gemini", time_scale=TIME_SCALE)) as emu:
+    async with Emulator(emulator_config("gemini", time_scale=TIME_SCALE, pong_latency=LATE)) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
         await transport.connect()
