@@ -116,7 +116,7 @@ ROWS: tuple[tuple[str, Callable[[Figures], str]], ...] = (
         "user audio lost (s)",
         lambda f: (
             f"{f.user_audio_lost:.2f}"
-            + (f" ({f.user_speech_lost:.2f} speech)" if f.user_speech_lost else "")
+            + (f" ({f.user_speech_lost:.2f} speech)" if f.user_audio_lost else "")
         ),
     ),
     (

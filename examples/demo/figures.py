@@ -82,10 +82,12 @@ class Figures:
 
     @property
     def lost_anything(self) -> bool:
-        """Something the caller said or should have heard is gone, or the call died."""
+        """Something the caller said or should have heard is gone, or the call died. (Silence
+        is not something said: a move does not replay silence in the window where the service's
+        snapshot may or may not hold it.)"""
         return bool(
             self.answers_cut
-            or self.user_audio_lost
+            or self.user_speech_lost
             or self.tool_calls_stranded
             or not self.survived
             or self.answered < self.questions

@@ -141,8 +141,8 @@ def verdict(figures: Figures) -> str:
     losses = []
     if figures.answers_cut:
         losses.append(f"{_count(figures.answers_cut, 'answer')} cut")
-    if figures.user_audio_lost:
-        losses.append(f"{figures.user_audio_lost:.1f} s of user audio lost")
+    if figures.user_speech_lost:
+        losses.append(f"{figures.user_speech_lost:.1f} s of user speech lost")
     if figures.tool_calls_stranded:
         losses.append(f"{_count(figures.tool_calls_stranded, 'tool call')} stranded")
     if figures.answered < figures.questions:

@@ -40,7 +40,9 @@ def test_ours_loses_nothing(report: dict[str, Any]) -> None:
     assert ours
     for stack in ours:
         assert stack["answers_cut"] == 0, stack
-        assert stack["user_audio_lost"] == 0, stack
+        assert stack["user_speech_lost"] == 0, stack
+        # Silence in the replay's uncertain window is not replayed: a little may be missing.
+        assert stack["user_audio_lost"] <= 0.5 * len(stack["moves"]), stack
         assert stack["tool_calls_stranded"] == 0, stack
         assert stack["survived"], stack
         assert stack["answered"] == stack["questions"], stack

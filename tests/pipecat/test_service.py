@@ -96,7 +96,8 @@ async def test_a_settings_update_mid_call_moves_the_session_to_the_new_setup() -
         (MoveReason.CONFIG, MoveOutcome.RESUMED),
         (MoveReason.CONFIG, MoveOutcome.RESUMED),
     ]
-    first, second, third = (c.setup for c in session.connections)
+    # Connections the service refused while the old one was open carry no setup of note.
+    first, second, third = (c.setup for c in session.connections if c.refused is None)
     assert first is not None and second is not None and third is not None
     assert (first.system_instruction, first.voice, first.tools) == ("", "Charon", ())
     assert (second.system_instruction, second.voice, second.tools) == ("Be brief.", "Puck", ())
@@ -108,7 +109,8 @@ async def test_a_settings_update_mid_call_moves_the_session_to_the_new_setup() -
         "Puck",
         ("lookup",),
     )
-    assert [t.connection for t in session.turns.values()] == [0, 1, 2]  # each on its setup
+    served = [c.index for c in session.connections if c.refused is None]
+    assert [t.connection for t in session.turns.values()] == served  # each on its setup
     assert rig.of(ErrorFrame, up=True) == []
 
 
@@ -447,7 +449,7 @@ async def test_a_settings_update_gemini_cannot_take_is_refused_and_the_session_g
     assert sum("model=" in w and "not applied" in w for w in warnings) == 1
     assert sum("language='fr-FR' not applied" in w for w in warnings) == 1
     assert (service.settings.model, service.settings.language) == (services.MODEL, "en-US")
-    first, second = (c.setup for c in session.connections)
+    first, second = (c.setup for c in session.connections if c.refused is None)
     assert first is not None and second is not None
     assert (second.model, second.voice, second.system_instruction) == (
         first.model,
@@ -455,7 +457,8 @@ async def test_a_settings_update_gemini_cannot_take_is_refused_and_the_session_g
         first.system_instruction,
     )
     assert second.generation == {"max_output_tokens": 4096, "temperature": 0.3}
-    assert [t.connection for t in session.turns.values()] == [0, 1]
+    served = [c.index for c in session.connections if c.refused is None]
+    assert [t.connection for t in session.turns.values()] == served
 
 
 async def test_cancelling_the_pipeline_while_it_dials_is_no_error() -> None:
