@@ -126,6 +126,7 @@ class InputPath:
             audio_seconds_dropped=stats.audio_seconds_dropped,
             video_frames_dropped=stats.video_frames_dropped,
             tool_responses_discarded=stats.tool_responses_discarded,
+            silence_seconds_skipped=stats.silence_seconds_skipped,
         )
 
     # --- the framework's side -----------------------------------------------------------------
