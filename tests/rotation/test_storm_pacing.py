@@ -18,7 +18,12 @@ import pytest
 from google.genai import types
 
 from realtime_resumption.emulator import Emulator, EmulatorConfig
-from realtime_resumption.gemini.connection import WRITE_BATCH, ConnectionHooks, _Connection
+from realtime_resumption.gemini.connection import (
+    TURN_BUDGET,
+    WRITE_BATCH,
+    ConnectionHooks,
+    _Connection,
+)
 from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.resumption import STORM_SPREAD_SHARE, ResumptionOptions, SessionResumption
 
@@ -27,20 +32,22 @@ FRAME = b"\x10\x00" * 320  # 20 ms of quiet PCM16 at 16 kHz
 HELD_SECONDS = 30
 
 
-async def test_a_30_s_replay_is_written_a_batch_per_loop_turn() -> None:
+async def _replay(connections: int, messages: int) -> Counter[int]:
+    """Queue ``messages`` audio chunks at once on each of ``connections`` connections to
+    one emulator (a move's replay each), write them, and count the writes per loop turn."""
     turn = 0
     writes_per_turn: Counter[int] = Counter()
     failed: list[ClientMessage] = []
     done = asyncio.Event()
-    total = HELD_SECONDS * 50
+    total = connections * messages
 
     def on_written(_: _Connection, message: ClientMessage) -> None:
         writes_per_turn[turn] += 1
         if sum(writes_per_turn.values()) == total:
             done.set()
 
-    def on_failed(_: _Connection, messages: Sequence[ClientMessage], error: Exception) -> None:
-        failed.extend(messages)
+    def on_failed(_: _Connection, lost: Sequence[ClientMessage], error: Exception) -> None:
+        failed.extend(lost)
         done.set()
 
     async def ticker() -> None:
@@ -57,33 +64,54 @@ async def test_a_30_s_replay_is_written_a_batch_per_loop_turn() -> None:
         closed=lambda conn, code, reason: None,
     )
     async with Emulator(EmulatorConfig(time_scale=0.05)) as emu:
-        conn = _Connection(
-            client=emu.client(),
-            model=MODEL,
-            config=types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO]),
-            dial_gen=1,
-            handle_supplied=False,
-            hooks=hooks,
-            owns_client=True,
-        )
-        await conn.open(5)
+        conns = [
+            _Connection(
+                client=emu.client(),
+                model=MODEL,
+                config=types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO]),
+                dial_gen=n,
+                handle_supplied=False,
+                hooks=hooks,
+                owns_client=True,
+            )
+            for n in range(1, connections + 1)
+        ]
+        for conn in conns:
+            await conn.open(5)
         ticking = asyncio.create_task(ticker())
         try:
-            # The replay a move queues at once for the new connection: 30 s of held audio.
-            for _ in range(total):
-                conn.enqueue(ClientMessage.audio(FRAME))
-            conn.start()
-            async with asyncio.timeout(30):
+            for conn in conns:
+                for _ in range(messages):
+                    conn.enqueue(ClientMessage.audio(FRAME))
+            for conn in conns:
+                conn.start()
+            async with asyncio.timeout(60):
                 await done.wait()
         finally:
             ticking.cancel()
             await asyncio.wait({ticking})
-            await conn.close()
+            for conn in conns:
+                await conn.close()
     assert failed == []
     assert sum(writes_per_turn.values()) == total
+    return writes_per_turn
+
+
+async def test_a_30_s_replay_is_written_a_batch_per_loop_turn() -> None:
+    total = HELD_SECONDS * 50
+    writes_per_turn = await _replay(1, total)
     # Bounded work per turn: never more than one batch, so the replay took many turns.
     assert max(writes_per_turn.values()) <= WRITE_BATCH
     assert len(writes_per_turn) >= total // WRITE_BATCH
+
+
+async def test_replays_on_many_connections_share_one_budget_per_loop_turn() -> None:
+    """Ten sessions replaying at once: their batches alone would make a turn of 160
+    writes; together they keep to the process's budget."""
+    connections = 10
+    assert connections * WRITE_BATCH > TURN_BUDGET
+    writes_per_turn = await _replay(connections, 200)
+    assert max(writes_per_turn.values()) <= TURN_BUDGET
 
 
 # -- a storm spreads its moves (loop time fast-forwarded: looptime) --------------------------
