@@ -44,7 +44,9 @@ async def test_a_resume_from_an_old_handle_replays_speech_and_skips_silence() ->
 
     (move,) = rec.moves
     assert (move.reason, move.outcome) == (MoveReason.LOST, MoveOutcome.RESUMED)
-    assert diagnostics.audio_chunks_dropped == 0, "nothing dropped: silence is not held"
+    assert (move.audio_chunks_dropped, diagnostics.audio_chunks_dropped) == (0, 0), (
+        "nothing dropped: silence is not held"
+    )
     assert diagnostics.silence_seconds_skipped > 1.0
     session = only_session(emu)
     summary = emu.ledger.summary().sessions[session.session_id]
