@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -36,6 +37,10 @@ It is the shortest notice observed (Vertex AI; the Gemini API gives 50–60 s), 
 fallback computed from it is early rather than late: a too-early move may cut a turn, a too-late
 one loses the connection.
 """
+
+STORM_SPREAD_SHARE = 0.25
+"""The most of the time left before the deadline fallback a spread planned move waits: the
+rest is for the turn a user may start meanwhile, and for the move's own attempts."""
 
 _TASK_NAME = "realtime-resumption-move"
 
@@ -83,6 +88,13 @@ class ResumptionOptions:
     - ``attempt_timeout`` (10 s): the bound on one ``reconnect`` call. A setup normally
       completes within a second or two, but the provider may hold a handshake open and never
       answer; 10 s tolerates a slow network yet leaves room for the retries.
+    - ``storm_spread`` (0 s: off, as seed 000 moves at once): the most a planned move at a
+      resumable point waits after ``goAway`` before it starts, a random share of it per
+      session, and never more than :data:`STORM_SPREAD_SHARE` of the time left before the
+      deadline fallback. The service sends ``goAway`` to many sessions at once; a process
+      serving many calls spreads their dials and replays instead of running them all in one
+      burst. A few seconds suit a process with tens of calls; a turn the user starts
+      meanwhile makes the move wait for the next resumable point, as without it.
 
     Invalid values raise ValueError (TypeError for a non-number) naming the field.
     """
@@ -90,6 +102,7 @@ class ResumptionOptions:
     deadline_margin: float = 5.0
     retry_delays: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0, 4.0)
     attempt_timeout: float = 10.0
+    storm_spread: float = 0.0
 
     def __post_init__(self) -> None:
         _check_seconds("deadline_margin", self.deadline_margin)
@@ -108,6 +121,7 @@ class ResumptionOptions:
         _check_seconds("attempt_timeout", self.attempt_timeout)
         if self.attempt_timeout == 0:
             raise ValueError("attempt_timeout must be greater than 0 s, got 0")
+        _check_seconds("storm_spread", self.storm_spread)
 
 
 def _check_seconds(name: str, value: object) -> None:
@@ -140,8 +154,13 @@ class SessionResumption:
         reconnect: Reconnect,
         options: ResumptionOptions | None = None,
         on_reconnect_failed: ReconnectFailed | None = None,
+        *,
+        spread_draw: Callable[[], float] = random.random,
     ) -> None:
+        """``spread_draw``: a number in [0, 1) per spread move (see
+        ``ResumptionOptions.storm_spread``); tests pass their own."""
         self._reconnect = reconnect
+        self._spread_draw = spread_draw
         self._options = options if options is not None else ResumptionOptions()
         self._on_reconnect_failed = on_reconnect_failed
         self._latest_handle: str | None = None
@@ -149,6 +168,8 @@ class SessionResumption:
         self._in_turn = False
         self._fallback_at: float | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._spread: asyncio.TimerHandle | None = None
+        """A planned move at a resumable point, waiting out its share of the storm spread."""
         self._move_task: asyncio.Task[None] | None = None
         self._last_move: MoveDecision | None = None
         self._moves = 0
@@ -192,7 +213,11 @@ class SessionResumption:
         Right after ``dispose()`` the cancelled move task may need a few loop iterations to
         unwind; it is idle once it has.
         """
-        return self._timer is None and (self._move_task is None or self._move_task.done())
+        return (
+            self._timer is None
+            and self._spread is None
+            and (self._move_task is None or self._move_task.done())
+        )
 
     def resumption_update(self, handle: str | None, resumable: bool | None) -> None:
         """Records the provider's latest resumption state.
@@ -225,7 +250,7 @@ class SessionResumption:
             redact(handle),
             "resumable point" if self._at_point else "fallback",
         )
-        if self._at_point and self._fallback_at is not None:
+        if self._at_point and self._fallback_at is not None and self._spread is None:
             self._start_move(MoveReason.PLANNED)
 
     def turn_started(self) -> None:
@@ -248,7 +273,8 @@ class SessionResumption:
     def go_away(self, time_left: float | None) -> None:
         """The provider will close the current connection in ``time_left`` seconds.
 
-        Moves at once if the latest handle is a resumable point; otherwise at the next one; if
+        Moves at once if the latest handle is a resumable point (after a random share of
+        ``options.storm_spread``, when set); otherwise at the next one; if
         none comes, with the latest handle at ``deadline - clamp(time_left / 3,
         MIN_DEADLINE_MARGIN, options.deadline_margin)``, or at once when that moment has passed.
         ``None``, NaN or infinity mean no figure: :data:`DEFAULT_GO_AWAY_NOTICE` applies; a
@@ -272,12 +298,18 @@ class SessionResumption:
             max(fallback_at - now, 0.0),
         )
         self._cancel_timer()
-        if self._at_point:
-            self._start_move(MoveReason.PLANNED)
-        elif fallback_at <= now:
+        loop = asyncio.get_running_loop()
+        if self._at_point and self._spread is None:
+            delay = self._spread_delay(fallback_at - now)
+            if delay <= 0:
+                self._start_move(MoveReason.PLANNED)
+                return
+            logger.debug("goAway: planned move spread by {:.3f} s", delay)
+            self._spread = loop.call_later(delay, self._spread_over)
+        if fallback_at <= now:
             self._deadline_reached()
         else:
-            self._timer = asyncio.get_running_loop().call_at(fallback_at, self._deadline_reached)
+            self._timer = loop.call_at(fallback_at, self._deadline_reached)
 
     def connection_lost(self) -> bool:
         """The connection closed without the consumer asking.
@@ -380,6 +412,23 @@ class SessionResumption:
             handle = self._last_move.handle if self._last_move is not None else None
             logger.error("on_reconnect_failed raised {}", _describe(callback_error, handle))
 
+    def _spread_delay(self, until_fallback: float) -> float:
+        """This session's share of the storm spread: a draw within the spread, never more
+        than :data:`STORM_SPREAD_SHARE` of the time left before the fallback."""
+        spread = min(self._options.storm_spread, STORM_SPREAD_SHARE * until_fallback)
+        if spread <= 0:
+            return 0.0
+        draw = self._spread_draw()
+        if not (math.isfinite(draw) and 0 <= draw < 1):
+            raise ValueError(f"spread_draw must give a number in [0, 1), gave {draw!r}")
+        return spread * draw
+
+    def _spread_over(self) -> None:
+        self._spread = None
+        # A turn started meanwhile: the next resumable point (or the deadline) moves instead.
+        if self._at_point and self._fallback_at is not None:
+            self._start_move(MoveReason.PLANNED)
+
     def _deadline_reached(self) -> None:
         self._timer = None
         if self._latest_handle is None:
@@ -391,6 +440,9 @@ class SessionResumption:
     def _clear_go_away(self) -> None:
         self._fallback_at = None
         self._cancel_timer()
+        if self._spread is not None:
+            self._spread.cancel()
+            self._spread = None
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:

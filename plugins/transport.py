@@ -510,6 +510,9 @@ class InputStats:
     video_frames_dropped: int
     tool_responses_discarded: int
     """Tool responses not sent because their session was gone."""
+    silence_seconds_skipped: float = 0.0
+    """Silent audio held beyond the padding around speech, never sent or replayed: not a loss
+    (``OutboxLimits.silence_padding``)."""
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,8 @@ Bounds
 ------
 Audio and video are the only messages the outbox gives up. It holds at most
 ``max_audio_seconds`` of audio and ``max_video_frames`` video frames, none older than
-``max_media_age`` seconds, counting both what waits to be written (during a gap) and what was
+``max_media_age`` seconds (audio only when the outbox cannot tell speech from silence: see
+*Held silence*), counting both what waits to be written (during a gap) and what was
 written but a resumption point still lacks (what a resume would replay); past a bound the
 oldest media entry is released. One never written (or queued for the live connection) is
 dropped and counted at once in :attr:`Outbox.stats`, and reported by the next move when it
@@ -84,6 +85,17 @@ the rule cannot tell whether the snapshot holds it) is replayed when it is speec
 it is silence (quieter than ``OutboxLimits.silence_level``, by the ``audio_level`` the outbox
 was given): speech there is replayed rather than lost, silence is neither heard twice nor worth
 the replay. Nothing changes outside that window, nor under the exact rule.
+
+Held silence
+------------
+Given ``audio_level`` (and ``silence_level`` above 0), the outbox holds speech, not wall time.
+Of every stretch of silence it keeps the first and the last ``silence_padding`` seconds (what
+the service's turn detection needs to hear an utterance end, and its lead-in) and gives up the
+middle as soon as it is known to be the middle: skipped, never sent or replayed, counted in
+:attr:`OutboxStats.silence_seconds_skipped` and never as a loss. So a long quiet stretch after
+an old handle costs neither memory nor replay, and the audio bound (``max_audio_seconds``) is a
+bound on speech and its padding; audio is then not bound by age. Past the bound the oldest
+audio is released and counted as above (a move reports it), never silently.
 
 Activity
 --------
@@ -160,11 +172,14 @@ class OutboxLimits:
     """Bounds and margins of an :class:`Outbox` (seconds are floats)."""
 
     max_audio_seconds: float = 30.0
-    """Audio held for sending or replay; past it the oldest audio is released."""
+    """Audio held for sending or replay; past it the oldest audio is released and counted.
+    With ``audio_level`` this bounds the user's speech (and the silence padding around it):
+    silence beyond ``silence_padding`` is not held (see *Held silence*)."""
     max_video_frames: int = 30
     """Video frames held for sending or replay; past it the oldest frame is released."""
     max_media_age: float = 60.0
-    """Audio or video older than this (since submitted) is never sent or replayed."""
+    """Video older than this (since submitted) is never sent or replayed; audio too when the
+    outbox has no ``audio_level`` (with one, audio is bound by speech, not age)."""
     handle_margin: float = 0.3
     """Arrival rule on a connection whose round trip is not measured yet: margin-kind
     messages written this long before a handle arrived are replayed on a resume from it."""
@@ -182,6 +197,10 @@ class OutboxLimits:
     silence_level: float = SILENCE_LEVEL
     """Audio quieter than this (RMS of PCM16) within the arrival rule's uncertain window is
     not replayed (see *Silence*); 0 replays silence there too."""
+    silence_padding: float = 1.0
+    """Seconds of silence held after speech and before it (see *Held silence*): the live
+    service ends the user's turn after about 0.5-0.8 s of silence, so 1 s lets a replayed
+    utterance end as it did, and leads into the next one as it began."""
     max_handles: int = 2
     """Handles kept as resumption points: the newest, and the one before it (a move may have
     started from it just before the newer one arrived). :meth:`Outbox.hold` keeps one longer.
@@ -194,6 +213,7 @@ class OutboxLimits:
             "handle_margin",
             "round_trip_tolerance",
             "silence_level",
+            "silence_padding",
         ):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
@@ -246,6 +266,9 @@ class OutboxStats:
     audio_seconds_dropped: float
     video_frames_dropped: int
     tool_responses_discarded: int
+    silence_chunks_skipped: int = 0
+    """Silent audio chunks given up beyond the padding (see *Held silence*): never a loss."""
+    silence_seconds_skipped: float = 0.0
 
 
 class ReplayScope(StrEnum):
@@ -268,6 +291,7 @@ class Entry(Generic[T]):
         "_deliveries",
         "_in_log",
         "_queued",
+        "_silent",
         "_withdrawn",
         "audio_seconds",
         "kind",
@@ -296,6 +320,8 @@ class Entry(Generic[T]):
         self._in_log = True
         self._queued = True
         self._withdrawn = False
+        self._silent: bool | None = None
+        """Whether the entry is silent audio, once the outbox asked (see ``Outbox._silent``)."""
 
     def _delivery_on(self, conn: _Connection) -> _Delivery | None:
         for delivery in self._deliveries:
@@ -388,11 +414,21 @@ class Outbox(Generic[T]):
         *Silence* rule; without it, audio is replayed whatever its level."""
         self._limits = limits or OutboxLimits()
         self._audio_level = audio_level
+        self._by_speech = audio_level is not None and self._limits.silence_level > 0
+        """Held audio is bound by speech (see *Held silence*)."""
+        self._silence_kept = 0.0
+        """Seconds of the current silent stretch held as the padding after speech."""
+        self._silence_tail: deque[Entry[T]] = deque()
+        """The rest of the current silent stretch: its last ``silence_padding`` seconds."""
+        self._silence_tail_seconds = 0.0
+        self._skipped = _Losses()
         self._next_seq = 1
         self._log: OrderedDict[int, Entry[T]] = OrderedDict()
         self._pending: deque[Entry[T]] = deque()
         self._dead_pending = 0
         self._audio: deque[Entry[T]] = deque()
+        self._dead_audio = 0
+        """Entries of ``_audio`` no longer in the log (behind its front)."""
         self._video: deque[Entry[T]] = deque()
         self._audio_seconds = 0.0
         self._video_frames = 0
@@ -454,6 +490,8 @@ class Outbox(Generic[T]):
         if kind is MessageKind.AUDIO:
             self._audio.append(entry)
             self._audio_seconds += audio_seconds
+            if self._by_speech:
+                self._hold_speech(entry)
         elif kind is MessageKind.VIDEO:
             self._video.append(entry)
             self._video_frames += 1
@@ -751,6 +789,7 @@ class Outbox(Generic[T]):
         self._pending.clear()
         self._dead_pending = 0
         self._audio.clear()
+        self._dead_audio = 0
         self._video.clear()
         self._audio_seconds = 0.0
         self._video_frames = 0
@@ -758,6 +797,8 @@ class Outbox(Generic[T]):
         self._held.clear()
         self._live = self._last_conn = None
         self._activity_open = self._reopen_activity = False
+        self._silence_kept = self._silence_tail_seconds = 0.0
+        self._silence_tail.clear()
 
     # -- diagnostics ----------------------------------------------------------------------
 
@@ -776,6 +817,8 @@ class Outbox(Generic[T]):
             audio_seconds_dropped=self._dropped.audio_seconds,
             video_frames_dropped=self._dropped.video_frames,
             tool_responses_discarded=self._discarded,
+            silence_chunks_skipped=self._skipped.audio_chunks,
+            silence_seconds_skipped=self._skipped.audio_seconds,
         )
 
     def __repr__(self) -> str:
@@ -845,12 +888,37 @@ class Outbox(Generic[T]):
             current = conn.base
 
     def _silent(self, entry: Entry[T]) -> bool:
-        level = self._audio_level
-        return (
-            level is not None
-            and entry.kind is MessageKind.AUDIO
-            and level(entry.message) < self._limits.silence_level
-        )
+        if entry._silent is None:
+            level = self._audio_level
+            entry._silent = (
+                level is not None
+                and entry.kind is MessageKind.AUDIO
+                and level(entry.message) < self._limits.silence_level
+            )
+        return entry._silent
+
+    def _hold_speech(self, entry: Entry[T]) -> None:
+        """Track the silent stretch ``entry`` (just submitted audio) ends or continues, and
+        skip its middle: what lies beyond the padding after speech and before the newest
+        ``silence_padding`` seconds (see *Held silence*)."""
+        if not self._silent(entry):
+            self._silence_kept = self._silence_tail_seconds = 0.0
+            self._silence_tail.clear()
+            return
+        padding = self._limits.silence_padding
+        if self._silence_kept < padding - 1e-9:
+            self._silence_kept += entry.audio_seconds
+            return
+        tail = self._silence_tail
+        tail.append(entry)
+        self._silence_tail_seconds += entry.audio_seconds
+        while tail and self._silence_tail_seconds - tail[0].audio_seconds >= padding - 1e-9:
+            middle = tail.popleft()
+            self._silence_tail_seconds -= middle.audio_seconds
+            if middle._in_log:
+                self._skipped.add(middle)
+                middle._withdrawn = True
+                self._remove(middle)
 
     def _prunable_through(self, point: _Point) -> int:
         for entry in self._log.values():
@@ -910,7 +978,7 @@ class Outbox(Generic[T]):
         while self._video and self._video_frames > limits.max_video_frames:
             self._release(self._video[0])
         horizon = now - limits.max_media_age
-        for media in (self._audio, self._video):
+        for media in (self._video,) if self._by_speech else (self._audio, self._video):
             while media and media[0].submitted_at < horizon:
                 self._release(media[0])
 
@@ -944,17 +1012,26 @@ class Outbox(Generic[T]):
                 self._dead_pending = 0
         if entry.kind is MessageKind.AUDIO:
             self._audio_seconds -= entry.audio_seconds
-            self._drop_dead(self._audio)
+            # Skipped silence leaves dead entries behind held speech: compact them away.
+            self._dead_audio += 1 - self._drop_dead(self._audio)
+            if self._dead_audio > 32 and self._dead_audio * 2 > len(self._audio):
+                self._audio = deque(e for e in self._audio if e._in_log)
+                self._dead_audio = 0
             if not self._audio:
                 self._audio_seconds = 0.0
+                self._dead_audio = 0
         elif entry.kind is MessageKind.VIDEO:
             self._video_frames -= 1
             self._drop_dead(self._video)
 
     @staticmethod
-    def _drop_dead(media: deque[Entry[T]]) -> None:
+    def _drop_dead(media: deque[Entry[T]]) -> int:
+        """Drop the dead entries at the front of ``media``; returns how many."""
+        dropped = 0
         while media and not media[0]._in_log:
             media.popleft()
+            dropped += 1
+        return dropped
 
     def _connection(
         self, connection: int, base: _Point | None, base_through: int, round_trip: float | None

@@ -1,29 +1,38 @@
 """Sessions per core: concurrent GeminiLiveTransport sessions through a rotation storm.
 
-For each N, N sessions on one emulator each ask one question (so each holds a resumption
-handle), then stream 20 ms silent audio in real time; midway every session gets goAway at once
-(the storm) and moves. Reported per N:
+For each N, N sessions spread over several emulator processes each ask one question (so each
+holds a resumption handle), then stream 20 ms audio in real time: silence, with a short
+utterance every ``--speech-every`` seconds (0: silence only); midway every session gets goAway
+at once (the storm) and moves. Reported per N:
 
-- caller audio delay: from a chunk's real-time capture instant to its first arrival at the
+- event loop lag of the client process (a 10 ms ticker's lateness): max and p99;
+- caller audio delay: from a chunk's real-time capture instant to its first arrival at an
   emulator (client lateness, the transport's queues and any hold during the move, the
-  network); p50 / p95 / max over every chunk of every session;
-- lost: chunks sent that the emulator never received, or that a session's final state lacks;
-- client CPU per session-second (the client process's CPU time over N x the streamed seconds)
-  and the sessions one core would carry at that cost.
+  network); p50 / p95 / max over every chunk that arrived;
+- speech lost / heard twice: the user's speech chunks a session's final state lacks (or
+  never received), and those it heard twice (the ledger's figures, speech by what was sent);
+  silence skipped: silent chunks that never arrived (the transport does not replay silence
+  beyond its padding: not a loss);
+- client CPU per session-second (the client process's CPU time over N x the streamed
+  seconds), and beside it the bare google-genai SDK's sending the same audio to the same
+  emulators (``--no-baseline`` skips it).
 
-The emulator runs in a process of its own (``emulator_process``), so its CPU is not the
-client's; both read the same monotonic clock. The largest N with p95 < 50 ms and nothing
-lost is the measured capacity of one client process (one core). Figures are printed, never
-asserted; on a shared machine they are noisy.
+The emulators run in processes of their own (``emulator_process``; ``--emulators`` of them,
+sessions dealt round-robin), so the server side is not the bottleneck and its CPU is not the
+client's; all read the same monotonic clock. The largest N with p95 < 50 ms and no speech
+lost or heard twice is the measured capacity of one client process (one core). Figures are
+printed, never asserted; on a shared machine they are noisy.
 
     .venv/bin/python tests/benchmarks/bench_sessions.py                  # N = 25, 50, 100, 150
-    .venv/bin/python tests/benchmarks/bench_sessions.py --sessions 150 200 300 --seconds 20
+    .venv/bin/python tests/benchmarks/bench_sessions.py --sessions 10 --seconds 6
+    .venv/bin/python tests/benchmarks/bench_sessions.py --sessions 150 --spread 3 --seconds 20
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import sys
 import time
@@ -32,12 +41,15 @@ from typing import Any
 
 from emulator_process import EmulatorProcess
 from google import genai
+from google.genai import types
 from loguru import logger
 
 from realtime_resumption.emulator import EmulatorConfig, user_audio
 from realtime_resumption.emulator.ledger import Ledger
 from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.gemini.messages import INPUT_AUDIO_MIME
 from realtime_resumption.moves import MoveReport
+from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.transport import ContentTurn
 
 MODEL = "gemini-live-2.5-flash-preview"
@@ -47,6 +59,10 @@ NOTICE = 10.0
 DELAY_GOAL = 0.05
 WAIT = 60.0
 """Bound of every wait of the benchmark."""
+UTTERANCE = 0.3
+"""Seconds of each utterance when the stream has speech."""
+TICK = 0.01
+"""The loop-lag ticker's period."""
 
 
 def _report(ledger: Ledger, started_at: float) -> dict[str, Any]:
@@ -57,21 +73,61 @@ def _report(ledger: Ledger, started_at: float) -> dict[str, Any]:
             for message in conn.client_messages:
                 for seq in message.audio_seqs:
                     first_arrival.setdefault(seq, started_at + message.time)
+    sessions = summary.sessions.values()
     return {
         "arrivals": first_arrival,
-        "lost": summary.audio_lost_count,
-        "duplicates": summary.audio_duplicate_count,
+        "lacking": {seq for s in sessions for seq in s.audio_lost},
+        "twice": {seq for s in sessions for seq in s.audio_duplicates},
         "moves": len(summary.moves),
         "max_stall": summary.max_input_stall,
     }
+
+
+class _LoopLag:
+    """How late a 10 ms ticker wakes: the event loop's lag, sampled while it runs."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._tick())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait({self._task})
+
+    async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + TICK
+            await asyncio.sleep(TICK)
+            self.samples.append(max(0.0, loop.time() - due))
+
+
+def _speaks(k: int, index: int, speech_every: float) -> bool:
+    """Whether chunk ``k`` of session ``index`` is speech: an utterance every
+    ``speech_every`` seconds, the sessions' utterances staggered."""
+    if speech_every <= 0:
+        return False
+    period = round(speech_every / CHUNK)
+    return (k + index * 7) % period < round(UTTERANCE / CHUNK)
+
+
+def _pct(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[int(share * (len(ordered) - 1))] if ordered else 0.0
 
 
 @dataclass
 class _Session:
     index: int
     transport: GeminiLiveTransport
+    speech_every: float
     sent: dict[int, float] = field(default_factory=dict)
     """seq -> the instant it was captured (its real-time schedule)."""
+    speech: set[int] = field(default_factory=set)
     moves: list[MoveReport] = field(default_factory=list)
     moved: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -100,98 +156,204 @@ class _Session:
                 await asyncio.sleep(wait)
             seq = base + k
             self.sent[seq] = due
-            self.transport.send_audio(user_audio(seq, speech=False))
+            speech = _speaks(k, self.index, self.speech_every)
+            if speech:
+                self.speech.add(seq)
+            self.transport.send_audio(user_audio(seq, speech=speech))
 
 
 @dataclass(frozen=True)
 class _Result:
     sessions: int
+    lag_max: float
+    lag_p99: float
     p50: float
     p95: float
     worst: float
-    lost: int
-    duplicates: int
+    speech_lost: int
+    speech_twice: int
+    silence_skipped: int
     moves: int
     max_stall: float | None
     cpu_per_session_second: float
 
     @property
     def ok(self) -> bool:
-        return self.p95 < DELAY_GOAL and self.lost == 0 and self.moves >= self.sessions
+        return (
+            self.p95 < DELAY_GOAL
+            and self.speech_lost == 0
+            and self.speech_twice == 0
+            and self.moves >= self.sessions
+        )
 
 
-async def _level(sessions: int, seconds: float) -> _Result:
-    async with EmulatorProcess(EmulatorConfig(notice=NOTICE, setup_timeout=WAIT)) as server:
-        client = genai.Client(api_key="bench", http_options=server.http_options)
-        rigs = [
-            _Session(i, GeminiLiveTransport(client=client, model=MODEL)) for i in range(sessions)
-        ]
-        await asyncio.gather(*(rig.warm_up() for rig in rigs))
-        loop = asyncio.get_running_loop()
-        start = loop.time() + 0.2
-        cpu = time.process_time()
-        streams = [asyncio.create_task(rig.stream(start, seconds)) for rig in rigs]
-        await asyncio.sleep(max(0.0, start + seconds / 2 - loop.time()))
-        await server.fault("go_away")
-        await asyncio.gather(*streams)
-        cpu = time.process_time() - cpu
-        async with asyncio.timeout(WAIT):
-            await asyncio.gather(*(rig.moved.wait() for rig in rigs))
-        await asyncio.sleep(0.5)  # the last chunks cross the network
-        report = _report(await server.ledger(), server.started_at)
-        await asyncio.gather(*(rig.transport.disconnect() for rig in rigs))
-    arrivals = report["arrivals"]
-    delays, never = [], 0
+def _config() -> EmulatorConfig:
+    return EmulatorConfig(notice=NOTICE, setup_timeout=WAIT)
+
+
+async def _level(
+    servers: list[EmulatorProcess], sessions: int, seconds: float, options: Args
+) -> _Result:
+    clients = [genai.Client(api_key="bench", http_options=s.http_options) for s in servers]
+    resumption = ResumptionOptions(storm_spread=options.spread)
+    rigs = [
+        _Session(
+            i,
+            GeminiLiveTransport(
+                client=clients[i % len(clients)], model=MODEL, resumption=resumption
+            ),
+            options.speech_every,
+        )
+        for i in range(sessions)
+    ]
+    await asyncio.gather(*(rig.warm_up() for rig in rigs))
+    loop = asyncio.get_running_loop()
+    lag = _LoopLag()
+    start = loop.time() + 0.2
+    lag.start()
+    cpu = time.process_time()
+    streams = [asyncio.create_task(rig.stream(start, seconds)) for rig in rigs]
+    await asyncio.sleep(max(0.0, start + seconds / 2 - loop.time()))
+    await asyncio.gather(*(server.fault("go_away") for server in servers))
+    await asyncio.gather(*streams)
+    cpu = time.process_time() - cpu
+    await lag.stop()
+    async with asyncio.timeout(WAIT):
+        await asyncio.gather(*(rig.moved.wait() for rig in rigs))
+    await asyncio.sleep(0.5)  # the last chunks cross the network
+    reports = [_report(await s.ledger(), s.started_at) for s in servers]
+    await asyncio.gather(*(rig.transport.disconnect() for rig in rigs))
+    arrivals = {seq: at for r in reports for seq, at in r["arrivals"].items()}
+    lacking = set().union(*(r["lacking"] for r in reports))
+    twice = set().union(*(r["twice"] for r in reports))
+    delays: list[float] = []
+    speech_lost = speech_twice = skipped = 0
     for rig in rigs:
         for seq, due in rig.sent.items():
             if seq in arrivals:
                 delays.append(arrivals[seq] - due)
-            else:
-                never += 1
-    delays.sort()
+            speech = seq in rig.speech
+            if seq not in arrivals or seq in lacking:
+                if speech:
+                    speech_lost += 1
+                else:
+                    skipped += 1
+            speech_twice += speech and seq in twice
     return _Result(
         sessions=sessions,
+        lag_max=max(lag.samples, default=0.0),
+        lag_p99=_pct(lag.samples, 0.99),
         p50=statistics.median(delays),
-        p95=delays[int(0.95 * (len(delays) - 1))],
-        worst=delays[-1],
-        lost=report["lost"] + never,
-        duplicates=report["duplicates"],
+        p95=_pct(delays, 0.95),
+        worst=max(delays),
+        speech_lost=speech_lost,
+        speech_twice=speech_twice,
+        silence_skipped=skipped,
         moves=sum(len(rig.moves) for rig in rigs),
-        max_stall=report["max_stall"],
+        max_stall=max((r["max_stall"] or 0.0 for r in reports), default=None),
         cpu_per_session_second=cpu / (sessions * seconds),
     )
+
+
+async def _bare_sdk(
+    servers: list[EmulatorProcess], sessions: int, seconds: float, speech_every: float
+) -> float:
+    """CPU per session-second of the bare google-genai SDK streaming the same audio (its
+    answers received and dropped): the cost the transport is compared with."""
+    clients = [genai.Client(api_key="bench", http_options=s.http_options) for s in servers]
+    config = types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])
+    async with contextlib.AsyncExitStack() as stack:
+        live = [
+            await stack.enter_async_context(
+                clients[i % len(clients)].aio.live.connect(model=MODEL, config=config)
+            )
+            for i in range(sessions)
+        ]
+
+        async def drain(session: Any) -> None:
+            while True:
+                async for _ in session.receive():
+                    pass
+
+        async def stream(index: int, session: Any, start: float) -> None:
+            loop = asyncio.get_running_loop()
+            for k in range(round(seconds / CHUNK)):
+                if (wait := start + k * CHUNK - loop.time()) > 0:
+                    await asyncio.sleep(wait)
+                speech = _speaks(k, index, speech_every)
+                pcm = user_audio(index * 1_000_000 + k, speech=speech)
+                await session.send_realtime_input(
+                    audio=types.Blob(data=pcm, mime_type=INPUT_AUDIO_MIME)
+                )
+
+        readers = [asyncio.create_task(drain(session)) for session in live]
+        start = asyncio.get_running_loop().time() + 0.2
+        cpu = time.process_time()
+        await asyncio.gather(*(stream(i, s, start) for i, s in enumerate(live)))
+        cpu = time.process_time() - cpu
+        for reader in readers:
+            reader.cancel()
+        await asyncio.wait(readers)
+    return cpu / (sessions * seconds)
 
 
 def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.1f}"
 
 
-async def _main(levels: list[int], seconds: float) -> None:
+@dataclass(frozen=True)
+class Args:
+    sessions: list[int]
+    seconds: float
+    emulators: int
+    spread: float
+    speech_every: float
+    baseline: bool
+
+
+async def _main(args: Args) -> None:
     logger.remove()
-    print(f"python {sys.version.split()[0]}; emulator in its own process; {seconds:g} s each")
     print(
-        f"{'sessions':>8} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'lost':>5} {'twice':>6} "
-        f"{'moves':>6} {'stall ms':>9} {'CPU us/session-s':>17} {'sessions/core':>14}"
+        f"python {sys.version.split()[0]}; {args.emulators} emulator process(es); "
+        f"{args.seconds:g} s each; storm_spread {args.spread:g} s; "
+        f"an utterance every {args.speech_every:g} s"
+    )
+    print(
+        f"{'sessions':>8} {'lag max':>8} {'lag p99':>8} {'p50 ms':>7} {'p95 ms':>7} "
+        f"{'max ms':>7} {'speech lost':>11} {'twice':>6} {'silence skipped':>15} "
+        f"{'moves':>6} {'stall ms':>9} {'CPU us/session-s':>17} {'bare SDK':>9} {'ratio':>6}"
     )
     best = None
-    for n in levels:
-        r = await _level(n, seconds)
-        per_core = 1 / r.cpu_per_session_second if r.cpu_per_session_second else float("inf")
-        print(
-            f"{n:>8} {_ms(r.p50):>8} {_ms(r.p95):>8} {_ms(r.worst):>8} {r.lost:>5} "
-            f"{r.duplicates:>6} {r.moves:>6} {_ms(r.max_stall):>9} "
-            f"{r.cpu_per_session_second * 1e6:>17.0f} {per_core:>14.0f}"
-            f"{'' if r.ok else '   over the goal'}",
-            flush=True,
-        )
-        if r.ok:
-            best = r
+    async with contextlib.AsyncExitStack() as stack:
+        servers = [
+            await stack.enter_async_context(EmulatorProcess(_config()))
+            for _ in range(args.emulators)
+        ]
+        for n in args.sessions:
+            r = await _level(servers, n, args.seconds, args)
+            bare = (
+                await _bare_sdk(servers, n, args.seconds, args.speech_every)
+                if args.baseline
+                else None
+            )
+            ratio = f"{r.cpu_per_session_second / bare:.2f}" if bare else "-"
+            print(
+                f"{n:>8} {_ms(r.lag_max):>8} {_ms(r.lag_p99):>8} {_ms(r.p50):>7} "
+                f"{_ms(r.p95):>7} {_ms(r.worst):>7} {r.speech_lost:>11} {r.speech_twice:>6} "
+                f"{r.silence_skipped:>15} {r.moves:>6} {_ms(r.max_stall):>9} "
+                f"{r.cpu_per_session_second * 1e6:>17.0f} "
+                f"{'-' if bare is None else f'{bare * 1e6:.0f}':>9} {ratio:>6}"
+                f"{'' if r.ok else '   over the goal'}",
+                flush=True,
+            )
+            if r.ok:
+                best = r
     if best is None:
-        print("no N kept p95 < 50 ms with nothing lost")
+        print("no N kept p95 < 50 ms with no speech lost or heard twice")
     else:
         print(
-            f"largest N with p95 < 50 ms, nothing lost: {best.sessions} sessions on one client "
-            f"process (one core; goal >= 150)"
+            f"largest N with p95 < 50 ms, no speech lost or heard twice: {best.sessions} "
+            "sessions on one client process (one core; goal >= 150)"
         )
 
 
@@ -199,8 +361,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, nargs="+", default=[25, 50, 100, 150])
     parser.add_argument("--seconds", type=float, default=6.0, help="streamed seconds per N")
-    args = parser.parse_args()
-    asyncio.run(_main(args.sessions, args.seconds))
+    parser.add_argument("--emulators", type=int, default=2, help="emulator processes")
+    parser.add_argument("--spread", type=float, default=0.0, help="ResumptionOptions.storm_spread")
+    parser.add_argument("--speech-every", type=float, default=3.0, help="0: silence only")
+    parser.add_argument("--no-baseline", dest="baseline", action="store_false")
+    ns = parser.parse_args()
+    asyncio.run(
+        _main(
+            Args(
+                ns.sessions,
+                ns.seconds,
+                max(1, ns.emulators),
+                ns.spread,
+                ns.speech_every,
+                ns.baseline,
+            )
+        )
+    )
 
 
 if __name__ == "__main__":

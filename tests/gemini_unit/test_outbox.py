@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -1087,3 +1088,98 @@ def test_the_model_answering_a_tool_result_places_it_in_later_snapshots(
     outbox.record_handle("h1", 1, 0.55)
     outbox.attach_resumed(2, "h1", 1.0)
     assert wire.flush(1.0) == replayed
+
+
+# -- held input bounded by speech ----------------------------------------------------------
+
+
+def _by_speech(**limits: object) -> tuple[Outbox[str], Wire]:
+    """An outbox that tells speech ("s…") from silence ("q…") by the level."""
+    outbox: Outbox[str] = Outbox(
+        OutboxLimits(**limits), audio_level=lambda name: 5000.0 if name[1] == "s" else 20.0
+    )
+    return outbox, Wire(outbox)
+
+
+def _stream(outbox: Outbox[str], wire: Wire, start: float, kind: str, seconds: float) -> float:
+    """Submit and write ``seconds`` of 20 ms chunks named ``a<kind><time in ms>``."""
+    now = start
+    for _ in range(round(seconds / CHUNK)):
+        outbox.submit(f"a{kind}{round(now * 1000)}", A, now, audio_seconds=CHUNK)
+        wire.flush(now)
+        now += CHUNK
+    return now
+
+
+def test_a_long_quiet_stretch_behind_an_old_handle_drops_no_speech() -> None:
+    """A question a minute: the latest handle is a minute old when the move comes. The speech
+    after it is replayed whole, with a second of silence either side; the rest of the silence
+    is skipped (counted, never a loss); nothing is dropped though the audio held spans twice
+    the bound and the age limit."""
+    outbox, wire = _by_speech(max_audio_seconds=30.0, max_media_age=60.0)
+    outbox.attach_fresh(1, 0.0, round_trip=0.01)
+    outbox.record_handle("h1", 1, 0.0)
+    now = _stream(outbox, wire, 0.0, "q", 50.0)
+    now = _stream(outbox, wire, now, "s", 3.0)
+    now = _stream(outbox, wire, now, "q", 67.0)
+    replay = outbox.attach_resumed(2, "h1", now)
+    replayed = wire.flush(now)
+    speech = [m for m in replayed if m[1] == "s"]
+    silence = [m for m in replayed if m[1] == "q"]
+    assert len(speech) == 150, "every chunk of speech"
+    # 1 s after the handle, 1 s before and after the speech, the newest 1 s: 4 s at most.
+    assert 150 <= len(silence) <= 200
+    assert replay.audio_chunks_dropped == 0 and replay.audio_seconds_dropped == 0.0
+    assert replayed == sorted(replayed, key=lambda m: int(m[2:])), "in order"
+    stats = outbox.stats
+    assert stats.audio_chunks_dropped == 0
+    assert stats.silence_chunks_skipped == 5850 - len(silence)
+    assert stats.silence_seconds_skipped == pytest.approx(stats.silence_chunks_skipped * CHUNK)
+    assert stats.retained_audio_seconds <= 3.0 + 4.0 + 1e-6, "memory follows speech"
+
+
+def test_speech_past_the_bound_is_dropped_oldest_first_and_reported() -> None:
+    outbox, wire = _by_speech(max_audio_seconds=10.0)
+    outbox.attach_fresh(1, 0.0, round_trip=0.01)
+    outbox.record_handle("h1", 1, 0.0)
+    now = _stream(outbox, wire, 0.0, "s", 14.0)
+    replay = outbox.attach_resumed(2, "h1", now)
+    replayed = wire.flush(now)
+    assert len(replayed) == 500 and replayed[0] == "as4000", "the newest 10 s"
+    assert replay.audio_chunks_dropped == 200
+    assert replay.audio_seconds_dropped == pytest.approx(4.0)
+    assert outbox.stats.silence_chunks_skipped == 0
+
+
+def test_silence_held_during_a_gap_is_skipped_beyond_the_padding() -> None:
+    """Nothing written yet (no live connection): the middle of the silence is never sent."""
+    outbox, wire = _by_speech(silence_padding=0.5)
+    outbox.attach_fresh(1, 0.0)
+    outbox.detach(1)
+    now = _stream(outbox, wire, 0.0, "s", 1.0)
+    now = _stream(outbox, wire, now, "q", 10.0)
+    now = _stream(outbox, wire, now, "s", 1.0)
+    replay = outbox.attach_fresh(2, now)
+    sent = wire.flush(now)
+    assert [m for m in sent if m[1] == "s"] == [f"as{t}" for t in range(0, 1000, 20)] + [
+        f"as{t}" for t in range(11000, 12000, 20)
+    ]
+    assert len([m for m in sent if m[1] == "q"]) == 50, "0.5 s after speech, 0.5 s before"
+    assert replay.audio_chunks_dropped == 0
+    assert outbox.stats.silence_seconds_skipped == pytest.approx(9.0)
+
+
+def test_without_a_level_audio_is_bound_by_age_as_before() -> None:
+    outbox, wire = make(max_audio_seconds=100.0, max_media_age=5.0)
+    outbox.attach_fresh(1, 0.0, round_trip=0.01)
+    outbox.record_handle("h1", 1, 0.0)
+    now = _stream(outbox, wire, 0.0, "q", 8.0)
+    replay = outbox.attach_resumed(2, "h1", now)
+    assert replay.audio_seconds_dropped == pytest.approx(3.0, abs=CHUNK)
+    assert outbox.stats.silence_chunks_skipped == 0
+
+
+@pytest.mark.parametrize("limits", [{"silence_padding": -1.0}, {"silence_padding": math.nan}])
+def test_silence_padding_is_checked(limits: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="silence_padding"):
+        OutboxLimits(**limits)  # type: ignore[arg-type]

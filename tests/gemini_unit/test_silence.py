@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import struct
 
+import pytest
+
 from realtime_resumption.emulator.audio import user_audio
 from realtime_resumption.gemini.silence import SILENCE_LEVEL, is_silent, rms
 
@@ -30,3 +32,18 @@ def test_speech_is_not_silence_and_a_quiet_room_is() -> None:
 def test_the_emulators_marked_chunks_are_what_they_say() -> None:
     assert is_silent(user_audio(7, speech=False))
     assert not is_silent(user_audio(7, speech=True))
+
+
+def test_a_strided_level_tells_speech_from_silence_as_the_full_one_does() -> None:
+    for chunk in (tone(300), tone(60), tone(1000), bytes(640)):
+        assert math.isclose(rms(chunk, stride=4), rms(chunk), rel_tol=0.1, abs_tol=1.0)
+    for seq in range(50):
+        for speech in (False, True):
+            chunk = user_audio(seq, speech=speech)
+            assert (rms(chunk, stride=4) < SILENCE_LEVEL) is (not speech)
+    assert rms(b"\x01\x00", stride=4) == 1.0, "one sample is enough"
+
+
+def test_a_stride_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="stride"):
+        rms(bytes(640), stride=0)
