@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench mutate clean
+.PHONY: demo test lint typecheck unit bench mutate mutate-report clean
 
 # Re-install only when the project's metadata changes.
 $(STAMP): pyproject.toml
@@ -61,9 +61,14 @@ mutate: $(VENV)/.installed-mutate
 	cp -r tests pyproject.toml $(MUTATE)/
 	find $(MUTATE) -name __pycache__ -prune -exec rm -rf {} +
 	cd $(MUTATE) && ../../$(BIN)/mutmut run --max-children $(MUTATE_CHILDREN) "realtime_resumption.$(subst /,.,$(MODULE)).*"
+	$(MAKE) --no-print-directory mutate-report MODULE=$(MODULE)
+
+# The last run's score and survivors again (also after a run stopped with ^C).
+mutate-report:
 	cd $(MUTATE) && ../../$(BIN)/python -c "$$MUTATE_SCORE" src/realtime_resumption/$(MODULE).py
 
-# The score of one module from mutmut's record of it: killed (or timed out) of those tested.
+# The score of one module from mutmut's record of it: killed (or timed out) of those tested (a run
+# stopped with ^C leaves the rest "not checked": the score is then of those it reached).
 define MUTATE_SCORE
 import collections, json, subprocess, sys
 from mutmut.stats import status_by_exit_code
@@ -73,7 +78,7 @@ counts = collections.Counter(status.values())
 tested = sum(n for s, n in counts.items() if s not in ("not checked", "skipped"))
 caught = counts["killed"] + counts["timeout"]
 print(f"{sys.argv[1]}: mutation score {caught}/{tested} = {100 * caught / max(tested, 1):.1f}% ({dict(counts)})")
-for name in sorted(n for n, s in status.items() if s not in ("killed", "timeout")):
+for name in sorted(n for n, s in status.items() if s not in ("killed", "timeout", "not checked")):
     print(f"--- {status[name]}: {name}", flush=True)
     subprocess.run([sys.executable, "-m", "mutmut", "show", name], check=False)
 endef
