@@ -1,16 +1,17 @@
-"""The failure policy's words and its HTTP boundaries: what a ``Ruling`` tells the app and the log.
+"""The failure policy's words, its HTTP boundaries and its budget's edges.
 
 ``tests/rotation/test_move_machine.py`` checks each row's verdict; these check what mutation
 testing (``make mutate MODULE=gemini/failures``) found unguarded: the README's promise that an
 HTTP 401/403 says to check the key, that every 5xx is retried (only 4xx refuse the request),
-and that every ruling explains itself with the code or status and the moment it happened.
+that every ruling explains itself with the code or status and the moment it happened, and
+that the retry budget ends a session after 20 failed attempts or 120 s, wherever the clock starts.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from realtime_resumption.gemini.failures import Stage, Verdict, classify
+from realtime_resumption.gemini.failures import Budget, RetryPolicy, Stage, Verdict, classify
 from realtime_resumption.transport import ConnectError, ConnectFailure, SessionLostError
 
 
@@ -96,3 +97,36 @@ def test_a_lost_session_keeps_its_reason_or_says_it_is_over() -> None:
     assert classify(SessionLostError("budget spent"), Stage.SERVING).why == "budget spent"
     ruling = classify(SessionLostError(), Stage.DIAL)
     assert (ruling.verdict, ruling.why) == (Verdict.FATAL, "the session is over")
+
+
+# --- the retry budget's edges (README: "20 failed attempts, 120 s without a lasting connection")
+
+
+def test_the_budget_in_time_counts_from_the_first_failure_whatever_the_clock_reads() -> None:
+    """The event loop's clock starts anywhere: 119 s of failures from t=5000 s is within the
+    budget, 121 s is not, and the reason says how long it has been."""
+    budget = Budget(RetryPolicy())
+    assert budget.charge(5000.0) is None
+    assert budget.overdue(5119.0) is None
+    assert budget.overdue(5120.0) is None
+    why = budget.overdue(5121.0)
+    assert why == "no connection has held for 121 s (the retry budget allows 120 s)"
+    budget.healthy()
+    assert (budget.streak, budget.overdue(9000.0)) == (0, None)
+
+
+def test_the_budget_in_count_allows_exactly_its_attempts() -> None:
+    budget = Budget(RetryPolicy(attempts=2))
+    assert budget.charge(0.0) is None
+    assert budget.streak == 1
+    assert budget.charge(0.0) == "the session's retry budget (2 failed attempts) is spent"
+
+
+def test_a_budget_of_one_attempt_and_the_jitter_bounds_are_accepted() -> None:
+    assert RetryPolicy(attempts=1).attempts == 1
+    assert RetryPolicy(jitter=0.0).spread(2.0) == 2.0
+    assert RetryPolicy(jitter=1.0, random=lambda: 0.75).spread(2.0) == 3.0
+    with pytest.raises(TypeError, match="within must be a number of seconds"):
+        RetryPolicy(within="120")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="retry_budget must be an int >= 1"):
+        RetryPolicy(attempts=2.5)  # type: ignore[arg-type]
