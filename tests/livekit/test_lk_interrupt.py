@@ -18,7 +18,9 @@ from realtime_resumption.emulator import Emulator, EmulatorConfig
 
 from .lk_helpers import Speaker, until
 
-CHUNKS = 40
+CHUNKS = 400
+"""Long enough (1.6 s of production at this scale) that the answer is still running when
+interrupted, even on a loaded machine."""
 SCALE = 0.1
 
 
