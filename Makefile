@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench mutate mutate-report clean
 
 # Re-install only when the project's metadata changes.
 $(STAMP): pyproject.toml
@@ -36,6 +36,53 @@ unit: $(STAMP)
 
 bench: $(STAMP)
 	for f in tests/benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
+
+# Mutation testing of the core's decision modules, one module a run (CPU-heavy; not part of
+# `make test` nor of CI):  make mutate MODULE=gemini/outbox   (one of MUTATE_MODULES)
+# It prints the module's mutation score and every surviving mutant with its diff. mutmut names a
+# mutant after its file's path, and these files sit under plugins/ but import as
+# realtime_resumption (the package-dir mapping), so it runs in a tree laid out as installed:
+# build/mutate/src/realtime_resumption holds copies of plugins/ and frames/, beside copies of
+# tests/ and pyproject.toml ([tool.mutmut] there picks the tests). The editable install's finder
+# comes after sys.path, so the tests import the mutated copies. MUTATE_CHILDREN bounds the
+# parallel test processes (the machine is shared).
+MUTATE_MODULES := gemini/outbox gemini/move gemini/failures resumption generation
+MODULE ?= gemini/failures
+MUTATE_CHILDREN ?= 1
+MUTATE := build/mutate
+$(VENV)/.installed-mutate: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[pipecat,livekit,demo,dev,mutate]"
+	touch $@
+mutate: $(VENV)/.installed-mutate
+	@case " $(MUTATE_MODULES) " in *" $(MODULE) "*) ;; *) echo "MODULE must be one of: $(MUTATE_MODULES)"; exit 2;; esac
+	rm -rf $(MUTATE) && mkdir -p $(MUTATE)/src
+	cp -r plugins $(MUTATE)/src/realtime_resumption && rm -rf $(MUTATE)/src/realtime_resumption/livekit
+	cp -r frames $(MUTATE)/src/realtime_resumption/frames
+	cp -r tests pyproject.toml $(MUTATE)/
+	find $(MUTATE) -name __pycache__ -prune -exec rm -rf {} +
+	cd $(MUTATE) && ../../$(BIN)/mutmut run --max-children $(MUTATE_CHILDREN) "realtime_resumption.$(subst /,.,$(MODULE)).*"
+	$(MAKE) --no-print-directory mutate-report MODULE=$(MODULE)
+
+# The last run's score and survivors again (also after a run stopped with ^C).
+mutate-report:
+	cd $(MUTATE) && ../../$(BIN)/python -c "$$MUTATE_SCORE" src/realtime_resumption/$(MODULE).py
+
+# The score of one module from mutmut's record of it: killed (or timed out) of those tested (a run
+# stopped with ^C leaves the rest "not checked": the score is then of those it reached).
+define MUTATE_SCORE
+import collections, json, subprocess, sys
+from mutmut.stats import status_by_exit_code
+codes = json.load(open(f"mutants/{sys.argv[1]}.meta"))["exit_code_by_key"]
+status = {name: status_by_exit_code[code] for name, code in codes.items()}
+counts = collections.Counter(status.values())
+tested = sum(n for s, n in counts.items() if s not in ("not checked", "skipped"))
+caught = counts["killed"] + counts["timeout"]
+print(f"{sys.argv[1]}: mutation score {caught}/{tested} = {100 * caught / max(tested, 1):.1f}% ({dict(counts)})")
+for name in sorted(n for n, s in status.items() if s not in ("killed", "timeout", "not checked")):
+    print(f"--- {status[name]}: {name}", flush=True)
+    subprocess.run([sys.executable, "-m", "mutmut", "show", name], check=False)
+endef
+export MUTATE_SCORE
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,132 @@
+"""The failure policy's words, its HTTP boundaries and its budget's edges.
+
+``tests/rotation/test_move_machine.py`` checks each row's verdict; these check what mutation
+testing (``make mutate MODULE=gemini/failures``) found unguarded: the README's promise that an
+HTTP 401/403 says to check the key, that every 5xx is retried (only 4xx refuse the request),
+that every ruling explains itself with the code or status and the moment it happened, and
+that the retry budget ends a session after 20 failed attempts or 120 s, wherever the clock starts.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from realtime_resumption.gemini.failures import Budget, RetryPolicy, Stage, Verdict, classify
+from realtime_resumption.transport import ConnectError, ConnectFailure, SessionLostError
+
+
+def http(status: int) -> ConnectError:
+    return ConnectError(ConnectFailure("refused", f"HTTP {status}", code=status))
+
+
+def closed(code: int) -> ConnectError:
+    return ConnectError(ConnectFailure("closed", f"code {code}", code=code))
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_refused_credentials_say_to_check_the_key(status: int) -> None:
+    ruling = classify(http(status), Stage.DIAL)
+    assert ruling.verdict is Verdict.FATAL
+    assert ruling.why == (
+        f"the provider refused the credentials (HTTP {status}): check the API key, "
+        "its project and its permissions for the Live API"
+    )
+
+
+@pytest.mark.parametrize("status", [500, 501, 502, 503, 504])
+def test_every_server_error_is_retried(status: int) -> None:
+    ruling = classify(http(status), Stage.DIAL)
+    assert ruling == classify(http(status), Stage.DIAL)
+    assert ruling.verdict is Verdict.RETRY
+    assert ruling.why == f"the provider refused the connection (HTTP {status})"
+
+
+@pytest.mark.parametrize("status", [400, 404, 499])
+def test_a_refused_request_is_fatal_and_says_so(status: int) -> None:
+    ruling = classify(http(status), Stage.DIAL)
+    assert ruling.verdict is Verdict.FATAL
+    assert ruling.why == f"the provider refused the request (HTTP {status}): check the setup"
+
+
+@pytest.mark.parametrize(
+    ("stage", "when"),
+    [
+        (Stage.DIAL, "during setup"),
+        (Stage.SETTLING, "right after its setup"),
+        (Stage.PROBATION, "right after the switch"),
+    ],
+)
+@pytest.mark.parametrize("code", [1000, 1006])
+def test_a_close_before_serving_is_retried_and_says_when(
+    stage: Stage, when: str, code: int
+) -> None:
+    expected = f"the connection closed {when} (code {code})"
+    by_code = classify(None, stage, code=code)
+    by_error = classify(closed(code), stage)
+    assert (by_code.verdict, by_code.why) == (Verdict.RETRY, expected)
+    assert (by_error.verdict, by_error.why) == (Verdict.RETRY, expected)
+
+
+def test_a_close_without_a_code_is_retried() -> None:
+    ruling = classify(None, Stage.SETTLING)
+    assert ruling.verdict is Verdict.RETRY
+    assert ruling.why.startswith("the connection closed right after its setup")
+
+
+def test_a_close_while_serving_starts_a_move_and_names_its_code() -> None:
+    assert classify(None, Stage.SERVING, code=1001).why == "the connection closed (code 1001)"
+    assert classify(closed(1006), Stage.SERVING).verdict is Verdict.MOVE
+
+
+@pytest.mark.parametrize("code", [1007, 1008])
+def test_a_refused_handle_names_its_code(code: int) -> None:
+    ruling = classify(None, Stage.SETTLING, code=code)
+    assert (ruling.verdict, ruling.why) == (
+        Verdict.REFUSED,
+        f"the provider refused the handle (code {code})",
+    )
+
+
+def test_other_errors_are_retried_with_their_own_words_or_their_type() -> None:
+    assert classify(OSError("network is unreachable"), Stage.DIAL).why == "network is unreachable"
+    assert classify(TimeoutError(), Stage.DIAL).why == "TimeoutError"
+    assert classify(TimeoutError(), Stage.DIAL).verdict is Verdict.RETRY
+
+
+def test_a_lost_session_keeps_its_reason_or_says_it_is_over() -> None:
+    assert classify(SessionLostError("budget spent"), Stage.SERVING).why == "budget spent"
+    ruling = classify(SessionLostError(), Stage.DIAL)
+    assert (ruling.verdict, ruling.why) == (Verdict.FATAL, "the session is over")
+
+
+# --- the retry budget's edges (README: "20 failed attempts, 120 s without a lasting connection")
+
+
+def test_the_budget_in_time_counts_from_the_first_failure_whatever_the_clock_reads() -> None:
+    """The event loop's clock starts anywhere: 119 s of failures from t=5000 s is within the
+    budget, 121 s is not, and the reason says how long it has been."""
+    budget = Budget(RetryPolicy())
+    assert budget.charge(5000.0) is None
+    assert budget.overdue(5119.0) is None
+    assert budget.overdue(5120.0) is None
+    why = budget.overdue(5121.0)
+    assert why == "no connection has held for 121 s (the retry budget allows 120 s)"
+    budget.healthy()
+    assert (budget.streak, budget.overdue(9000.0)) == (0, None)
+
+
+def test_the_budget_in_count_allows_exactly_its_attempts() -> None:
+    budget = Budget(RetryPolicy(attempts=2))
+    assert budget.charge(0.0) is None
+    assert budget.streak == 1
+    assert budget.charge(0.0) == "the session's retry budget (2 failed attempts) is spent"
+
+
+def test_a_budget_of_one_attempt_and_the_jitter_bounds_are_accepted() -> None:
+    assert RetryPolicy(attempts=1).attempts == 1
+    assert RetryPolicy(jitter=0.0).spread(2.0) == 2.0
+    assert RetryPolicy(jitter=1.0, random=lambda: 0.75).spread(2.0) == 3.0
+    with pytest.raises(TypeError, match="within must be a number of seconds"):
+        RetryPolicy(within="120")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="retry_budget must be an int >= 1"):
+        RetryPolicy(attempts=2.5)  # type: ignore[arg-type]
