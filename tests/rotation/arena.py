@@ -274,18 +274,25 @@ class Arena:
         return self.emulators[0].ledger.summary() if self.emulators else None
 
     async def teardown(self) -> None:
-        for rig in self.rigs:
-            if not rig.closed:
-                rig.closed = True
-                try:
-                    async with asyncio.timeout(WAIT):
-                        await rig.caller.stop_microphone()
-                        await rig.transport.disconnect()
-                        await rig.caller.aclose()
-                except Exception:  # teardown after a failure must not mask it
-                    logger.exception("teardown of a rig failed")
+        rigs = [rig for rig in self.rigs if not rig.closed]
+        for rig in rigs:
+            rig.closed = True
+        # Every microphone stops before any rig disconnects, and the rigs disconnect together:
+        # one by one, a storm's streaming rigs kept the loop busy while each of the others
+        # closed, and a failed storm took minutes to tear down.
+        await asyncio.gather(*(rig.caller.stop_microphone() for rig in rigs))
+        await asyncio.gather(*(self._disconnect(rig) for rig in rigs))
         for emu in self.emulators:
             await emu.stop()
+
+    @staticmethod
+    async def _disconnect(rig: Rig) -> None:
+        try:
+            async with asyncio.timeout(WAIT):
+                await rig.transport.disconnect()
+                await rig.caller.aclose()
+        except Exception:  # teardown after a failure must not mask it
+            logger.exception("teardown of a rig failed")
 
 
 # --- invariants -------------------------------------------------------------------------------

@@ -404,8 +404,12 @@ async def test_rotation_storm(arena: Arena, profile: Profile) -> None:
             client=client,
             resumption=STORM_RESUMPTION,
             first_seq=i * 1_000_000,
-            # Every session streams, slowly: 100 microphones at a chunk per 100 ms.
-            pace=5.0,
+            # Every session streams, slowly: 100 microphones at a chunk per 400 ms. A chunk
+            # costs the process about 0.8 ms of CPU end to end (the SDK's encoding, TLS both
+            # ways, the emulator's parsing), all on one event loop: a chunk per 100 ms asked
+            # 0.8 s of CPU a second before any answer or move, more than the half core a
+            # shared machine gives, and the loop ran up to seconds behind (answers past WAIT).
+            pace=20.0,
             input_buffer=OutboxLimits(),
             transport_options={"setup_timeout": WAIT},
         )
