@@ -145,6 +145,8 @@ class Microphone(AudioInput):
         self._next_at: float | None = None
         self._closed = False
         self.sent: list[int] = []
+        self.spoken: list[int] = []
+        """The seqs of the speech frames captured so far."""
 
     def say(self, words: Iterable[str], *, speech_chunks: int = 8) -> asyncio.Event:
         """Queue an utterance; the event is set once its last chunk was captured."""
@@ -181,6 +183,7 @@ class Microphone(AudioInput):
         if utterance.spoken >= max(utterance.speech_chunks, len(utterance.words)):
             self._queue.popleft()
             utterance.done.set()
+        self.spoken.append(seq)
         return user_audio(seq, speech=True, ms=self._chunk_ms, word=word)
 
 

@@ -33,6 +33,8 @@ class Microphone(BaseInputTransport):
         self._task: asyncio.Task[None] | None = None
         self.sent = 0
         """Chunks streamed so far (the last seq)."""
+        self.spoken: list[int] = []
+        """The seqs of the speech chunks streamed so far."""
 
     def say(self, words: list[str], chunks_per_word: int = 3) -> None:
         """Speak ``words`` next; silence follows (the emulator's VAD ends the turn)."""
@@ -70,6 +72,8 @@ class Microphone(BaseInputTransport):
         while True:
             word = self._plan.popleft() if self._plan else None
             self.sent += 1
+            if word is not None:
+                self.spoken.append(self.sent)
             audio = user_audio(self.sent, speech=word is not None, word=word or None)
             await self.push_audio_frame(
                 InputAudioRawFrame(audio=audio, sample_rate=16_000, num_channels=1)

@@ -110,7 +110,8 @@ async def test_three_moves_lose_nothing_and_keep_every_answer_whole() -> None:
     assert_nothing_said_lost(summary)
     assert summary.stranded_tool_responses == ()
     assert session.unawaited_tool_responses == []
-    assert set(range(1, streamed + 1)) <= set(summary.audio_received)
+    # Every word reached the service (silence between them may be skipped by a move).
+    assert mic.spoken and set(mic.spoken) <= set(summary.audio_received)
     assert "http503" in [a.outcome for a in emu.ledger.attempts]
     # The tool call was answered on the connection that issued it.
     (call_id,) = session.tool_calls_issued

@@ -56,10 +56,17 @@ CHUNK = 0.02
 
 
 async def stream_silence(
-    transport: GeminiLiveTransport, first: int, count: int, every: float = 0.002
+    transport: GeminiLiveTransport,
+    first: int,
+    count: int,
+    every: float = 0.002,
+    *,
+    speech: bool = False,
 ) -> None:
     """Silent user audio numbered from ``first``, one 20 ms chunk every ``every`` seconds
-    (2 ms by default; ``CHUNK`` is a microphone's real-time pace)."""
+    (2 ms by default; ``CHUNK`` is a microphone's real-time pace); ``speech``: the user
+    talking through it instead (a move must keep every chunk of it, where it may skip
+    silence)."""
     for seq in range(first, first + count):
-        transport.send_audio(user_audio(seq, speech=False))
+        transport.send_audio(user_audio(seq, speech=speech))
         await asyncio.sleep(every)

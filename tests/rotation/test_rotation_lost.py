@@ -29,7 +29,7 @@ async def test_a_drop_at_idle_resumes_and_delivers_what_was_sent_in_the_gap(prof
         rec = Recorder(transport)
         await transport.connect()
         await rec.wait_for("on_resumption_update")
-        streaming = asyncio.create_task(stream_silence(transport, 1, 150))
+        streaming = asyncio.create_task(stream_silence(transport, 1, 150, speech=True))
         await asyncio.sleep(0.05)
         assert emu.faults.drop() == 1
         await rec.wait_for("on_move")
@@ -124,7 +124,10 @@ async def test_a_drop_during_a_planned_move_turns_it_into_a_gap_and_loses_nothin
     assert [e.failure.kind for e in rec.lifecycle("setup-failed")] == ["timeout"]
     assert rec.count("on_move_started") == 1
     summary = emu.ledger.summary().sessions[only_session(emu).session_id]
-    assert summary.audio_consumed == tuple(range(1, 201))
+    # Silence only: held, then replayed in order, but for the middle of its long stretch
+    # (only its edges are held) and what the replay's uncertain window skips.
+    assert summary.audio_consumed == tuple(sorted(set(summary.audio_consumed)))
+    assert summary.audio_consumed[-1] == 200
 
 
 async def test_a_long_gap_drops_the_oldest_audio_within_its_bound_never_text() -> None:

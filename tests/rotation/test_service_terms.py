@@ -37,6 +37,17 @@ async def answered_once(transport: GeminiLiveTransport, rec: Recorder) -> None:
     await rec.wait_for("on_resumption_update")
 
 
+async def moved_once(emu: Emulator) -> tuple[GeminiLiveTransport, Recorder]:
+    """A connected transport that answered once, then moved at a goAway."""
+    transport = make_transport(emu)
+    rec = Recorder(transport)
+    await transport.connect()
+    await answered_once(transport, rec)
+    emu.faults.go_away(20.0)
+    await rec.wait_for("on_move")
+    return transport, rec
+
+
 async def speak(transport: GeminiLiveTransport, first: int, *, silence_after: int = 30) -> int:
     """The question as speech at a microphone's pace (2 ms per 20 ms chunk at this time
     scale), then silence; returns the next seq."""
@@ -58,12 +69,7 @@ async def test_a_resume_refused_while_open_resumes_with_the_same_handle(
     profile: str, when: str
 ) -> None:
     async with Emulator(strict(profile, refuse_resume_while_open_when=when)) as emu:
-        transport = make_transport(emu)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_once(transport, rec)
-        emu.faults.go_away(20.0)
-        await rec.wait_for("on_move")
+        transport, rec = await moved_once(emu)
         # The user asks right after the move: the session that answers has the context.
         await speak(transport, 1)
         await rec.wait_for("on_generation_end", 2)
@@ -89,24 +95,13 @@ async def test_a_resume_refused_while_open_resumes_with_the_same_handle(
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
 async def test_the_endpoint_is_remembered_by_later_moves_and_sessions(profile: str) -> None:
     async with Emulator(strict(profile)) as emu:
-        first = make_transport(emu)
-        rec = Recorder(first)
-        await first.connect()
-        await answered_once(first, rec)
-        emu.faults.go_away(20.0)
-        await rec.wait_for("on_move")
+        first, _ = await moved_once(emu)
         await first.disconnect()
-
-        second = make_transport(emu)
-        rec2 = Recorder(second)
-        await second.connect()
-        await answered_once(second, rec2)
-        emu.faults.go_away(20.0)
-        await rec2.wait_for("on_move")
+        second, rec = await moved_once(emu)
         await second.disconnect()
         await emu.wait_disconnected()
 
-    (move,) = rec2.moves
+    (move,) = rec.moves
     assert (move.outcome, move.attempts) == (MoveOutcome.RESUMED, 1)
     sessions = list(emu.ledger.sessions.values())
     assert [c.refused for c in sessions[0].connections] == [None, "open-session", None]
@@ -117,12 +112,7 @@ async def test_the_endpoint_is_remembered_by_later_moves_and_sessions(profile: s
 
 async def test_a_kind_service_keeps_make_before_break() -> None:
     async with Emulator(EmulatorConfig.kind(time_scale=TIME_SCALE)) as emu:
-        transport = make_transport(emu)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_once(transport, rec)
-        emu.faults.go_away(20.0)
-        await rec.wait_for("on_move")
+        transport, rec = await moved_once(emu)
         await transport.disconnect()
         await emu.wait_disconnected()
 

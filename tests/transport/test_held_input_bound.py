@@ -1,5 +1,6 @@
 """The README's bound on held input, with the shipped ``OutboxLimits``: across a gap the
-transport holds up to 30 s of audio and drops only the oldest past that, never text.
+transport holds up to 30 s of speech and drops only the oldest past that, never text.
+(Silence is bounded apart: only the edges of a long stretch are held; see the outbox's tests.)
 
 Run on the emulator's own defaults (its first handle follows the first answer), with the
 transport's defaults: nothing here sets an ``input_buffer``.
@@ -25,7 +26,7 @@ OVER = 100
 """2 s more than the bound."""
 
 
-async def test_a_gap_holds_the_last_30_s_of_audio_and_drops_only_the_oldest() -> None:
+async def test_a_gap_holds_the_last_30_s_of_speech_and_drops_only_the_oldest() -> None:
     async with Emulator(EmulatorConfig(time_scale=TIME_SCALE)) as emu:
         transport = GeminiLiveTransport(client=emu.client(), model=MODEL)
         rec = Recorder(transport)
@@ -37,7 +38,7 @@ async def test_a_gap_holds_the_last_30_s_of_audio_and_drops_only_the_oldest() ->
         # No await between the sends: the move cannot progress, so all of it is held at once,
         # well within the 60 s age bound.
         for seq in range(1, HELD + OVER + 1):
-            transport.send_audio(user_audio(seq, speech=False))
+            transport.send_audio(user_audio(seq, speech=True))
         transport.send_content([ContentTurn("user", "note this")], turn_complete=False)
         stats = transport.get_diagnostics().input
         assert stats is not None and stats.audio_chunks_dropped == OVER
