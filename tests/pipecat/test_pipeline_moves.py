@@ -178,10 +178,12 @@ async def test_three_moves_lose_nothing_and_keep_every_answer_whole() -> None:
         answered_turns.append(turn)
         if turn in whole:
             assert chunks == [(turn, k) for k in range(CHUNKS)]
-    assert sorted(answered_turns) == [t.turn for t in turns]
+    # A repeat interrupted before its first chunk went out never reached the pipeline.
+    voiced = [t.turn for t in turns if t.delivered]
+    assert sorted(answered_turns) == voiced
     starts = [f.generation_id for f in pushed if isinstance(f, GenerationStartedFrame)]
     ends = [f.generation_id for f in pushed if isinstance(f, GenerationEndedFrame)]
-    assert starts == ends and len(starts) == len(turns)
+    assert starts == ends and len(starts) == len(voiced)
 
     # Each answer once in the context, the complete ones whole.
     heard = [
