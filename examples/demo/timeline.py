@@ -24,6 +24,7 @@ _Y = {name: len(_LANES) - 1 - i for i, name in enumerate(_LANES)}
 _H = 0.6
 _RESUMED, _NEW, _SETUP = "#2e7d32", "#1565c0", "#bdbdbd"
 _SPEECH, _HEARD, _LOST = "#00838f", "#6a1b9a", "#d32f2f"
+_SKIPPED = "#bdbdbd"
 
 
 def _bar(
@@ -72,9 +73,13 @@ def _speech(ax: Axes, run: LaneRun, figures: Figures) -> None:
         if u.started_at is not None:
             end = u.finished_at if u.finished_at is not None else u.started_at
             _bar(ax, "user speech", u.started_at - origin, end - origin, facecolor=_SPEECH)
-    lost = [a.at - origin for a in lost_audio(run)]
-    for start, end in _runs(lost, 0.05):
-        _bar(ax, "user speech", start, end + 0.02, facecolor=_LOST, alpha=0.55)
+    lost = lost_audio(run)
+    # Lost silence is drawn apart from lost speech: it held no words (ours leaves some out
+    # on purpose: a move does not replay silence it cannot place).
+    for speech, color, alpha in ((False, _SKIPPED, 0.8), (True, _LOST, 0.55)):
+        times = [a.at - origin for a in lost if a.speech is speech]
+        for start, end in _runs(times, 0.05):
+            _bar(ax, "user speech", start, end + 0.02, facecolor=color, alpha=alpha)
 
 
 def _runs(times: Sequence[float], gap: float) -> list[tuple[float, float]]:
@@ -179,7 +184,8 @@ def draw(runs: Sequence[LaneRun], results: Sequence[Figures], path: Path) -> Non
         Patch(facecolor=_NEW, label="connection (new session)"),
         Patch(facecolor=_SETUP, hatch="//", label="connection setting up"),
         Patch(facecolor=_SPEECH, label="user speech"),
-        Patch(facecolor=_LOST, alpha=0.55, label="user audio lost"),
+        Patch(facecolor=_LOST, alpha=0.55, label="user speech lost"),
+        Patch(facecolor=_SKIPPED, alpha=0.8, label="user silence lost"),
         Patch(facecolor=_HEARD, label="answer audio heard"),
         Line2D([], [], marker="v", color="#ef6c00", ls="", label="goAway"),
         Line2D([], [], marker="X", color=_LOST, ls="", label="drop"),
