@@ -532,7 +532,11 @@ class Rotation:
         and only then does the setup go out. The incumbent is closed whatever becomes of the
         dial, as the move's machine has taken it for gone."""
         epoch = self._epoch
-        gate = SetupGate() if preopen.install() else None
+        if not preopen.install():
+            # The SDK offers no way to hold the setup: close first, then dial.
+            await self._break(move, epoch)
+            return await self._dialler.dial(handle)
+        gate = SetupGate()
         dialling = asyncio.create_task(
             self._dialler.dial(handle, gate), name=f"gemini-live-dial-move-{move.number}"
         )
@@ -541,22 +545,24 @@ class Rotation:
         dialling.add_done_callback(_outcome_read)
         opened = False
         try:
-            if gate is not None:
-                waits: set[asyncio.Future[Any]] = {dialling, gate.socket_open}
-                await asyncio.wait(waits, return_when=FIRST_COMPLETED)
+            waits: set[asyncio.Future[Any]] = {dialling, gate.socket_open}
+            await asyncio.wait(waits, return_when=FIRST_COMPLETED)
             opened = True
         finally:
-            incumbent = self._s.current
-            if self._epoch == epoch:
-                self._s.gate = InputGate.HELD
-                if incumbent is not None:
-                    await self._handover.break_incumbent(incumbent, move)
-            if gate is not None:
-                gate.release()
+            await self._break(move, epoch)
+            gate.release()
             if not opened:
                 dialling.cancel()
                 await asyncio.wait({dialling})
         return await dialling
+
+    async def _break(self, move: MoveInProgress, epoch: int) -> None:
+        """Hold input and close the incumbent, unless the move was stopped meanwhile."""
+        incumbent = self._s.current
+        if self._epoch == epoch:
+            self._s.gate = InputGate.HELD
+            if incumbent is not None:
+                await self._handover.break_incumbent(incumbent, move)
 
     def _failed(
         self, stage: Stage, error: BaseException | None, code: int | None = None

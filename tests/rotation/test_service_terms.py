@@ -14,7 +14,7 @@ import asyncio
 import pytest
 
 from realtime_resumption.emulator import Emulator, EmulatorConfig, user_audio
-from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.gemini import GeminiLiveTransport, preopen
 from realtime_resumption.moves import MoveOutcome, MoveReport
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
@@ -191,3 +191,19 @@ async def test_a_session_that_reaches_the_cap_is_rebuilt_with_nothing_said_lost(
     summary = emu.ledger.summary()
     for session in sessions:
         assert summary.sessions[session.session_id].speech_lost == ()
+
+
+async def test_without_a_way_to_hold_the_setup_the_move_closes_first_then_dials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A google-genai without the name ``gemini.preopen`` wraps: the old connection closes
+    before the replacement dials, so the resume is not refused a second time."""
+    monkeypatch.setattr(preopen, "install", lambda: False)
+    async with Emulator(strict("gemini")) as emu:
+        transport, rec = await moved_once(emu)
+        await transport.disconnect()
+        await emu.wait_disconnected()
+
+    (move,) = rec.moves
+    assert (move.outcome, move.attempts) == (MoveOutcome.RESUMED, 2)
+    assert [c.refused for c in only_session(emu).connections] == [None, "open-session", None]
