@@ -21,15 +21,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check plugins frames tests examples
 	$(BIN)/ruff format --check plugins frames tests examples
 
-# mypy cannot follow setuptools' package-dir mapping in an editable install, so it checks a
-# tree of links laid out as the installed packages are.
-TYPECHECK := build/typecheck
 typecheck: $(STAMP)
-	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/realtime_resumption $(TYPECHECK)/livekit/plugins
-	for f in plugins/*; do case $$f in plugins/livekit|*__pycache__) ;; *) ln -s ../../../$$f $(TYPECHECK)/realtime_resumption/ ;; esac; done
-	ln -s ../../../frames $(TYPECHECK)/realtime_resumption/frames
-	ln -s ../../../../plugins/livekit $(TYPECHECK)/livekit/plugins/realtime_resumption
-	cd $(TYPECHECK) && ../../$(BIN)/mypy --config-file ../../pyproject.toml --cache-dir ../../.mypy_cache -p realtime_resumption -p livekit.plugins.realtime_resumption
+	$(BIN)/mypy -p realtime_resumption -p realtime_resumption.frames -p livekit.plugins.realtime_resumption
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q
@@ -39,13 +32,12 @@ bench: $(STAMP)
 
 # Mutation testing of the core's decision modules, one module a run (CPU-heavy; not part of
 # `make test` nor of CI):  make mutate MODULE=gemini/outbox   (one of MUTATE_MODULES)
-# It prints the module's mutation score and every surviving mutant with its diff. mutmut names a
-# mutant after its file's path, and these files sit under plugins/ but import as
-# realtime_resumption (the package-dir mapping), so it runs in a tree laid out as installed:
-# build/mutate/src/realtime_resumption holds copies of plugins/ and frames/, beside copies of
-# tests/ and pyproject.toml ([tool.mutmut] there picks the tests). The editable install's finder
-# comes after sys.path, so the tests import the mutated copies. MUTATE_CHILDREN bounds the
-# parallel test processes (the machine is shared).
+# It prints the module's mutation score and every surviving mutant with its diff. mutmut derives a
+# mutant's module name from its file's path and only knows a src/ root, so it runs in a copy laid
+# out that way: build/mutate/src/realtime_resumption holds copies of the package (frames
+# included), beside copies of tests/ and pyproject.toml ([tool.mutmut] there picks the tests). The
+# editable install's finder comes after sys.path, so the tests import the mutated copies.
+# MUTATE_CHILDREN bounds the parallel test processes (the machine is shared).
 MUTATE_MODULES := gemini/outbox gemini/move gemini/failures resumption generation
 MODULE ?= gemini/failures
 MUTATE_CHILDREN ?= 1
@@ -56,8 +48,8 @@ $(VENV)/.installed-mutate: $(STAMP)
 mutate: $(VENV)/.installed-mutate
 	@case " $(MUTATE_MODULES) " in *" $(MODULE) "*) ;; *) echo "MODULE must be one of: $(MUTATE_MODULES)"; exit 2;; esac
 	rm -rf $(MUTATE) && mkdir -p $(MUTATE)/src
-	cp -r plugins $(MUTATE)/src/realtime_resumption && rm -rf $(MUTATE)/src/realtime_resumption/livekit
-	cp -r frames $(MUTATE)/src/realtime_resumption/frames
+	cp -r plugins/realtime_resumption $(MUTATE)/src/realtime_resumption
+	cp -r frames/realtime_resumption/frames $(MUTATE)/src/realtime_resumption/frames
 	cp -r tests pyproject.toml $(MUTATE)/
 	find $(MUTATE) -name __pycache__ -prune -exec rm -rf {} +
 	cd $(MUTATE) && ../../$(BIN)/mutmut run --max-children $(MUTATE_CHILDREN) "realtime_resumption.$(subst /,.,$(MODULE)).*"

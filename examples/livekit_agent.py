@@ -21,7 +21,7 @@ import sys
 from livekit.agents import Agent, AgentSession, JobContext, WorkerOptions, cli, function_tool
 from livekit.plugins import realtime_resumption
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 
 class Assistant(Agent):

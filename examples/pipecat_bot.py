@@ -31,13 +31,13 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import FunctionCallParams
 from pipecat.workers.runner import WorkerRunner
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
 from realtime_resumption.frames import (
     GenerationEndedFrame,
     GoAwayFrame,
     SessionMovedFrame,
 )
 from realtime_resumption.pipecat import GeminiLiveLLMService  # the one changed import
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 QUESTIONS = ["hello", "what is the weather in Paris", "thank you"]
 ANSWER_TIMEOUT = 30.0

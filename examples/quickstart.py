@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.moves import MoveReport
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
 

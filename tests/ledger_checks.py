@@ -7,7 +7,7 @@ of a long silence (``OutboxLimits.silence_padding``). The user's speech never.
 
 from __future__ import annotations
 
-from realtime_resumption.emulator.ledger import MoveSummary, SessionSummary
+from realtime_resumption.testing.emulator.ledger import MoveSummary, SessionSummary
 
 
 def assert_nothing_said_lost(summary: SessionSummary | MoveSummary) -> None:

@@ -14,11 +14,11 @@ import pytest
 from google.oauth2.credentials import Credentials
 from loguru import logger
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.redaction import redact, secret
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.transport import ConnectError, ContentTurn, ReconnectState
 
 from .transport.transport_helpers import CALLBACKS, GRACE, MODEL

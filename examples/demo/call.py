@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from realtime_resumption.emulator import Emulator, answer_chunk_ids
-from realtime_resumption.emulator.caller import CallerRecord, ScriptedCaller, Utterance
-from realtime_resumption.emulator.ledger import SessionRecord
+from realtime_resumption.testing.emulator import Emulator, answer_chunk_ids
+from realtime_resumption.testing.emulator.caller import CallerRecord, ScriptedCaller, Utterance
+from realtime_resumption.testing.emulator.ledger import SessionRecord
 from realtime_resumption.transport import ContentTurn, ToolResult
 
 INSTRUCTIONS = "You are a friendly assistant on a phone call."

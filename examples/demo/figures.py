@@ -11,8 +11,12 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from realtime_resumption.emulator.caller import SentAudio
-from realtime_resumption.emulator.ledger import ConnectionRecord, LedgerSummary, SessionRecord
+from realtime_resumption.testing.emulator.caller import SentAudio
+from realtime_resumption.testing.emulator.ledger import (
+    ConnectionRecord,
+    LedgerSummary,
+    SessionRecord,
+)
 
 from .call import AFTER_MOVE, DURING_MOVE, FINAL, MIC_CHUNK, Asked, Heard
 from .run import LaneRun

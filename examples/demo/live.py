@@ -18,8 +18,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from realtime_resumption.emulator.caller import ScriptedCaller
 from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.testing.emulator.caller import ScriptedCaller
 from realtime_resumption.transport import GenerationEndReason, TransportError
 
 from .call import INSTRUCTIONS

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from loguru import logger
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
-from realtime_resumption.emulator.caller import CallerRecord
-from realtime_resumption.emulator.ledger import Ledger
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
+from realtime_resumption.testing.emulator.caller import CallerRecord
+from realtime_resumption.testing.emulator.ledger import Ledger
 
 from .call import CallRecord, Conductor, Ear, Mark, Plan
 from .stacks import Lane, StackContext

@@ -25,7 +25,7 @@ from google.genai import types
 from loguru import logger
 from websockets.asyncio.client import ClientConnection, connect
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig, user_audio
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
 
 PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 SETUP = json.dumps({"setup": {"model": "models/bench", "generationConfig": {}}})

@@ -24,7 +24,7 @@ from livekit.agents.voice.io import AudioInput
 from livekit.plugins import google
 from livekit.plugins import realtime_resumption as rr
 
-from realtime_resumption.emulator import EmulatorConfig, user_audio
+from realtime_resumption.testing.emulator import EmulatorConfig, user_audio
 
 FRAMES = 2500
 INTERVAL = 0.002

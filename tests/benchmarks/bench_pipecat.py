@@ -33,8 +33,8 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.google.gemini_live.llm import GeminiLiveLLMService as StockService
 from pipecat.workers.runner import WorkerRunner
 
-from realtime_resumption.emulator import EmulatorConfig, user_audio
 from realtime_resumption.pipecat import GeminiLiveLLMService
+from realtime_resumption.testing.emulator import EmulatorConfig, user_audio
 
 MODEL = "gemini-live-2.5-flash-preview"
 INPUT_FRAMES = 2000

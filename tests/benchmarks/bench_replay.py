@@ -24,12 +24,12 @@ from google.genai import types
 from google.oauth2.credentials import Credentials
 from loguru import logger
 
-from realtime_resumption.emulator import EmulatorConfig
-from realtime_resumption.emulator.caller import ScriptedCaller
-from realtime_resumption.emulator.server import VERTEX_LOCATION, VERTEX_PROJECT
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.testing.emulator import EmulatorConfig
+from realtime_resumption.testing.emulator.caller import ScriptedCaller
+from realtime_resumption.testing.emulator.server import VERTEX_LOCATION, VERTEX_PROJECT
 
 MODEL = "gemini-live-2.5-flash-preview"
 SETUP_LATENCY = 0.3

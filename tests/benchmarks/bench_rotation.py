@@ -44,13 +44,13 @@ from emulator_thread import EmulatorThread
 from google.oauth2.credentials import Credentials
 from loguru import logger
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
-from realtime_resumption.emulator.caller import CallerEvent, CallerRecord, ScriptedCaller
-from realtime_resumption.emulator.ledger import LedgerSummary, SessionRecord
-from realtime_resumption.emulator.server import VERTEX_LOCATION, VERTEX_PROJECT
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.moves import MoveReport
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
+from realtime_resumption.testing.emulator.caller import CallerEvent, CallerRecord, ScriptedCaller
+from realtime_resumption.testing.emulator.ledger import LedgerSummary, SessionRecord
+from realtime_resumption.testing.emulator.server import VERTEX_LOCATION, VERTEX_PROJECT
 
 T = TypeVar("T")
 

@@ -44,12 +44,12 @@ from google import genai
 from google.genai import types
 from loguru import logger
 
-from realtime_resumption.emulator import EmulatorConfig, user_audio
-from realtime_resumption.emulator.ledger import Ledger
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.messages import INPUT_AUDIO_MIME
 from realtime_resumption.moves import MoveReport
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.testing.emulator import EmulatorConfig, user_audio
+from realtime_resumption.testing.emulator.ledger import Ledger
 from realtime_resumption.transport import ContentTurn
 
 MODEL = "gemini-live-2.5-flash-preview"

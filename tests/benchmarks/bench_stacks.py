@@ -3,7 +3,7 @@
 Each stack runs the same call in turn: a caller streaming 20 ms microphone chunks in real
 time, a question every few seconds (one of them calls the tool), its answers played in real
 time, and the emulator rotating the connection (goAway with notice) twice. The emulator runs
-in a process of its own (``python -m realtime_resumption.emulator``), so the figure is this
+in a process of its own (``python -m realtime_resumption.testing.emulator``), so the figure is this
 process's CPU time alone (``time.process_time``: every thread, a framework's native ones
 included) over the call's wall time. Printed, not asserted; ours over stock should be <= 1.0x.
 
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from examples.demo.call import FINAL, HELLO, WEATHER_Q, CallRecord, Ear, Microphone
 from examples.demo.lanes import all_lanes
 from examples.demo.stacks import Lane, StackContext
-from realtime_resumption.emulator.caller import ScriptedCaller
+from realtime_resumption.testing.emulator.caller import ScriptedCaller
 
 ROTATE_EVERY = 15.0
 NOTICE = 5.0
@@ -47,7 +47,7 @@ async def emulator_process() -> AsyncIterator[types.HttpOptions]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "realtime_resumption.emulator",
+        "realtime_resumption.testing.emulator",
         "--rotate-every",
         str(ROTATE_EVERY),
         "--notice",

@@ -19,8 +19,8 @@ from google import genai
 from google.genai import types
 from loguru import logger
 
-from realtime_resumption.emulator import EmulatorConfig, user_audio
 from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.testing.emulator import EmulatorConfig, user_audio
 from realtime_resumption.transport import ContentTurn
 
 MODEL = "gemini-live-2.5-flash-preview"

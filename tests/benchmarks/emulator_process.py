@@ -24,8 +24,8 @@ from typing import Any
 from google.genai import types
 from loguru import logger
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
-from realtime_resumption.emulator.ledger import Ledger
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
+from realtime_resumption.testing.emulator.ledger import Ledger
 
 _SCRIPT = str(Path(__file__).resolve())
 WAIT = 60.0

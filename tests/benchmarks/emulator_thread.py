@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from google.genai import types
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 T = TypeVar("T")
 

@@ -9,7 +9,7 @@ from typing import Any
 from google.genai import errors, types
 from google.genai.live import AsyncSession
 
-from realtime_resumption.emulator import EmulatorConfig, user_audio
+from realtime_resumption.testing.emulator import EmulatorConfig, user_audio
 
 MODEL = "gemini-live-2.5-flash-preview"
 PCM = "audio/pcm;rate=16000"
@@ -142,7 +142,7 @@ async def ask(session: AsyncSession, text: str) -> None:
 
 def audio_ids(messages: list[Message]) -> list[tuple[int, int]]:
     """(turn, chunk) of every answer audio chunk in ``messages``."""
-    from realtime_resumption.emulator import answer_chunk_id
+    from realtime_resumption.testing.emulator import answer_chunk_id
 
     ids = []
     for m in messages:

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
-from realtime_resumption.emulator.caller import CallerEvent, ScriptedCaller
-from realtime_resumption.emulator.ledger import LedgerSummary, SessionSummary, TurnSummary
 from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
+from realtime_resumption.testing.emulator.caller import CallerEvent, ScriptedCaller
+from realtime_resumption.testing.emulator.ledger import LedgerSummary, SessionSummary, TurnSummary
 from realtime_resumption.transport import CancelResponseOptions, GenerationEndReason
 
 MODEL = "gemini-live-2.5-flash-preview"
@@ -283,7 +283,7 @@ def test_comparison_of_audio_against_a_ledger() -> None:
             "other": session("other", (6, 7), (6, 7)),
         }
     )
-    from realtime_resumption.emulator.caller import AnswerSeen, CallerSummary
+    from realtime_resumption.testing.emulator.caller import AnswerSeen, CallerSummary
 
     summary = CallerSummary(
         sessions=("a", "b"),

@@ -12,8 +12,8 @@ import pytest
 from google import genai
 from google.genai import types
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
-from realtime_resumption.emulator.__main__ import _config, _parser, _script_faults, main
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
+from realtime_resumption.testing.emulator.__main__ import _config, _parser, _script_faults, main
 
 from .emu_helpers import MODEL, handle_after_turn, live_config, read_until
 
@@ -180,7 +180,7 @@ async def test_serves_until_interrupted() -> None:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "realtime_resumption.emulator",
+        "realtime_resumption.testing.emulator",
         "--profile",
         "gemini",
         "--rotate-every",

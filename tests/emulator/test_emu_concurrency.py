@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from realtime_resumption.emulator import Emulator
+from realtime_resumption.testing.emulator import Emulator
 
 from .emu_helpers import MODEL, ask, audio_ids, config, live_config, read_turn
 

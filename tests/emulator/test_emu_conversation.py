@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from google.genai import types
 
-from realtime_resumption.emulator import Emulator, answer_text_ids, user_audio
+from realtime_resumption.testing.emulator import Emulator, answer_text_ids, user_audio
 
 from .emu_helpers import (
     MODEL,

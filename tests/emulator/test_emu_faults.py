@@ -9,7 +9,7 @@ import websockets
 from google.genai import errors, types
 from google.genai.live import AsyncSession
 
-from realtime_resumption.emulator import Emulator, user_audio
+from realtime_resumption.testing.emulator import Emulator, user_audio
 
 from .emu_helpers import (
     MODEL,

@@ -12,7 +12,7 @@ import websockets
 from google.genai import types
 from websockets.asyncio.client import connect
 
-from realtime_resumption.emulator import Emulator
+from realtime_resumption.testing.emulator import Emulator
 
 from .emu_helpers import MODEL, ask, config, live_config, read_turn, read_until_closed
 

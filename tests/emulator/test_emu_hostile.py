@@ -10,7 +10,7 @@ import websockets
 from google.genai import types
 from websockets.asyncio.client import connect
 
-from realtime_resumption.emulator import Emulator
+from realtime_resumption.testing.emulator import Emulator
 
 from .emu_helpers import (
     MODEL,

@@ -7,9 +7,13 @@ import asyncio
 import pytest
 from google.genai import types
 
-from realtime_resumption.emulator import Emulator, Ledger, user_audio
-from realtime_resumption.emulator.ledger import ClientMessageRecord, ConnectionRecord, SessionRecord
-from realtime_resumption.emulator.snapshot import SessionState
+from realtime_resumption.testing.emulator import Emulator, Ledger, user_audio
+from realtime_resumption.testing.emulator.ledger import (
+    ClientMessageRecord,
+    ConnectionRecord,
+    SessionRecord,
+)
+from realtime_resumption.testing.emulator.snapshot import SessionState
 
 from .emu_helpers import (
     MODEL,

@@ -21,11 +21,11 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig, user_audio
-from realtime_resumption.emulator.ledger import ConnectionRecord
-from realtime_resumption.emulator.network import connection_class
 from realtime_resumption.gemini.connection import ConnectionHooks, _Connection
 from realtime_resumption.gemini.outbox import OutboxLimits
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
+from realtime_resumption.testing.emulator.ledger import ConnectionRecord
+from realtime_resumption.testing.emulator.network import connection_class
 
 from .emu_helpers import MODEL, PCM, config, live_config, read_until_closed
 

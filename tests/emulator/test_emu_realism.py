@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from google.genai import types
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig, user_audio
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
 
 from .emu_helpers import (
     MODEL,

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from google.genai import errors, types
 
-from realtime_resumption.emulator import KIND_SERVICE, Emulator, user_audio
+from realtime_resumption.testing.emulator import KIND_SERVICE, Emulator, user_audio
 
 from .emu_helpers import (
     MODEL,

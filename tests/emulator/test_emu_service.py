@@ -20,12 +20,12 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosedError
 
-from realtime_resumption.emulator import KIND_SERVICE, Emulator, EmulatorConfig, user_audio
-from realtime_resumption.emulator.audio import UserAudioDecoder
-from realtime_resumption.emulator.config import PROFILES, REFUSAL_TIMINGS, Profile
-from realtime_resumption.emulator.ledger import SessionRecord
-from realtime_resumption.emulator.network import _LatePongs, connection_class
-from realtime_resumption.emulator.wire import Setup, parse_client_message
+from realtime_resumption.testing.emulator import KIND_SERVICE, Emulator, EmulatorConfig, user_audio
+from realtime_resumption.testing.emulator.audio import UserAudioDecoder
+from realtime_resumption.testing.emulator.config import PROFILES, REFUSAL_TIMINGS, Profile
+from realtime_resumption.testing.emulator.ledger import SessionRecord
+from realtime_resumption.testing.emulator.network import _LatePongs, connection_class
+from realtime_resumption.testing.emulator.wire import Setup, parse_client_message
 
 from .emu_helpers import (
     MODEL,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from google.genai import errors, types
 
-from realtime_resumption.emulator import Emulator
-from realtime_resumption.emulator.ledger import SetupRecord
-from realtime_resumption.emulator.server import VERTEX_LOCATION, VERTEX_PROJECT
+from realtime_resumption.testing.emulator import Emulator
+from realtime_resumption.testing.emulator.ledger import SetupRecord
+from realtime_resumption.testing.emulator.server import VERTEX_LOCATION, VERTEX_PROJECT
 
 from .emu_helpers import (
     MODEL,

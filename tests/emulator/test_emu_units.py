@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from realtime_resumption.emulator import (
+from realtime_resumption.testing.emulator import (
     EmulatorConfig,
     answer_chunk_id,
     answer_chunk_ids,
@@ -17,8 +17,8 @@ from realtime_resumption.emulator import (
     user_audio_seqs,
     wire,
 )
-from realtime_resumption.emulator.audio import UserAudioDecoder, answer_audio, rms
-from realtime_resumption.emulator.snapshot import AnswerProgress, SessionState, Snapshot
+from realtime_resumption.testing.emulator.audio import UserAudioDecoder, answer_audio, rms
+from realtime_resumption.testing.emulator.snapshot import AnswerProgress, SessionState, Snapshot
 
 
 def test_user_audio_carries_seq_and_word() -> None:

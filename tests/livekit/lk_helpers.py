@@ -21,8 +21,8 @@ from livekit.agents.voice.io import AudioInput, AudioOutput, AudioOutputCapabili
 from livekit.plugins import google
 from livekit.plugins import realtime_resumption as rr
 
-from realtime_resumption.emulator import Emulator, answer_chunk_id, user_audio
-from realtime_resumption.emulator.audio import USER_RATE
+from realtime_resumption.testing.emulator import Emulator, answer_chunk_id, user_audio
+from realtime_resumption.testing.emulator.audio import USER_RATE
 
 ModelKind = Literal["stock", "ours"]
 WAIT = 10.0

@@ -10,7 +10,7 @@ import pytest
 from google.genai import types
 from livekit.agents import Agent, AgentSession
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 from ..transport.setups import compression, received_setups
 from .lk_helpers import ModelKind, make_model, until

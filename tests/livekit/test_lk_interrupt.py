@@ -14,7 +14,7 @@ from google.genai import types
 from livekit.agents import Agent, AgentSession
 from livekit.plugins import realtime_resumption as rr
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 from .lk_helpers import Speaker, until
 

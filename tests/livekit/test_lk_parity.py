@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 from livekit.agents import Agent, AgentSession, AgentStateChangedEvent, function_tool
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig, answer_text_ids
 from realtime_resumption.generation import TOOL_CALL_GRACE
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, answer_text_ids
 
 from .lk_helpers import ModelKind, Speaker, make_model, until
 

@@ -17,9 +17,9 @@ from livekit.plugins import google
 from livekit.plugins import realtime_resumption as rr
 from livekit.plugins.realtime_resumption.audio_input import InputAudio
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
 from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 from .lk_helpers import text_call, until
 

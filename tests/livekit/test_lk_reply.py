@@ -10,7 +10,7 @@ from livekit.agents import Agent, AgentSession
 from livekit.plugins import realtime_resumption as rr
 from livekit.plugins.realtime_resumption import session as rr_session
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 from .lk_helpers import Recorder, until
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from livekit.agents import Agent, AgentSession, function_tool
 from livekit.plugins import realtime_resumption as rr
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig, answer_text_ids
 from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, answer_text_ids
 
 from ..ledger_checks import assert_nothing_said_lost
 from .lk_helpers import Recorder, until, voice_call

@@ -16,7 +16,7 @@ from livekit.plugins import google
 from livekit.plugins import realtime_resumption as rr
 
 from realtime_resumption import Secret, redact
-from realtime_resumption.emulator import Emulator, EmulatorConfig
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 from .lk_helpers import ModelKind, make_model, until, voice_call
 

@@ -33,7 +33,7 @@ from livekit.agents import Agent, AgentSession, function_tool
 from livekit.plugins import google
 from livekit.plugins import realtime_resumption as rr
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig, answer_text_ids
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, answer_text_ids
 
 from .lk_helpers import WAIT, ModelKind, make_model, voice_call
 

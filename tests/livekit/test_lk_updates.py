@@ -9,8 +9,8 @@ from google.genai import types
 from livekit.agents import Agent, AgentSession, function_tool
 from livekit.plugins import realtime_resumption as rr
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
 from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 from .lk_helpers import WAIT, Recorder, until
 

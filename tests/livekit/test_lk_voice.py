@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from livekit.agents import Agent
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig, answer_text_ids
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, answer_text_ids
 
 from .lk_helpers import until, voice_call
 

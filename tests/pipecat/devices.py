@@ -17,7 +17,7 @@ from pipecat.transports.base_input import BaseInputTransport
 from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.transports.base_transport import TransportParams
 
-from realtime_resumption.emulator import user_audio
+from realtime_resumption.testing.emulator import user_audio
 
 CHUNK_SECONDS = 0.02
 

@@ -25,8 +25,8 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.workers.runner import WorkerRunner
 
-from realtime_resumption.emulator import EmulatorConfig, user_audio
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.testing.emulator import EmulatorConfig, user_audio
 
 MODEL = "gemini-live-2.5-flash-preview"
 TIME_SCALE = 0.05

@@ -9,8 +9,8 @@ from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.services.google.gemini_live.llm import GeminiLiveLLMService as StockService
 from pipecat.services.llm_service import FunctionCallParams
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.pipecat import GeminiLiveLLMService
+from realtime_resumption.testing.emulator import Emulator
 
 from .rig import FAST, MODEL
 

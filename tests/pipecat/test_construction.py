@@ -21,10 +21,10 @@ from pipecat.services.google.gemini_live.vertex.llm import (
     GeminiLiveVertexLLMService as StockVertexService,
 )
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.frames import SessionMovedFrame
 from realtime_resumption.gemini import Credential
 from realtime_resumption.pipecat import GeminiLiveLLMService, GeminiLiveVertexLLMService, vertex
+from realtime_resumption.testing.emulator import Emulator
 
 from .rig import FAST, MODEL, Rig, emulator_config
 

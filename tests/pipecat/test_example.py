@@ -4,7 +4,7 @@ connection rotated under the conversation without a cut."""
 from __future__ import annotations
 
 from examples import pipecat_bot
-from realtime_resumption.emulator import Emulator, EmulatorConfig
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 from ..ledger_checks import assert_nothing_said_lost
 

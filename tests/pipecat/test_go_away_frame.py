@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 from pipecat.frames.frames import InputTextRawFrame, LLMFullResponseEndFrame
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.frames import (
     GoAwayFrame,
     SessionMovedFrame,
@@ -15,6 +14,7 @@ from realtime_resumption.frames import (
     SessionResumptionUpdateFrame,
 )
 from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.testing.emulator import Emulator
 
 from . import services
 from .rig import TIME_SCALE, Rig, emulator_config

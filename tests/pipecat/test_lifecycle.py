@@ -14,9 +14,9 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.frames import GenerationEndedFrame, GenerationStartedFrame
 from realtime_resumption.pipecat import GenerationLifecycleProcessor
+from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import GenerationEndReason
 
 from . import services

@@ -15,8 +15,8 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.frames import GenerationEndedFrame, GenerationStartedFrame
+from realtime_resumption.testing.emulator import Emulator
 
 from . import services
 from .rig import Rig, emulator_config

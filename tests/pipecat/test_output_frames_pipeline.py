@@ -22,8 +22,8 @@ from pipecat.metrics.metrics import LLMUsageMetricsData
 from pipecat.services.google.frames import LLMSearchResponseFrame
 from pipecat.services.google.gemini_live.llm import GeminiModalities
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.frames import GenerationEndedFrame, GenerationStartedFrame
+from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import GenerationEndReason
 
 from . import services

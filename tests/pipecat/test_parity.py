@@ -26,8 +26,8 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.services.google.gemini_live.llm import GeminiModalities
 
 import realtime_resumption.frames as lifecycle
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.generation import TOOL_CALL_GRACE
+from realtime_resumption.testing.emulator import Emulator
 
 from . import services
 from .rig import PushLog, Rig, emulator_config, stream_audio

@@ -17,7 +17,6 @@ from pipecat.frames.frames import (
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
 
-from realtime_resumption.emulator import Emulator, answer_chunk_id, answer_text_ids
 from realtime_resumption.frames import (
     GenerationEndedFrame,
     GenerationStartedFrame,
@@ -26,6 +25,7 @@ from realtime_resumption.frames import (
     SessionResumptionUpdateFrame,
 )
 from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.testing.emulator import Emulator, answer_chunk_id, answer_text_ids
 
 from ..ledger_checks import assert_nothing_said_lost
 from . import services

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from pipecat.frames.frames import ErrorFrame, InputTextRawFrame, LLMFullResponseEndFrame
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.frames import (
     SessionLostFrame,
     SessionMovedFrame,
     SessionResumptionUpdateFrame,
 )
+from realtime_resumption.testing.emulator import Emulator
 
 from . import services
 from .rig import Rig, emulator_config

@@ -31,7 +31,6 @@ from pipecat.services.google.gemini_live.llm import GeminiVADParams
 from pipecat.services.llm_service import FunctionCallParams
 
 from realtime_resumption import OutboxLimits
-from realtime_resumption.emulator import Emulator, user_audio
 from realtime_resumption.frames import (
     GenerationEndedFrame,
     SessionLostFrame,
@@ -42,6 +41,7 @@ from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.pipecat import GeminiLiveLLMService
 from realtime_resumption.pipecat.output import search_response, token_usage
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.transport import GenerationEndReason
 
 from ..ledger_checks import assert_nothing_said_lost

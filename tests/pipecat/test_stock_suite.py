@@ -64,8 +64,8 @@ from pipecat.services.google.gemini_live.llm import (
 )
 from pipecat.services.llm_service import FunctionCallParams
 
-from realtime_resumption.emulator import Emulator, user_audio
 from realtime_resumption.frames import SessionMovedFrame
+from realtime_resumption.testing.emulator import Emulator, user_audio
 
 from . import services
 from .rig import TIME_SCALE, PushLog, Rig, emulator_config, until

@@ -29,7 +29,7 @@ UNUSED = """
 import sys
 
 def test_nothing_of_the_emulator_is_loaded():
-    assert "realtime_resumption.emulator" not in sys.modules
+    assert "realtime_resumption.testing.emulator" not in sys.modules
     assert "google.genai" not in sys.modules
 """
 

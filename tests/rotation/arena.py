@@ -18,14 +18,14 @@ from typing import Any, Literal
 from google import genai
 from loguru import logger
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
-from realtime_resumption.emulator.caller import CallerRecord, ScriptedCaller
-from realtime_resumption.emulator.ledger import LedgerSummary
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.generation import TOOL_CALL_GRACE
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
+from realtime_resumption.testing.emulator.caller import CallerRecord, ScriptedCaller
+from realtime_resumption.testing.emulator.ledger import LedgerSummary
 
 Profile = Literal["gemini", "vertex"]
 PROFILES: tuple[Profile, ...] = ("gemini", "vertex")

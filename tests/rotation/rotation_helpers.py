@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from realtime_resumption.emulator import Emulator, user_audio
-from realtime_resumption.emulator.ledger import SessionRecord
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.testing.emulator import Emulator, user_audio
+from realtime_resumption.testing.emulator.ledger import SessionRecord
 from realtime_resumption.transport import ContentTurn
 
 from ..transport import transport_helpers

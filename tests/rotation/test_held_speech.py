@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
-from realtime_resumption.emulator import Emulator, user_audio
 from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.testing.emulator import Emulator, user_audio
 
 from ..transport.transport_helpers import Recorder, emulator_config, make_transport
 from .rotation_helpers import only_session

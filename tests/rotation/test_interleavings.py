@@ -27,8 +27,8 @@ from typing import Any, Literal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from realtime_resumption.emulator.caller import CallerEvent, CallerRecord
 from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.testing.emulator.caller import CallerEvent, CallerRecord
 
 from .arena import (
     ASK_TOOL,

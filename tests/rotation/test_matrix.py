@@ -25,10 +25,10 @@ from typing import Any, Literal
 
 import pytest
 
-from realtime_resumption.emulator.caller import CallerEvent
 from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.testing.emulator.caller import CallerEvent
 
 from .arena import (
     ASK_TOOL,

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from realtime_resumption.emulator import Emulator, answer_chunk_id
-from realtime_resumption.emulator.ledger import ConnectionRecord, SessionRecord
 from realtime_resumption.gemini import Credential, GeminiLiveTransport
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.testing.emulator import Emulator, answer_chunk_id
+from realtime_resumption.testing.emulator.ledger import ConnectionRecord, SessionRecord
 from realtime_resumption.transport import (
     ContentTurn,
     GenerationEndReason,

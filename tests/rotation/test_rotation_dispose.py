@@ -8,10 +8,10 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.testing.emulator import Emulator
 
 from .rotation_helpers import (
     Recorder,

@@ -9,10 +9,10 @@ import asyncio
 
 import pytest
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.gemini import Credential, GeminiLiveTransport
 from realtime_resumption.gemini.failures import RetryPolicy
 from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import SessionLostError
 
 from .rotation_helpers import FAST, MODEL, Recorder, emulator_config, make_transport

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from realtime_resumption.emulator import Emulator, user_audio
 from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
 from .rotation_helpers import (

@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 import math
 
-from realtime_resumption.emulator import Emulator, user_audio
-from realtime_resumption.emulator.ledger import SessionSummary
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.testing.emulator import Emulator, user_audio
+from realtime_resumption.testing.emulator.ledger import SessionSummary
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
 from ..ledger_checks import assert_nothing_said_lost

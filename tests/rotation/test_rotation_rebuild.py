@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import (
     ContentTurn,
     NotConnectedError,

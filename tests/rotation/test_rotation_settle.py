@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.move import SETTLE, SETTLE_HELD
 from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.testing.emulator import Emulator
 
 from ..ledger_checks import assert_nothing_said_lost
 from .rotation_helpers import (

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import pytest
 from google.genai import types
 
-from realtime_resumption.emulator import Emulator, answer_chunk_id
 from realtime_resumption.gemini import GeminiLiveTransport, loop_lag
 from realtime_resumption.moves import HandleKind, MoveOutcome
+from realtime_resumption.testing.emulator import Emulator, answer_chunk_id
 from realtime_resumption.transport import (
     ContentTurn,
     GenerationEndReason,

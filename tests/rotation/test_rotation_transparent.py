@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from realtime_resumption.emulator import Emulator, user_audio
 from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.transport import ContentTurn
 
 from .rotation_helpers import Recorder, emulator_config, make_transport, only_session

@@ -9,10 +9,10 @@ import asyncio
 
 import pytest
 
-from realtime_resumption.emulator import Emulator, user_audio
-from realtime_resumption.emulator.ledger import ClientMessageRecord, ConnectionRecord
 from realtime_resumption.gemini.watchdog import ResumeWatchdog, UserTurnRetainer, is_speech
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.testing.emulator import Emulator, user_audio
+from realtime_resumption.testing.emulator.ledger import ClientMessageRecord, ConnectionRecord
 from realtime_resumption.transport import ContentTurn, GenerationEndReason, ReplayItem
 
 from .rotation_helpers import Recorder, emulator_config, make_transport

@@ -13,9 +13,9 @@ import asyncio
 
 import pytest
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.gemini import GeminiLiveTransport, preopen
 from realtime_resumption.moves import MoveOutcome, MoveReport
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
 from .rotation_helpers import TIME_SCALE, Recorder, make_transport, only_session

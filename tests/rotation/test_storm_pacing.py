@@ -17,7 +17,6 @@ from unittest.mock import ANY
 import pytest
 from google.genai import types
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
 from realtime_resumption.gemini.connection import (
     TURN_BUDGET,
     WRITE_BATCH,
@@ -26,6 +25,7 @@ from realtime_resumption.gemini.connection import (
 )
 from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.resumption import STORM_SPREAD_SHARE, ResumptionOptions, SessionResumption
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 MODEL = "gemini-2.0-flash-live-001"
 FRAME = b"\x10\x00" * 320  # 20 ms of quiet PCM16 at 16 kHz

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from realtime_resumption.emulator import Emulator
+from realtime_resumption.testing.emulator import Emulator
 
 from .transport_helpers import ScriptedServer, emulator_config
 

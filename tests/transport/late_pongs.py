@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from websockets.asyncio.server import ServerConnection
 
-from realtime_resumption.emulator import server as emulator_server
+from realtime_resumption.testing.emulator import server as emulator_server
 
 
 class Pings:

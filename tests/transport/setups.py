@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from realtime_resumption.emulator import wire
+from realtime_resumption.testing.emulator import wire
 
 
 def received_setups(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:

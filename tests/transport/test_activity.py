@@ -8,10 +8,10 @@ from collections.abc import Sequence
 
 from google.genai import types
 
-from realtime_resumption.emulator import Emulator, user_audio
-from realtime_resumption.emulator.ledger import SessionRecord
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.testing.emulator import Emulator, user_audio
+from realtime_resumption.testing.emulator.ledger import SessionRecord
 
 from .transport_helpers import Recorder, emulator_config, make_transport
 

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 import pytest
 from google.genai import client as genai_client
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.gemini import Credential, GeminiLiveTransport
 from realtime_resumption.gemini import transport as transport_module
 from realtime_resumption.gemini.connection import CLOSE_TIMEOUT
 from realtime_resumption.gemini.tasks import cancel_and_wait
+from realtime_resumption.testing.emulator import Emulator
 
 from .transport_helpers import MODEL, Recorder, emulator_config
 

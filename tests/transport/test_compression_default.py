@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from google.genai import types
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.gemini.config import sliding_window
+from realtime_resumption.testing.emulator import Emulator
 
 from .setups import compression, received_setups
 from .transport_helpers import Recorder, emulator_config, make_transport

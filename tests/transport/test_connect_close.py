@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.gemini import Credential, GeminiLiveTransport
+from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import (
     ConnectError,
     ContentTurn,

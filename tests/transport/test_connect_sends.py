@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from realtime_resumption.emulator import Emulator, user_audio
-from realtime_resumption.emulator.ledger import ConnectionRecord
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.outbox import OutboxLimits
+from realtime_resumption.testing.emulator import Emulator, user_audio
+from realtime_resumption.testing.emulator.ledger import ConnectionRecord
 from realtime_resumption.transport import (
     ConnectError,
     ContentTurn,

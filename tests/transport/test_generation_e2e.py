@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from realtime_resumption.emulator import Emulator, answer_chunk_id, user_audio
+from realtime_resumption.testing.emulator import Emulator, answer_chunk_id, user_audio
 from realtime_resumption.transport import (
     CancelResponseOptions,
     ContentTurn,

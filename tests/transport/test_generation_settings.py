@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.config import LiveOptions
 from realtime_resumption.moves import MoveReason
+from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import ContentTurn, GenerationSettings, SessionUpdate
 
 from .transport_helpers import Recorder, emulator_config, make_transport

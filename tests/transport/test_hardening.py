@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.gemini import GeminiLiveTransport, messages
 from realtime_resumption.generation import TOOL_CALL_GRACE
 from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import (
     ContentTurn,
     GenerationEndReason,

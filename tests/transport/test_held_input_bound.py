@@ -12,9 +12,9 @@ import asyncio
 
 import pytest
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.transport import ContentTurn
 
 from .transport_helpers import MODEL, TIME_SCALE, Recorder

@@ -16,7 +16,6 @@ import pytest
 from google import genai
 from google.genai import types
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.connection import (
     PONG_TIMEOUT,
@@ -25,6 +24,7 @@ from realtime_resumption.gemini.connection import (
     _Connection,
 )
 from realtime_resumption.gemini.messages import ClientMessage
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.transport import ContentTurn
 
 from .late_pongs import count_pings

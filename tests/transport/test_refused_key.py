@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 from realtime_resumption.transport import ConnectError, ContentTurn, SessionLostError
 
 from .transport_helpers import MODEL, TIME_SCALE, Recorder

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from realtime_resumption.emulator import Emulator, user_audio
 from realtime_resumption.gemini import GeminiLiveTransport, tcp
 from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.transport import ContentTurn
 
 from ..ledger_checks import assert_nothing_said_lost

@@ -3,8 +3,8 @@ functionCall/functionResponse parts in seeded history get the connection closed 
 
 from __future__ import annotations
 
-from realtime_resumption.emulator import Emulator
 from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import ContentTurn, ToolResult
 
 from .transport_helpers import Recorder, make_transport

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from realtime_resumption.emulator import Emulator, user_audio
-from realtime_resumption.emulator.ledger import ConnectionRecord
+from realtime_resumption.testing.emulator import Emulator, user_audio
+from realtime_resumption.testing.emulator.ledger import ConnectionRecord
 from realtime_resumption.transport import (
     ContentTurn,
     RetainedUserTurn,

@@ -10,8 +10,8 @@ import pytest
 from google import genai
 from google.oauth2.credentials import Credentials
 
-from realtime_resumption.emulator import Emulator, answer_chunk_id
 from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.testing.emulator import Emulator, answer_chunk_id
 from realtime_resumption.transport import ContentTurn, GenerationEndReason, ToolResult
 
 from .transport_helpers import (

@@ -12,10 +12,10 @@ from google.genai import types
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from realtime_resumption.emulator import KIND_SERVICE, Emulator, EmulatorConfig
-from realtime_resumption.emulator.certs import TlsMaterial
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.moves import MoveReport
+from realtime_resumption.testing.emulator import KIND_SERVICE, Emulator, EmulatorConfig
+from realtime_resumption.testing.emulator.certs import TlsMaterial
 from realtime_resumption.transport import GenerationEndReason
 
 MODEL = "gemini-live-2.5-flash-preview"

@@ -1,6 +1,6 @@
 """Command line: serve the emulator until Ctrl-C.
 
-python -m realtime_resumption.emulator --profile gemini --rotate-every 30 --notice 5
+python -m realtime_resumption.testing.emulator --profile gemini --rotate-every 30 --notice 5
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ Every duration is multiplied by --time-scale.
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m realtime_resumption.emulator",
+        prog="python -m realtime_resumption.testing.emulator",
         description="A local Gemini Live server (TLS WebSocket) with scripted faults.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -378,7 +378,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point of ``python -m realtime_resumption.emulator``."""
+    """Entry point of ``python -m realtime_resumption.testing.emulator``."""
     args = _parser().parse_args(argv)
     logger.remove()
     logger.add(sys.stderr, level="DEBUG" if args.verbose else "INFO")

@@ -18,7 +18,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
-from ..redaction import redact
+from ...redaction import redact
 from . import network, wire
 from .config import EmulatorConfig, RefusalTiming
 from .conversation import Conversation

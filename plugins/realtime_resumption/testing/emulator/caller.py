@@ -36,8 +36,8 @@ from typing import Any, Final, Literal, Protocol
 
 from loguru import logger
 
-from ..moves import HandleKind, MoveReason, MoveReport
-from ..transport import (
+from ...moves import HandleKind, MoveReason, MoveReport
+from ...transport import (
     ContentTurn,
     GenerationEndReason,
     ToolCall,

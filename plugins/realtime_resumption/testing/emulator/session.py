@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..redaction import redact
+from ...redaction import redact
 from .ledger import HandleRecord, Ledger, SessionRecord
 from .snapshot import SessionState, Snapshot
 

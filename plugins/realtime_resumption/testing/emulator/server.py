@@ -83,12 +83,12 @@ class Emulator:
     def __init__(self, config: EmulatorConfig | None = None) -> None:
         self.config = config if config is not None else EmulatorConfig()
         self.ledger = Ledger()
-        """Everything that happened (see ``realtime_resumption.emulator.ledger``)."""
+        """Everything that happened (see ``realtime_resumption.testing.emulator.ledger``)."""
         self._rng = random.Random(self.config.seed)
         self._sessions = SessionRegistry(self.ledger, self._rng)
         self._live: set[Connection] = set()
         self.faults = Faults(self.config, lambda: list(self._live), self._sessions.expire_all)
-        """Scripted faults (see ``realtime_resumption.emulator.faults``)."""
+        """Scripted faults (see ``realtime_resumption.testing.emulator.faults``)."""
         self._tls: TlsMaterial | None = None
         self._server: Server | None = None
         self._hub: Hub | None = None

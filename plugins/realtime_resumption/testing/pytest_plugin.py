@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from google import genai
     from google.genai import types
 
-    from realtime_resumption.emulator import Emulator, EmulatorConfig
+    from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 MARKER = "gemini_emulator"
 
@@ -48,7 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def emulator_config(request: pytest.FixtureRequest) -> EmulatorConfig:
     """The configuration a test asked for: its markers (the closest wins), then an indirect
     parameter (a profile name, a dict of fields, or a whole EmulatorConfig)."""
-    from realtime_resumption.emulator import EmulatorConfig
+    from realtime_resumption.testing.emulator import EmulatorConfig
 
     settings: dict[str, Any] = {}
     for marker in reversed(list(request.node.iter_markers(MARKER))):
@@ -89,7 +89,7 @@ def _async_fixture(function: _F) -> _F:
 async def gemini_emulator(request: pytest.FixtureRequest) -> AsyncIterator[Emulator]:
     """A started emulator on the test's event loop; stopped (every connection closed, the CA
     file removed) after the test."""
-    from realtime_resumption.emulator import Emulator
+    from realtime_resumption.testing.emulator import Emulator
 
     async with Emulator(emulator_config(request)) as emu:
         yield emu

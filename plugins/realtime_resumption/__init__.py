@@ -14,7 +14,6 @@ import importlib
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from realtime_resumption.emulator import Emulator, EmulatorConfig
     from realtime_resumption.gemini import (
         Credential,
         CredentialProvider,
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
         ResumptionOptions,
         SessionResumption,
     )
+    from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
     from realtime_resumption.transport import (
         CancelResponseOptions,
         ConnectError,
@@ -102,8 +102,8 @@ _EXPORTS: Final[dict[str, str]] = {
     "Secret": "realtime_resumption.redaction",
     "redact": "realtime_resumption.redaction",
     # the emulator, for users' own tests
-    "Emulator": "realtime_resumption.emulator",
-    "EmulatorConfig": "realtime_resumption.emulator",
+    "Emulator": "realtime_resumption.testing.emulator",
+    "EmulatorConfig": "realtime_resumption.testing.emulator",
 }
 
 __all__ = [

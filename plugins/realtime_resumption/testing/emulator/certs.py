@@ -6,7 +6,13 @@ import os
 import ssl
 import tempfile
 
-import trustme
+try:
+    import trustme
+except ImportError as exc:  # the testing kit's one dependency of its own
+    raise ImportError(
+        "the Gemini Live emulator needs the testing extra: "
+        "pip install 'realtime-resumption[testing]'"
+    ) from exc
 
 
 class TlsMaterial:
