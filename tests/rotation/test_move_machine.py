@@ -16,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from realtime_resumption.gemini import move as m
 from realtime_resumption.gemini.failures import RetryPolicy, Stage, Verdict, classify
-from realtime_resumption.gemini.session import InputGate
+from realtime_resumption.gemini.move import InputGate
 from realtime_resumption.moves import HandleKind, MoveReason
 from realtime_resumption.transport import ConnectError, ConnectFailure, SessionLostError
 

@@ -68,7 +68,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum, StrEnum
 from typing import Final
 
 from realtime_resumption.gemini.failures import (
@@ -80,8 +80,20 @@ from realtime_resumption.gemini.failures import (
     classify,
     close_code,
 )
-from realtime_resumption.gemini.session import InputGate
 from realtime_resumption.moves import HandleKind, MoveReason
+
+
+class InputGate(Enum):
+    """How much of the session's input the current connection takes."""
+
+    OPEN = "open"
+    """Everything, in order."""
+    MEDIA_ONLY = "media_only"
+    """Audio and video only: a message that could end the user's turn waits for the next
+    connection (a move is about to switch, and an answer started now would be cut)."""
+    HELD = "held"
+    """Nothing: the input waits for the next connection."""
+
 
 SETTLE: Final = 0.5
 """Seconds a replacement may stay silent after its setup before it counts as accepted, while

@@ -9,7 +9,7 @@ rotation (turn boundaries, handles, goAway, the resume watchdog).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from google.genai import types
 from loguru import logger
@@ -26,14 +26,27 @@ from realtime_resumption.transport import (
 
 if TYPE_CHECKING:
     from realtime_resumption.gemini.connection import _Connection
-    from realtime_resumption.gemini.rotation import Rotation
     from realtime_resumption.gemini.session import Session
+
+
+class TurnSignals(Protocol):
+    """What the receiver tells the session's mover (``gemini.rotation``): turn boundaries,
+    handles and goAway. Each call only records the fact or starts a move in tasks of the
+    mover's own; none calls back into the receiver."""
+
+    def turn_started(self) -> None: ...
+    def turn_ended(self) -> None: ...
+    def served(self) -> None: ...
+    def user_turn(self) -> None: ...
+    def answered(self) -> None: ...
+    def go_away(self, seconds: float | None) -> None: ...
+    def resumption_update(self, handle: str | None, resumable: bool) -> None: ...
 
 
 class Receiver:
     """Applies the current connection's server messages; see the module documentation."""
 
-    def __init__(self, session: Session, rotation: Rotation) -> None:
+    def __init__(self, session: Session, rotation: TurnSignals) -> None:
         self._s = session
         self._rotation = rotation
         self._translator = wire.Translator()

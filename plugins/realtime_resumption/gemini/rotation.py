@@ -59,7 +59,6 @@ from realtime_resumption.gemini import preopen
 from realtime_resumption.gemini.endpoints import ENDPOINTS
 from realtime_resumption.gemini.failures import RetryPolicy, Stage
 from realtime_resumption.gemini.preopen import SetupGate
-from realtime_resumption.gemini.session import InputGate
 from realtime_resumption.gemini.tasks import cancel_and_wait
 from realtime_resumption.gemini.watchdog import ResumeWatchdog
 from realtime_resumption.moves import (
@@ -159,7 +158,7 @@ class Rotation:
     @property
     def holding(self) -> bool:
         """A move is under way and input waits for the new connection."""
-        return self._machine.moving and self._s.gate is InputGate.HELD
+        return self._machine.moving and self._s.gate is m.InputGate.HELD
 
     def stats(self) -> MoveStats:
         """The move log, for diagnostics."""
@@ -351,7 +350,7 @@ class Rotation:
         self._finish_lost(why)
         self._helper = self._new_helper()
         self._machine = m.MoveMachine(self._options.retry_delays, self._policy)
-        self._s.gate = InputGate.OPEN
+        self._s.gate = m.InputGate.OPEN
         return tasks
 
     # --- deciding -------------------------------------------------------------------------------
@@ -466,7 +465,7 @@ class Rotation:
         elif isinstance(action, m.Gate):
             s.gate = action.gate
             move = self.log.current
-            if action.gate is InputGate.HELD and move is not None:
+            if action.gate is m.InputGate.HELD and move is not None:
                 move.input_stopped(s.now())
             s.feed()
         elif isinstance(action, m.Switch):
@@ -560,7 +559,7 @@ class Rotation:
         """Hold input and close the incumbent, unless the move was stopped meanwhile."""
         incumbent = self._s.current
         if self._epoch == epoch:
-            self._s.gate = InputGate.HELD
+            self._s.gate = m.InputGate.HELD
             if incumbent is not None:
                 await self._handover.break_incumbent(incumbent, move)
 
@@ -586,7 +585,7 @@ class Rotation:
             move.reason = reason
             return move
         move = self.log.begin(reason, handle, kind, self._s.now())
-        if self._s.gate is InputGate.HELD:
+        if self._s.gate is m.InputGate.HELD:
             move.input_stopped(self._s.now())
         if self._cut_by_loss and reason is MoveReason.LOST:
             move.turn_was_cut()
@@ -636,7 +635,7 @@ class Rotation:
         # Nothing is fed to the new connection until what it said while it settled (its
         # first handle, above all) is delivered: a handle recorded after writes it never
         # saw would be taken to hold them.
-        self._s.gate = InputGate.HELD
+        self._s.gate = m.InputGate.HELD
         report = self._handover.switch(conn, move, handle)
         self._deadline_at = None
         self._go_away_seen = False
@@ -651,7 +650,7 @@ class Rotation:
         # Delivered now the move is recorded, so its first handle counts as a resumable point.
         self._handover.release(conn)
         if not self.moving:  # (that may have begun the next move, with its own gate)
-            self._s.gate = InputGate.OPEN
+            self._s.gate = m.InputGate.OPEN
             self._s.feed()
         if self._s.setup_stale:
             asyncio.get_running_loop().call_soon(self.config_changed)
@@ -679,7 +678,7 @@ class Rotation:
         report = move.finish(MoveOutcome.LOST, self._s.now(), error=text)
         self._s.call(self._s.callbacks.on_move, report)
         self._resolve(report)
-        self._s.gate = InputGate.OPEN
+        self._s.gate = m.InputGate.OPEN
         self._s.lost(SessionLostError(text), *self._last_close)
 
     def _finish_lost(self, why: str) -> None:

@@ -13,14 +13,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from enum import Enum
-from typing import TYPE_CHECKING, Any, Final, ParamSpec
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, Protocol
 
 from loguru import logger
 
 from realtime_resumption.gemini.config import LiveOptions
 from realtime_resumption.gemini.history import ConversationHistory
 from realtime_resumption.gemini.input import InputPath
+from realtime_resumption.gemini.move import InputGate
 from realtime_resumption.gemini.tool_calls import ToolCallTracker
 from realtime_resumption.gemini.watchdog import UserTurnRetainer
 from realtime_resumption.generation import (
@@ -39,6 +39,7 @@ from realtime_resumption.redaction import redact
 from realtime_resumption.transport import (
     ConnectionLifecycleEvent,
     GenerationClose,
+    LLMTransport,
     ReasoningInfo,
     ReplayItem,
     TransportErrorEvent,
@@ -46,22 +47,20 @@ from realtime_resumption.transport import (
 
 if TYPE_CHECKING:
     from realtime_resumption.gemini.connection import _Connection
-    from realtime_resumption.gemini.transport import GeminiLiveTransport
+    from realtime_resumption.moves import HandleKind, MoveReason, MoveReport
 
 _P = ParamSpec("_P")
+
+
+class Callbacks(LLMTransport, Protocol):
+    """The framework's callbacks, as the transport holds them: the interface's ``on_*``
+    attributes and the two that report moves."""
+
+    on_move: Callable[[MoveReport], None] | None
+    on_move_started: Callable[[MoveReason, HandleKind], None] | None
+
+
 _REASON_LIMIT: Final = 200
-
-
-class InputGate(Enum):
-    """How much of the session's input the current connection takes."""
-
-    OPEN = "open"
-    """Everything, in order."""
-    MEDIA_ONLY = "media_only"
-    """Audio and video only: a message that could end the user's turn waits for the next
-    connection (a move is about to switch, and an answer started now would be cut)."""
-    HELD = "held"
-    """Nothing: the input waits for the next connection."""
 
 
 class Session:
@@ -74,7 +73,7 @@ class Session:
 
     def __init__(
         self,
-        callbacks: GeminiLiveTransport,
+        callbacks: Callbacks,
         *,
         options: LiveOptions,
         secrets: set[str],
@@ -127,7 +126,7 @@ class Session:
         self._close_reported: set[_Connection] = set()
 
     @property
-    def callbacks(self) -> GeminiLiveTransport:
+    def callbacks(self) -> Callbacks:
         """The transport: its public ``on_*`` attributes are the framework's callbacks."""
         return self._callbacks
 

@@ -27,7 +27,7 @@ from realtime_resumption.gemini.config import sliding_window
 from realtime_resumption.transport import GenerationSettings
 
 from .log import logger
-from .options import DEFAULT_IMAGE_ENCODE_OPTIONS, Options
+from .options import DEFAULT_IMAGE_ENCODE_OPTIONS, Options, warn_vertex_scheduling_unsupported
 
 if TYPE_CHECKING:
     from .session import RealtimeSession
@@ -310,14 +310,6 @@ _T = TypeVar("_T")
 def _given(value: NotGivenOr[_T]) -> _T | None:
     """``value``, or None when it was not given."""
     return value if is_given(value) else None
-
-
-def warn_vertex_scheduling_unsupported() -> None:
-    """Vertex AI drops ``scheduling`` from tool responses (the Google plugin's warning)."""
-    logger.warning(
-        "tool_response_scheduling is not supported by Vertex AI and will be ignored; "
-        "tool responses use the default scheduling there."
-    )
 
 
 def _warn_model_api_mismatch(model: str, use_vertexai: bool) -> None:

@@ -14,6 +14,8 @@ from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.redaction import redact
 from realtime_resumption.transport import GenerationSettings
 
+from .log import logger
+
 DEFAULT_IMAGE_ENCODE_OPTIONS = images.EncodeOptions(
     format="JPEG",
     quality=75,
@@ -117,3 +119,11 @@ class Options:
             initial_history_in_client_content=self.live_text,
             **extra,
         )
+
+
+def warn_vertex_scheduling_unsupported() -> None:
+    """Vertex AI drops ``scheduling`` from tool responses (the Google plugin's warning)."""
+    logger.warning(
+        "tool_response_scheduling is not supported by Vertex AI and will be ignored; "
+        "tool responses use the default scheduling there."
+    )

@@ -14,7 +14,7 @@ import functools
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from google.genai import types
 from livekit import rtc
@@ -49,12 +49,8 @@ from .events import SessionMoved, SessionMovedEvent
 from .generations import Generation, GenerationStreams
 from .log import logger
 from .metrics import answer_metrics
-from .model import warn_vertex_scheduling_unsupported
-from .options import Options
+from .options import Options, warn_vertex_scheduling_unsupported
 from .transcripts import Utterance
-
-if TYPE_CHECKING:
-    from .model import RealtimeModel
 
 GENERATE_REPLY_TIMEOUT = 5.0
 """Seconds ``generate_reply`` waits for its generation once the request can reach the
@@ -79,7 +75,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     ``session_moved`` (``SessionMovedEvent``) after each move.
     """
 
-    def __init__(self, realtime_model: RealtimeModel, options: Options) -> None:
+    def __init__(self, realtime_model: llm.RealtimeModel, options: Options) -> None:
         super().__init__(realtime_model)
         self._model = realtime_model
         self._opts = options
