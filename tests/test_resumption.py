@@ -934,3 +934,47 @@ def test_invalid_options_raise_value_error(kwargs: dict[str, Any], message: str)
 def test_non_numeric_options_raise_type_error(kwargs: dict[str, Any]) -> None:
     with pytest.raises(TypeError):
         ResumptionOptions(**kwargs)
+
+
+# One helper for the whole session: forget
+
+
+async def test_forget_after_giving_up_serves_the_next_server_session() -> None:
+    rig = Rig("fail", "fail", "fail", "fail", "fail")
+    rig.helper.resumption_update(H1, True)
+    rig.helper.connection_lost()
+    await rig.until(100)
+    assert rig.helper.stopped
+    rig.helper.forget()
+    assert not rig.helper.stopped
+    assert rig.helper.latest_handle is None
+    assert rig.helper.last_move is None
+    assert rig.helper.connection_lost() is False  # the old session's handle is gone
+    rig.helper.resumption_update(H2, True)
+    rig.helper.go_away(10)
+    await settle()
+    assert [call.handle for call in rig.calls[5:]] == [H2]
+
+
+async def test_forget_abandons_a_move_in_flight_and_a_pending_notice() -> None:
+    rig = Rig("hang")
+    rig.helper.resumption_update(H1, True)
+    rig.helper.turn_started()
+    rig.helper.go_away(30)
+    rig.helper.connection_lost()
+    await rig.until(3)
+    assert rig.helper.reconnecting
+    rig.helper.forget()
+    assert not rig.helper.reconnecting
+    await settle()
+    assert rig.cancelled == 1
+    assert rig.helper.is_idle
+    assert other_tasks() == set()
+    # No turn is carried over: the new session's first resumable handle is a point.
+    rig.helper.resumption_update(H2, True)
+    await rig.until(1000)
+    assert rig.times == [0.0]
+    rig.helper.go_away(10)
+    await settle()
+    assert [call.handle for call in rig.calls] == [H1, H2]
+    assert rig.failures == []

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         SendQueueFullError,
         SessionLostError,
         SessionUpdate,
+        SetupRefusedError,
         ToolCall,
         ToolCallOrphanedError,
         ToolResult,
@@ -97,6 +98,7 @@ _EXPORTS: Final[dict[str, str]] = {
     "ToolCallOrphanedError": "realtime_resumption.transport",
     "SessionLostError": "realtime_resumption.transport",
     "ConnectError": "realtime_resumption.transport",
+    "SetupRefusedError": "realtime_resumption.transport",
     "DialAbandonedError": "realtime_resumption.transport",
     # secrets
     "Secret": "realtime_resumption.redaction",
@@ -138,6 +140,7 @@ __all__ = [
     "SessionLostError",
     "SessionResumption",
     "SessionUpdate",
+    "SetupRefusedError",
     "ToolCall",
     "ToolCallOrphanedError",
     "ToolResult",

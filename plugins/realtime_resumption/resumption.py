@@ -329,9 +329,24 @@ class SessionResumption:
         self._start_move(MoveReason.LOST)
         return True
 
+    def forget(self) -> None:
+        """Forgets the server session: its handles, any ``goAway`` pending, any move in flight
+        (abandoned) and a stop after failed attempts. The helper then serves a new server
+        session (a fresh connect, a rebuild) as a new helper would, so one helper lives as
+        long as its driver."""
+        self._clear_go_away()
+        if self._move_task is not None:
+            self._move_task.cancel()
+            self._move_task = None
+        self._latest_handle = None
+        self._at_point = False
+        self._in_turn = False
+        self._last_move = None
+        self._stopped = False
+
     def dispose(self) -> None:
         """Cancels timers, abandons any attempt in flight, stops retries. Nothing runs after;
-        every later call is a no-op. Idempotent."""
+        every later call is a no-op (until ``forget``). Idempotent."""
         self._stopped = True
         self._clear_go_away()
         if self._move_task is not None:

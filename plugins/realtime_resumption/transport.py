@@ -581,6 +581,11 @@ class SessionLostError(TransportError):
     ``recoverable=False``, before ``on_close``."""
 
 
+class SetupRefusedError(TransportError):
+    """The service refused a setup a session update asked for (an unknown voice, say): the
+    session goes on with the setup it had (a recoverable error)."""
+
+
 class ConnectError(TransportError):
     """A connection attempt failed; ``failure`` tells why (its ``message`` is the text)."""
 

@@ -461,6 +461,29 @@ async def test_a_settings_update_gemini_cannot_take_is_refused_and_the_session_g
     assert [t.connection for t in session.turns.values()] == served
 
 
+async def test_a_setup_the_service_refuses_is_rolled_back_with_a_non_fatal_error() -> None:
+    # A voice name the up-front checks cannot know is wrong: the service refuses the setup.
+    async with Emulator(emulator_config()) as emu:
+        service = services.ours(emu)
+        async with Rig([service]) as rig:
+            await _first_turn(rig)
+            delta = GeminiLiveLLMService.Settings(voice="Klingon")
+            await rig.queue(LLMUpdateSettingsFrame(delta=delta))
+            await rig.wait(lambda: rig.count(SessionMovedFrame) >= 1)
+            await rig.queue(InputTextRawFrame("hello there"))
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 2)
+        (session, _refused_fresh) = emu.ledger.sessions.values()
+    (error,) = rig.of(ErrorFrame, up=True)
+    assert not error.fatal
+    assert "refused the updated setup" in error.error and "previous one" in error.error
+    assert rig.of(SessionLostFrame) == []
+    (report,) = [f.report for f in rig.of(SessionMovedFrame)]
+    assert (report.reason, report.outcome) == (MoveReason.CONFIG, MoveOutcome.RESUMED)
+    served = [c for c in session.connections if c.refused is None]
+    assert [c.setup.voice for c in served if c.setup is not None] == ["Charon", "Charon"]
+    assert [t.outcome for t in session.turns.values()] == ["complete", "complete"]
+
+
 async def test_cancelling_the_pipeline_while_it_dials_is_no_error() -> None:
     logged: list[tuple[str, str]] = []
     sink = logger.add(

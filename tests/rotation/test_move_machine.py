@@ -186,6 +186,30 @@ def test_a_refused_handle_without_history_loses_the_session() -> None:
     assert isinstance(actions[-1], m.GiveUp)
 
 
+def test_a_changed_setup_refused_on_a_fresh_session_too_is_rolled_back() -> None:
+    mm = machine()
+    mm.send(due(reason=MoveReason.CONFIG))
+    # Refused with the handle: the handle is the suspect first (a new instruction is refused
+    # only on a resume by some models), so the move rebuilds with the new setup.
+    first = mm.send(m.Failed(1.0, Stage.DIAL, closed(1007), setup_changed=True))
+    assert first[-1] == m.Dial(None)
+    # Refused on a fresh session too: the setup is invalid whatever the session.
+    actions = mm.send(m.Failed(2.0, Stage.DIAL, closed(1007), setup_changed=True))
+    assert isinstance(actions[0], m.RollBack)
+    assert actions[-1] == m.Dial(H1), "back to the handle the move set out with"
+    assert H1 not in mm.refused
+    assert mm.budget.spent == 0
+    assert switch(mm, 3.0) == [m.Switch(H1)]
+
+
+def test_an_unchanged_setup_refused_on_a_fresh_session_is_no_rollback() -> None:
+    mm = machine()
+    mm.send(due(handle=None))
+    actions = mm.send(m.Failed(1.0, Stage.DIAL, closed(1007), setup_changed=False))
+    assert not [a for a in actions if isinstance(a, m.RollBack)]
+    assert mm.budget.spent == 1
+
+
 @pytest.mark.parametrize("stage", [Stage.DIAL, Stage.SETTLING])
 def test_1011_with_the_incumbent_open_is_no_refused_handle(stage: Stage) -> None:
     """The live service refuses a resume while the old connection is open with a 1011 right

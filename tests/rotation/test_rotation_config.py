@@ -16,6 +16,7 @@ from realtime_resumption.transport import (
     GenerationEndReason,
     ReconnectState,
     SessionUpdate,
+    SetupRefusedError,
 )
 
 from .rotation_helpers import FAST, MODEL, Recorder, emulator_config, make_transport, only_session
@@ -117,6 +118,42 @@ async def test_a_service_that_refuses_a_new_instruction_gets_a_rebuilt_session()
     assert seeded.kind == "client_content" and seeded.turns[0] == ("user", "hello there")
     assert new_session.state is not None and new_session.state.system_instruction == "be terse"
     assert [t.outcome for t in new_session.turns.values()] == ["complete"]
+
+
+@pytest.mark.parametrize("profile", ["gemini", "vertex"])
+async def test_a_setup_the_service_refuses_is_rolled_back_and_the_session_goes_on(
+    profile: str,
+) -> None:
+    async with Emulator(emulator_config(profile, refuse_unknown_voice=True)) as emu:
+        transport = make_transport(emu, system_instruction="be chatty")
+        rec = Recorder(transport)
+        await transport.connect()
+        transport.send_content([ContentTurn("user", "hello there")])
+        await rec.wait_for("on_turn_complete")
+        await transport.update_session(SessionUpdate(voice="Klingon"))
+        await rec.wait_for("on_move")
+        transport.send_content([ContentTurn("user", "still there")])
+        await rec.wait_for("on_turn_complete", 2)
+        assert not transport.pending_setup_change
+        await transport.disconnect()
+        await emu.wait_disconnected()
+
+    (move,) = rec.moves
+    assert (move.reason, move.outcome) == (MoveReason.CONFIG, MoveOutcome.RESUMED)
+    (error,) = rec.of("on_error")
+    assert isinstance(error[0].error, SetupRefusedError) and error[0].recoverable
+    assert "previous one" in str(error[0].error)
+    # On the service: the resume with the new voice refused, then a fresh session with it
+    # refused too; the session resumed with the voice it had, and answered on.
+    session, refused_fresh = emu.ledger.sessions.values()
+    _first, with_voice, resumed = session.connections
+    assert with_voice.refused == "voice" and with_voice.setup is not None
+    assert with_voice.setup.with_handle and with_voice.setup.voice == "Klingon"
+    (fresh,) = refused_fresh.connections
+    assert fresh.refused == "voice" and fresh.setup is not None and not fresh.setup.with_handle
+    assert resumed.established and resumed.setup is not None and resumed.setup.with_handle
+    assert resumed.setup.voice is None
+    assert [t.outcome for t in session.turns.values()] == ["complete", "complete"]
 
 
 def _moved(session: SessionRecord) -> tuple[ConnectionRecord, ConnectionRecord]:

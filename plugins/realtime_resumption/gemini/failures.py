@@ -46,6 +46,10 @@ from realtime_resumption.transport import ConnectError, SessionLostError
 HANDLE_REFUSED_CODES: Final = frozenset({1007, 1008})
 """Close codes that mean the provider refused the handle itself (invalid or not found)."""
 
+INVALID_ARGUMENT: Final = 1007
+"""The close for a request the service cannot take: a refused handle, or a setup it refuses
+(an unknown voice, say)."""
+
 REFUSED_OR_OVERLOADED: Final = 1011
 """A close code that is either a refused resume or a transient failure: the first one with a
 given handle is retried, the second rebuilds."""

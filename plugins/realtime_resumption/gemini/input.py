@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, get_args
 
 from loguru import logger
 from websockets.exceptions import ConnectionClosed
@@ -34,16 +34,7 @@ _LARGE: Final = 64 * 1024
 """Payload bytes from which a message may be the one a connection refused as too big (1009):
 far above any audio chunk, far below any limit a service sets."""
 
-SEND_KINDS: Final[tuple[SendKind, ...]] = (
-    "audio",
-    "video",
-    "text",
-    "content",
-    "tool_response",
-    "audio_stream_end",
-    "activity_start",
-    "activity_end",
-)
+SEND_KINDS: Final[tuple[SendKind, ...]] = get_args(SendKind)
 
 
 class _Counter:

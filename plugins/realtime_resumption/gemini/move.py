@@ -24,6 +24,11 @@ States (:class:`Phase`) and their transitions::
                                              it is on probation for ``RetryPolicy.probation``
                                              (Served: an answered turn ends it early)
     DIALLING, SETTLING ──Failed──►           per the failure policy:
+        1007 at the setup of a fresh session (no handle), with a setup other than the last
+        one that worked (an update the service refuses whatever the session, such as an
+        unknown voice; a refusal with a handle rebuilt first, since some models refuse a new
+        instruction only on a resume) ─► DIALLING with the working setup and the move's first
+        handle again (RollBack): no failed attempt
         retry    ─► BACKOFF ──BackoffOver──► DIALLING (same handle, next delay, jittered)
         refused  ─► DIALLING (no handle: rebuild from the history)
         1011 with the incumbent open (before or after setupComplete: the provider refuses a
@@ -72,6 +77,7 @@ from enum import Enum, StrEnum
 from typing import Final
 
 from realtime_resumption.gemini.failures import (
+    INVALID_ARGUMENT,
     REFUSED_OR_OVERLOADED,
     Budget,
     RetryPolicy,
@@ -182,6 +188,8 @@ class Failed:
     error: BaseException | None = None
     code: int | None = None
     can_rebuild: bool = True
+    setup_changed: bool = False
+    """The dial carried a setup other than the last one a connection was set up with."""
 
 
 @dataclass(frozen=True)
@@ -248,6 +256,14 @@ class RefusedWhileOpen:
 
 
 @dataclass(frozen=True)
+class RollBack:
+    """The service refused the setup an update asked for: go back to the last setup that
+    worked, and tell the framework (``why`` is safe to log); the session goes on."""
+
+    why: str
+
+
+@dataclass(frozen=True)
 class Dial:
     """Dial a replacement resuming from ``handle`` (None: a fresh session); one attempt."""
 
@@ -307,6 +323,7 @@ Action = (
     Begin
     | Break
     | RefusedWhileOpen
+    | RollBack
     | Dial
     | Settle
     | Wait
@@ -334,6 +351,9 @@ class Move:
     can_rebuild: bool
     attempts: int = 0
     held: bool = False
+    first_handle: str | None = None
+    """The handle the move set out with (a rollback of a refused setup resumes from it)."""
+    first_kind: HandleKind = HandleKind.NONE
     """Input waits for the replacement (a turn began on the incumbent, or it is gone)."""
 
     @property
@@ -406,6 +426,7 @@ class MoveMachine:
             event.incumbent,
             event.can_rebuild,
         )
+        self.move.first_handle, self.move.first_kind = self.move.handle, self.move.kind
         # The gate first: whatever the framework sends when it hears of the move is gated.
         if self.move.yields and not self.break_first:
             # No stall: the incumbent keeps taking everything until the switch.
@@ -454,6 +475,18 @@ class MoveMachine:
         if ruling.verdict is Verdict.FATAL:
             return self._give_up(ruling.why)
         code = close_code(event.error, event.code)
+        if (
+            code == INVALID_ARGUMENT
+            and event.stage is Stage.DIAL
+            and event.setup_changed
+            and handle is None
+        ):
+            # Refused on a fresh session too: the changed setup itself is invalid, and the
+            # handle was refused for it. Go back to the setup that worked, from that handle.
+            if move.first_handle is not None:
+                self.refused.discard(move.first_handle)
+                move.handle, move.kind = move.first_handle, move.first_kind
+            return [RollBack(ruling.why), *self._attempt(event.now)]
         if (
             code == REFUSED_OR_OVERLOADED
             and handle is not None

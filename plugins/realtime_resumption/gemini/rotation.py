@@ -29,12 +29,10 @@ session is lost: ``on_move`` (outcome ``lost``), then ``on_error`` (``SessionLos
 ``on_close``.
 
 Input across a move: every send goes to the session's outbox (``gemini.outbox``), which
-replays what the resumed session lacks — with Vertex ``transparent`` mode exactly the messages
-after the handle's ``lastConsumedClientMessageIndex``; otherwise what was written after the
-handle arrived, plus audio written within ``OutboxLimits.handle_margin`` before it (a text or
-tool response written less than a round trip before a handle arrives is the rule's blind spot).
-While a move is under way the incumbent takes only audio and video: a text turn or a tool
-result waits for the new connection, so the incumbent starts no answer the switch would cut.
+replays what the resumed session lacks by the rules its module states (*Exact*, *Arrival*,
+*Answered*; silence is not replayed). While a move is under way the incumbent takes only audio
+and video: a text turn or a tool result waits for the new connection, so the incumbent starts
+no answer the switch would cut.
 
 Tool calls: a planned move waits for a resumable point, which never comes while a call awaits
 its result. When a move cuts a turn anyway (the deadline, a loss), its open calls are orphaned:
@@ -77,7 +75,13 @@ from realtime_resumption.resumption import (
     ResumptionOptions,
     SessionResumption,
 )
-from realtime_resumption.transport import MoveStats, SessionLostError, TransportError
+from realtime_resumption.transport import (
+    MoveStats,
+    SessionLostError,
+    SetupRefusedError,
+    TransportError,
+    TransportErrorEvent,
+)
 
 if TYPE_CHECKING:
     from realtime_resumption.gemini.connection import _Connection
@@ -123,7 +127,7 @@ class Rotation:
         self._enabled = enabled
         self._replay_turn = replay_turn
         self.log = MoveLog()
-        self._helper = self._new_helper()
+        self._helper = SessionResumption(self._decided, self._options)
         self._taken: MoveDecision | None = None
         self._watchdog = ResumeWatchdog(resume_watchdog, self._watchdog_expired)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -168,8 +172,7 @@ class Rotation:
     def reset(self) -> None:
         """A new server session starts (``connect``): forget the previous one's handles,
         refusals and budget."""
-        self._helper.dispose()
-        self._helper = self._new_helper()
+        self._helper.forget()
         self._forget_session()
 
     def _forget_session(self) -> None:
@@ -190,8 +193,7 @@ class Rotation:
         move rebuilds. A move already running goes on."""
         if self.moving:
             return
-        self._helper.dispose()
-        self._helper = self._new_helper()
+        self._helper.forget()
 
     # --- what the transport reports -------------------------------------------------------------
 
@@ -348,15 +350,12 @@ class Rotation:
             task.cancel()
         self._drop_pending()
         self._finish_lost(why)
-        self._helper = self._new_helper()
+        self._helper.forget()
         self._machine = m.MoveMachine(self._options.retry_delays, self._policy)
         self._s.gate = m.InputGate.OPEN
         return tasks
 
     # --- deciding -------------------------------------------------------------------------------
-
-    def _new_helper(self) -> SessionResumption:
-        return SessionResumption(self._decided, self._options)
 
     async def _decided(self, handle: str) -> None:
         """The helper's ``reconnect``: it chose the moment and ``handle``. The move's
@@ -481,6 +480,8 @@ class Rotation:
                 s.callbacks,
                 endpoint or "the service",
             )
+        elif isinstance(action, m.RollBack):
+            self._roll_back(action.why)
         elif isinstance(action, m.Retried):
             logger.warning(
                 "{}: attempt failed ({}); retrying", s.callbacks, self._describe(action.why)
@@ -566,9 +567,37 @@ class Rotation:
     def _failed(
         self, stage: Stage, error: BaseException | None, code: int | None = None
     ) -> list[m.Action]:
+        s = self._s
         return self._machine.send(
-            m.Failed(self._s.now(), stage, error, code, can_rebuild=self._s.can_rebuild())
+            m.Failed(
+                s.now(),
+                stage,
+                error,
+                code,
+                can_rebuild=s.can_rebuild(),
+                setup_changed=s.working is not None and s.options != s.working,
+            )
         )
+
+    def _roll_back(self, why: str) -> None:
+        """The service refused the changed setup: the session goes on with the one that
+        worked, and the framework hears of it (not fatal)."""
+        s = self._s
+        if s.working is not None:
+            s.options = s.working
+        s.setup_stale = False
+        self._config_pending = False
+        text = self._describe(why)
+        logger.warning(
+            "{}: the service refused the updated setup ({}); going on with the previous one",
+            s.callbacks,
+            text,
+        )
+        error = SetupRefusedError(
+            f"the service refused the updated setup ({text}); the session goes on with the "
+            "previous one"
+        )
+        s.call(s.callbacks.on_error, TransportErrorEvent(error, recoverable=True))
 
     def _drop_pending(self) -> None:
         conn, self._pending = self._pending, None
@@ -613,10 +642,9 @@ class Rotation:
             "{}: a turn began on the old connection; the move waits for it to end",
             self._s.callbacks,
         )
-        # The helper spent its notice on the abandoned dial: a fresh one learns the latest
+        # The helper spent its notice on the abandoned dial: it starts over with the latest
         # handle (no resumable point: the turn is in progress) and the notice left.
-        self._helper.dispose()
-        self._helper = self._new_helper()
+        self._helper.forget()
         if self._s.handle is not None:
             self._helper.resumption_update(self._s.handle, True)
         self._helper.turn_started()
@@ -644,8 +672,7 @@ class Rotation:
             self._watchdog.watch()
         else:
             # A fresh server session: the old session's handles are worthless.
-            self._helper.dispose()
-            self._helper = self._new_helper()
+            self._helper.forget()
         self._resolve(report)
         # Delivered now the move is recorded, so its first handle counts as a resumable point.
         self._handover.release(conn)

@@ -101,6 +101,9 @@ class Session:
         self.results_without_id = False
         """The service takes a tool result without an id, matched by name (Vertex AI; the
         Gemini API refuses one)."""
+        self.working: LiveOptions | None = None
+        """The setup the latest installed connection was set up with: the one to go back to
+        when the service refuses a changed setup."""
         self.current: _Connection | None = None
         """The connection the session runs on; None during a gap."""
         self.handle: str | None = None
@@ -197,6 +200,7 @@ class Session:
     ) -> None:
         """Make ``conn`` the session's connection: it delivers and takes sends from now on."""
         self.current = conn
+        self.working = dialled_with
         self.input.new_connection()
         self.setup_stale = dialled_with != self.options
         self.answers_prove_input = dialled_with.blocking_functions_only

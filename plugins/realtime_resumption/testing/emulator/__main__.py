@@ -48,6 +48,8 @@ the service as teams measured it in 2026 (the defaults; each has a kinder settin
   goAway overstay   --overstay-1008: at a goAway deadline close 1008 "client failed to
                     close the connection after receiving a GoAway signal" (one report)
                     instead of the profile's deadline close.
+  unknown voice     a setup whose prebuilt voice is not one of the 30 documented voices is
+                    refused with 1007 before setupComplete; --any-voice takes any name.
 
 faults (all can also be scripted from Python through Emulator.faults):
   rotation          --rotate-every N --notice M: every connection gets goAway{timeLeft: M}
@@ -193,6 +195,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--overstay-1008", action="store_true", help="close 1008 at a goAway deadline")
     p.add_argument(
+        "--any-voice", action="store_true", help="take any voice name (default: refuse unknown)"
+    )
+    p.add_argument(
         "--refuse-close-code",
         type=int,
         default=d.refuse_close_code,
@@ -292,6 +297,7 @@ def _config(args: argparse.Namespace) -> EmulatorConfig:
         pong_latency=args.pong_latency,
         session_cap=args.session_cap,
         overstay_1008=args.overstay_1008,
+        refuse_unknown_voice=not args.any_voice,
         refuse_close_code=args.refuse_close_code,
         refuse_after_setup_complete=args.refuse_after_setup_complete,
         rotate_every=args.rotate_every,

@@ -20,13 +20,23 @@ HANDLE_VALIDITY: dict[Profile, float] = {"gemini": 7200.0, "vertex": 86400.0}
 """How long each profile's handles stay valid after their session ended, as documented: 2 h
 on the Gemini API, 24 h on Vertex AI (whose page also says "around 10 minutes")."""
 
+PREBUILT_VOICES: frozenset[str] = frozenset(
+    "Achernar Achird Algenib Algieba Alnilam Aoede Autonoe Callirrhoe Charon Despina "
+    "Enceladus Erinome Fenrir Gacrux Iapetus Kore Laomedeia Leda Orus Puck Pulcherrima "
+    "Rasalgethi Sadachbia Sadaltager Schedar Sulafat Umbriel Vindemiatrix Zephyr "
+    "Zubenelgenubi".split()
+)
+"""The 30 prebuilt voices Google documents for Gemini speech."""
+
 KIND_SERVICE: dict[str, Any] = {
     "refuse_resume_while_open": False,
+    "refuse_unknown_voice": False,
     "pong_latency": 0.0,
     "session_cap": None,
 }
 """The settings of a kinder service than the one teams measured in 2026: a resume is accepted
-while an earlier connection of its session is open, pongs are prompt, sessions have no cap.
+while an earlier connection of its session is open, pongs are prompt, sessions have no cap, any
+voice name is taken.
 ``EmulatorConfig.kind()`` applies them."""
 
 _RANGES = ("setup_latency", "handle_delay", "pong_latency")
@@ -101,6 +111,10 @@ class EmulatorConfig:
     deadline close at it, and any later resume of the session is refused with
     ``refuse_close_code``. A setup with ``contextWindowCompression.slidingWindow`` has no cap.
     None: no cap."""
+    refuse_unknown_voice: bool = True
+    """A setup whose prebuilt voice is not one of :data:`PREBUILT_VOICES` is refused: close 1007
+    "Request contains an invalid argument." before ``setupComplete``, as the service answers an
+    invalid argument (Vertex is reported to reject a misspelt voice). False: any name is taken."""
     overstay_1008: bool = False
     """At a goAway's deadline close with 1008 "client failed to close the connection after
     receiving a GoAway signal" (one report) instead of the profile's deadline close (Gemini

@@ -20,7 +20,7 @@ from websockets.protocol import State
 
 from ...redaction import redact
 from . import network, wire
-from .config import EmulatorConfig, RefusalTiming
+from .config import PREBUILT_VOICES, EmulatorConfig, RefusalTiming
 from .conversation import Conversation
 from .faults import Faults, Flap
 from .ledger import (
@@ -384,6 +384,8 @@ class Connection:
             return await self._refuse("close1011", 1011, after_setup_complete=True)
         if resumption and resumption.transparent and config.profile == "gemini":
             return await self._refuse("transparent", 1007, after_setup_complete=False)
+        if config.refuse_unknown_voice and setup.voice not in (None, *PREBUILT_VOICES):
+            return await self._refuse("voice", 1007, after_setup_complete=False)
         if handle is not None and entry is None:
             capped = session.record.capped_at is not None
             return await self._refuse(
