@@ -99,7 +99,7 @@ async def test_a_refused_attempt_is_retried_and_the_move_reports_both() -> None:
 
 async def test_a_drop_during_a_planned_move_turns_it_into_a_gap_and_loses_nothing() -> None:
     async with Emulator(emulator_config("gemini")) as emu:
-        transport = make_transport(emu, setup_timeout=0.3)
+        transport = make_transport(emu, setup_timeout=1.0)
         rec = Recorder(transport)
         await transport.connect()
         await rec.wait_for("on_resumption_update")
@@ -133,7 +133,7 @@ async def test_a_drop_during_a_planned_move_turns_it_into_a_gap_and_loses_nothin
 async def test_a_long_gap_drops_the_oldest_audio_within_its_bound_never_text() -> None:
     async with Emulator(emulator_config("gemini")) as emu:
         limits = OutboxLimits(max_audio_seconds=0.2)  # ten 20 ms chunks
-        transport = make_transport(emu, input_buffer=limits, setup_timeout=0.3)
+        transport = make_transport(emu, input_buffer=limits, setup_timeout=1.0)
         rec = Recorder(transport)
         await transport.connect()
         await rec.wait_for("on_resumption_update")

@@ -148,7 +148,7 @@ class Handover:
             replay = outbox.attach_resumed(conn.dial_gen, handle, now, round_trip=conn.round_trip)
         else:
             replay = outbox.attach_fresh(conn.dial_gen, now, round_trip=conn.round_trip)
-            s.handle = None  # the old session's handles resume nothing any more
+            s.forget_handle()  # the old session's handles resume nothing any more
             history = ClientMessage.history(list(s.seeded) + s.history.replay_items())
             if history is not None:
                 # Before anything else reaches the fresh session (Gemini 3.x takes history

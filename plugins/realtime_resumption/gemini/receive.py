@@ -232,7 +232,7 @@ class Receiver:
         if handle is not None:
             s.secrets.add(handle)
             if resumable:
-                s.handle = handle
+                s.resumable(handle)
             s.input.outbox.record_handle(
                 handle,
                 conn.dial_gen,

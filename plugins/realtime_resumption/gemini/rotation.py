@@ -352,7 +352,7 @@ class Rotation:
         self._finish_lost(why)
         self._helper.forget()
         self._machine = m.MoveMachine(self._options.retry_delays, self._policy)
-        self._s.gate = m.InputGate.OPEN
+        self._s.set_gate(m.InputGate.OPEN)
         return tasks
 
     # --- deciding -------------------------------------------------------------------------------
@@ -462,7 +462,7 @@ class Rotation:
         if isinstance(action, m.Begin):
             self._begin(action.reason, action.handle, action.kind)
         elif isinstance(action, m.Gate):
-            s.gate = action.gate
+            s.set_gate(action.gate)
             move = self.log.current
             if action.gate is m.InputGate.HELD and move is not None:
                 move.input_stopped(s.now())
@@ -560,7 +560,7 @@ class Rotation:
         """Hold input and close the incumbent, unless the move was stopped meanwhile."""
         incumbent = self._s.current
         if self._epoch == epoch:
-            self._s.gate = m.InputGate.HELD
+            self._s.set_gate(m.InputGate.HELD)
             if incumbent is not None:
                 await self._handover.break_incumbent(incumbent, move)
 
@@ -583,9 +583,7 @@ class Rotation:
         """The service refused the changed setup: the session goes on with the one that
         worked, and the framework hears of it (not fatal)."""
         s = self._s
-        if s.working is not None:
-            s.options = s.working
-        s.setup_stale = False
+        s.roll_back_setup()
         self._config_pending = False
         text = self._describe(why)
         logger.warning(
@@ -663,7 +661,7 @@ class Rotation:
         # Nothing is fed to the new connection until what it said while it settled (its
         # first handle, above all) is delivered: a handle recorded after writes it never
         # saw would be taken to hold them.
-        self._s.gate = m.InputGate.HELD
+        self._s.set_gate(m.InputGate.HELD)
         report = self._handover.switch(conn, move, handle)
         self._deadline_at = None
         self._go_away_seen = False
@@ -677,7 +675,7 @@ class Rotation:
         # Delivered now the move is recorded, so its first handle counts as a resumable point.
         self._handover.release(conn)
         if not self.moving:  # (that may have begun the next move, with its own gate)
-            self._s.gate = m.InputGate.OPEN
+            self._s.set_gate(m.InputGate.OPEN)
             self._s.feed()
         if self._s.setup_stale:
             asyncio.get_running_loop().call_soon(self.config_changed)
@@ -705,7 +703,7 @@ class Rotation:
         report = move.finish(MoveOutcome.LOST, self._s.now(), error=text)
         self._s.call(self._s.callbacks.on_move, report)
         self._resolve(report)
-        self._s.gate = m.InputGate.OPEN
+        self._s.set_gate(m.InputGate.OPEN)
         self._s.lost(SessionLostError(text), *self._last_close)
 
     def _finish_lost(self, why: str) -> None:

@@ -85,8 +85,7 @@ class Session:
         credential_expired: Callable[[_Connection], None],
     ) -> None:
         self._callbacks = callbacks
-        self.options = options
-        """The setup the next connection is dialled with."""
+        self._options = options
         self.secrets = secrets
         """API keys, tokens and handles: redacted wherever text leaves the transport."""
         self.tracker = tracker
@@ -101,18 +100,12 @@ class Session:
         self.results_without_id = False
         """The service takes a tool result without an id, matched by name (Vertex AI; the
         Gemini API refuses one)."""
-        self.working: LiveOptions | None = None
-        """The setup the latest installed connection was set up with: the one to go back to
-        when the service refuses a changed setup."""
-        self.current: _Connection | None = None
-        """The connection the session runs on; None during a gap."""
-        self.handle: str | None = None
-        """The latest handle the provider marked resumable."""
-        self.active = False
-        """A session is up and takes input (written at once, or held during a move)."""
+        self._working: LiveOptions | None = None
+        self._current: _Connection | None = None
+        self._handle: str | None = None
+        self._active = False
         self.quiesced = False
-        self.setup_stale = False
-        """The setup changed since the current connection opened."""
+        self._setup_stale = False
         self.answers_prove_input = True
         """Whether the model's output on the current connection shows it took in the tool
         results written before it: no function its setup declared lets the model talk on
@@ -120,13 +113,98 @@ class Session:
         self.tool_calls_possible = True
         """The current connection's setup declares functions: a tool call may still finish
         an answer after the provider's turnComplete (``GenerationTracker``'s grace)."""
-        self.gate = InputGate.OPEN
+        self._gate = InputGate.OPEN
         self._credential_expired = credential_expired
         self._tasks: set[asyncio.Task[Any]] = set()
         self._tick: asyncio.TimerHandle | None = None
         self._expiry: asyncio.TimerHandle | None = None
         self._end_waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._close_reported: set[_Connection] = set()
+
+    # --- the state it owns: read by every part, written only through its methods --------------
+
+    @property
+    def options(self) -> LiveOptions:
+        """The setup the next connection is dialled with."""
+        return self._options
+
+    @property
+    def working(self) -> LiveOptions | None:
+        """The setup the latest installed connection was set up with: the one to go back to
+        when the service refuses a changed setup."""
+        return self._working
+
+    @property
+    def setup_stale(self) -> bool:
+        """The setup changed since the current connection opened."""
+        return self._setup_stale
+
+    @property
+    def current(self) -> _Connection | None:
+        """The connection the session runs on; None during a gap."""
+        return self._current
+
+    @property
+    def handle(self) -> str | None:
+        """The latest handle the provider marked resumable."""
+        return self._handle
+
+    @property
+    def active(self) -> bool:
+        """A session is up and takes input (written at once, or held during a move)."""
+        return self._active
+
+    @property
+    def gate(self) -> InputGate:
+        """How much of the input the current connection takes (the move decides)."""
+        return self._gate
+
+    def set_gate(self, gate: InputGate) -> None:
+        """Let the current connection take ``gate``'s share of the input (no feed: the
+        caller feeds when the moment is right)."""
+        self._gate = gate
+
+    def update_setup(self, options: LiveOptions) -> bool:
+        """The next connection's setup is ``options``; True when that changes the setup of
+        a session that is up (the current connection then runs a stale one)."""
+        changed = self._active and options != self._options
+        self._options = options
+        if changed:
+            self._setup_stale = True
+        return changed
+
+    def roll_back_setup(self) -> None:
+        """The service refused the changed setup: go back to the one that worked."""
+        if self._working is not None:
+            self._options = self._working
+        self._setup_stale = False
+
+    def resumable(self, handle: str) -> None:
+        """The provider marked ``handle`` resumable: a new connection may resume from it."""
+        self._handle = handle
+
+    def forget_handle(self) -> None:
+        """The server session's handles resume nothing any more (rebuilt, cleared, aborted)."""
+        self._handle = None
+
+    def activate(self) -> None:
+        """A session is up: it takes input from now on."""
+        self._active = True
+
+    def strand(self) -> _Connection | None:
+        """Detach the current connection at once and forget the handle (``abort_incumbent``:
+        a recovery dial must not resume a wedged turn); returns the connection."""
+        conn, self._current = self._current, None
+        self._handle = None
+        return conn
+
+    def deactivate(self) -> None:
+        """The session stops without ``on_close`` (``abort_incumbent``): the answer in
+        progress ends, and everyone waiting for an answer's end is released."""
+        self._active = False
+        self.cancel_timers()
+        self.apply(self.tracker.connection_lost(self.now()))
+        self.release_waiters()
 
     @property
     def callbacks(self) -> Callbacks:
@@ -189,9 +267,9 @@ class Session:
 
     def feed(self) -> None:
         """Hand the current connection its next message, as far as the gate lets it."""
-        if self.gate is InputGate.HELD:
+        if self._gate is InputGate.HELD:
             return
-        self.input.feed(self.current, self.now(), media_only=self.gate is InputGate.MEDIA_ONLY)
+        self.input.feed(self._current, self.now(), media_only=self._gate is InputGate.MEDIA_ONLY)
 
     # --- connections --------------------------------------------------------------------------
 
@@ -199,10 +277,10 @@ class Session:
         self, conn: _Connection, dialled_with: LiveOptions, expires_at: float | None
     ) -> None:
         """Make ``conn`` the session's connection: it delivers and takes sends from now on."""
-        self.current = conn
-        self.working = dialled_with
+        self._current = conn
+        self._working = dialled_with
         self.input.new_connection()
-        self.setup_stale = dialled_with != self.options
+        self._setup_stale = dialled_with != self._options
         self.answers_prove_input = dialled_with.blocking_functions_only
         self.tool_calls_possible = dialled_with.declares_functions
         conn.start()
@@ -216,9 +294,9 @@ class Session:
 
     def detach(self, conn: _Connection) -> bool:
         """``conn`` stops being the session's connection (if it was); True when it was."""
-        if conn is not self.current:
+        if conn is not self._current:
             return False
-        self.current = None
+        self._current = None
         self.input.outbox.detach(conn.dial_gen)
         self.cancel_expiry()
         return True
@@ -241,10 +319,10 @@ class Session:
     def close(self, code: int | None, reason: str | None) -> None:
         """The session is over: the answer ends, input and tool calls are forgotten, and
         ``on_close`` reports it (once)."""
-        was_active = self.active
-        self.active = False
-        self.gate = InputGate.OPEN
-        conn, self.current = self.current, None
+        was_active = self._active
+        self._active = False
+        self._gate = InputGate.OPEN
+        conn, self._current = self._current, None
         if conn is not None:
             self.spawn_close(conn)
         self.cancel_timers()
@@ -309,7 +387,7 @@ class Session:
     def schedule_tick(self) -> None:
         """Arm the generation tracker's next deadline (bounds run while the session is up,
         across moves; a closed session ends the answer)."""
-        deadline = self.tracker.next_deadline if self.active else None
+        deadline = self.tracker.next_deadline if self._active else None
         if self._tick is not None:
             if deadline is not None and self._tick.when() == deadline:
                 return

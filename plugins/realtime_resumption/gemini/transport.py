@@ -422,7 +422,7 @@ class GeminiLiveTransport:
         if self._active or self._connecting:
             raise TransportError(f"{self} is already connected")
         if config is not None:
-            self._s.options = self._options.updated(config)
+            self._s.update_setup(self._options.updated(config))
         await self._open_session(self._s.handle)
 
     async def disconnect(self) -> None:
@@ -523,17 +523,12 @@ class GeminiLiveTransport:
         """
         self._dialler.advance()
         s = self._s
-        conn = s.current
-        s.current = None
-        s.handle = None
+        conn = s.strand()
         if conn is not None:
             self._stranded.add(conn)
         self._stranded.update(self._handover.settling)
         moves = self._rotation.abandon("the incumbent was aborted during the move")
-        s.active = False
-        s.cancel_timers()
-        s.apply(self._tracker.connection_lost(self._now()))
-        s.release_waiters()
+        s.deactivate()
         self._input.clear()
         self._tools.clear()
         task = asyncio.create_task(self._close_stranded(conn, moves))
@@ -568,7 +563,7 @@ class GeminiLiveTransport:
         self._input.outbox.attach_fresh(
             conn.dial_gen, self._now(), round_trip=conn.round_trip, seeded=False
         )
-        self._s.active = True
+        self._s.activate()
         self._s.install(conn, *self._dialler.take(conn))
 
     # --- the connections: dial, settle, switch, retire ----------------------------------------
@@ -896,10 +891,7 @@ class GeminiLiveTransport:
                 self._s.call(self.on_cache_bust, "instructions_changed")
             if options.tools != self._options.tools:
                 self._s.call(self.on_cache_bust, "tools_changed")
-        changed = self._active and options != self._options
-        self._s.options = options
-        if changed:
-            self._s.setup_stale = True
+        if self._s.update_setup(options):
             logger.info("{}: session update applies on the next connection", self)
             self._rotation.config_changed()
 
@@ -948,7 +940,7 @@ class GeminiLiveTransport:
     def clear_resumption(self) -> None:
         """Forget the resumption handles: the next dial (or move) opens a fresh server session
         (a move then rebuilds it from the conversation history)."""
-        self._s.handle = None
+        self._s.forget_handle()
         self._rotation.forget_handles()
 
     def get_active_server_turn_id(self) -> int | None:
