@@ -1,7 +1,7 @@
 """README promises about the outbox that mutation testing (``make mutate MODULE=gemini/outbox``)
 found unguarded by the other unit tests: the held-input bound after a session is cleared (a
-failed connect, a closed session), and the proof of an answer taken only from the connection
-that answered."""
+failed connect, a closed session), the proof of an answer taken only from the connection
+that answered, and the arrival rule's margin with the shipped tolerance and a jittery link."""
 
 from __future__ import annotations
 
@@ -54,3 +54,40 @@ def test_an_answer_on_another_connection_proves_nothing_on_the_live_one(other: i
     outbox.record_handle("h1", 1, 0.55)
     outbox.attach_resumed(2, "h1", 1.0)
     assert wire.flush(1.0) == ["a-question", "r-result", "a-after"]
+
+
+def _replayed_around(
+    outbox: Outbox[str], wire: Wire, *, round_trip: float, jitter: float, before: list[float]
+) -> list[str]:
+    """Audio written ``before`` seconds before the one-round-trip boundary of a handle that
+    arrives at 1.0 s, on a link of ``round_trip`` varying by ``jitter``: what a resume from
+    that handle replays."""
+    outbox.attach_fresh(1, 0.0)
+    outbox.round_trip_measured(1, round_trip, jitter)
+    boundary = 1.0 - round_trip
+    for seconds in before:
+        send(outbox, wire, boundary - seconds, f"a-{round(seconds * 1000)}ms")
+    outbox.record_handle("h1", 1, 1.0)
+    outbox.attach_resumed(2, "h1", 1.1)
+    return wire.flush(1.1)
+
+
+def test_the_shipped_tolerance_replays_audio_within_40_ms_of_the_boundary() -> None:
+    """README: "audio within twice the kernel's deviation (at least 40 ms,
+    ``OutboxLimits.round_trip_tolerance``) ... is replayed too", with the shipped limits."""
+    assert OutboxLimits().round_trip_tolerance == pytest.approx(0.04)
+    outbox: Outbox[str] = Outbox(OutboxLimits())
+    replayed = _replayed_around(
+        outbox, Wire(outbox), round_trip=0.006, jitter=0.0, before=[0.1, 0.06, 0.03, 0.01]
+    )
+    assert replayed == ["a-30ms", "a-10ms"]
+
+
+def test_a_jitter_beyond_the_tolerance_widens_the_replay() -> None:
+    """README: twice the kernel's deviation (the jitter) when that exceeds the tolerance: a
+    jittery link replays what it might still have had in flight (80 ms here, not 40)."""
+    outbox: Outbox[str] = Outbox(OutboxLimits())
+    replayed = _replayed_around(
+        outbox, Wire(outbox), round_trip=0.006, jitter=0.08, before=[0.2, 0.09, 0.06, 0.03]
+    )
+    assert replayed == ["a-60ms", "a-30ms"]
