@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import math
 from asyncio import FIRST_COMPLETED
 from collections.abc import Callable, Sequence
@@ -127,7 +128,12 @@ class Rotation:
         self._enabled = enabled
         self._replay_turn = replay_turn
         self.log = MoveLog()
-        self._helper = SessionResumption(self._decided, self._options)
+        # The helper decides when and from which handle; the attempts are the move machine's,
+        # under the one failure policy (``retry_delays``, ``attempt_timeout``, the budget). Its
+        # reconnect hands the decision over and returns, so it runs one attempt of its own.
+        self._helper = SessionResumption(
+            self._decided, dataclasses.replace(self._options, retry_delays=(0.0,))
+        )
         self._taken: MoveDecision | None = None
         self._watchdog = ResumeWatchdog(resume_watchdog, self._watchdog_expired)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -358,8 +364,8 @@ class Rotation:
     # --- deciding -------------------------------------------------------------------------------
 
     async def _decided(self, handle: str) -> None:
-        """The helper's ``reconnect``: it chose the moment and ``handle``. The move's
-        attempts run under the transport's failure policy, not the helper's retries."""
+        """The helper's ``reconnect``: it chose the moment and ``handle``; the move machine
+        takes it from there."""
         self._take_decision()
 
     def _take_decision(self) -> None:
