@@ -678,13 +678,22 @@ class Rotation:
             # A fresh server session: the old session's handles are worthless.
             self._helper.forget()
         self._resolve(report)
-        # Delivered now the move is recorded, so its first handle counts as a resumable point.
+        # What the new connection said while it settled (its first handle, above all) is
+        # delivered in a step of its own, once this one is over: that handle may begin the next
+        # move, which must not start inside this switch. Its messages stay held meanwhile.
+        asyncio.get_running_loop().call_soon(self._release, conn)
+
+    def _release(self, conn: _Connection) -> None:
+        """After a switch: deliver what ``conn`` said while held (now the move is recorded,
+        its first handle counts as a resumable point), then open its input."""
         self._handover.release(conn)
-        if not self.moving:  # (that may have begun the next move, with its own gate)
+        if self._closed:
+            return
+        if not self.moving:  # (a delivered handle may have begun the next move, gated)
             self._s.set_gate(m.InputGate.OPEN)
             self._s.feed()
         if self._s.setup_stale:
-            asyncio.get_running_loop().call_soon(self.config_changed)
+            self.config_changed()
         else:
             self._config_pending = False
 
