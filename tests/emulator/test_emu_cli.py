@@ -59,6 +59,7 @@ def test_help_documents_every_fault(capsys: pytest.CaptureFixture[str]) -> None:
         "--no-session-cap",
         "--handle-validity",
         "--overstay-1008",
+        "--any-voice",
     ):
         assert flag in text
 
@@ -67,7 +68,13 @@ def test_the_service_as_measured_by_default_and_each_kind_setting_by_flag() -> N
     assert _config(_parser().parse_args([])) == EmulatorConfig()
     kind = _config(
         _parser().parse_args(
-            ["--no-refuse-resume-while-open", "--pong-latency", "0", "--no-session-cap"]
+            [
+                "--no-refuse-resume-while-open",
+                "--pong-latency",
+                "0",
+                "--no-session-cap",
+                "--any-voice",
+            ]
         )
     )
     assert kind == EmulatorConfig.kind()

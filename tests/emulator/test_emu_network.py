@@ -21,7 +21,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from realtime_resumption.gemini.connection import ConnectionHooks, _Connection
+from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
 from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.testing.emulator.ledger import ConnectionRecord
@@ -257,7 +257,7 @@ async def test_the_transport_reads_the_kernel_round_trip_which_the_tolerance_cov
         closed=lambda conn, code, reason: closed.set(),
     )
     async with Emulator(cfg) as emu:
-        conn = _Connection(
+        conn = LiveConnection(
             client=emu.client(),
             model=MODEL,
             config=types.LiveConnectConfig(),

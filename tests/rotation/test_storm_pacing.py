@@ -21,7 +21,7 @@ from realtime_resumption.gemini.connection import (
     TURN_BUDGET,
     WRITE_BATCH,
     ConnectionHooks,
-    _Connection,
+    LiveConnection,
 )
 from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.resumption import STORM_SPREAD_SHARE, ResumptionOptions, SessionResumption
@@ -41,12 +41,12 @@ async def _replay(connections: int, messages: int) -> Counter[int]:
     done = asyncio.Event()
     total = connections * messages
 
-    def on_written(_: _Connection, message: ClientMessage) -> None:
+    def on_written(_: LiveConnection, message: ClientMessage) -> None:
         writes_per_turn[turn] += 1
         if sum(writes_per_turn.values()) == total:
             done.set()
 
-    def on_failed(_: _Connection, lost: Sequence[ClientMessage], error: Exception) -> None:
+    def on_failed(_: LiveConnection, lost: Sequence[ClientMessage], error: Exception) -> None:
         failed.extend(lost)
         done.set()
 
@@ -65,7 +65,7 @@ async def _replay(connections: int, messages: int) -> Counter[int]:
     )
     async with Emulator(EmulatorConfig(time_scale=0.05)) as emu:
         conns = [
-            _Connection(
+            LiveConnection(
                 client=emu.client(),
                 model=MODEL,
                 config=types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO]),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from google.genai import types
 
-from realtime_resumption.gemini.config import sliding_window
+from realtime_resumption.gemini.live_options import sliding_window
 from realtime_resumption.testing.emulator import Emulator
 
 from .setups import compression, received_setups

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.gemini.config import LiveOptions
+from realtime_resumption.gemini.live_options import LiveOptions
 from realtime_resumption.moves import MoveReason
 from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import ContentTurn, GenerationSettings, SessionUpdate

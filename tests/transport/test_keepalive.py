@@ -21,7 +21,7 @@ from realtime_resumption.gemini.connection import (
     PONG_TIMEOUT,
     USER_TIMEOUT,
     ConnectionHooks,
-    _Connection,
+    LiveConnection,
 )
 from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
@@ -83,10 +83,10 @@ async def test_a_call_of_minutes_with_late_pongs_keeps_its_one_connection(
 
 
 def _hooks(closes: list[tuple[float, int | None, str | None]]) -> ConnectionHooks:
-    def on_lost(_: _Connection, messages: Sequence[ClientMessage], error: Exception) -> None:
+    def on_lost(_: LiveConnection, messages: Sequence[ClientMessage], error: Exception) -> None:
         pass
 
-    def on_closed(_: _Connection, code: int | None, reason: str | None) -> None:
+    def on_closed(_: LiveConnection, code: int | None, reason: str | None) -> None:
         closes.append((asyncio.get_running_loop().time(), code, reason))
 
     return ConnectionHooks(
@@ -107,7 +107,7 @@ async def test_a_peer_that_answers_no_ping_is_dropped_within_the_bound(
     closes: list[tuple[float, int | None, str | None]] = []
     # A pong a day late: within the test, none comes.
     async with Emulator(EmulatorConfig(time_scale=TIME_SCALE, pong_latency=86_400.0)) as emu:
-        conn = _Connection(
+        conn = LiveConnection(
             client=_stock_keepalive_client(emu),
             model=MODEL,
             config=types.LiveConnectConfig(),
@@ -142,7 +142,7 @@ async def test_a_peer_that_answers_no_ping_is_dropped_within_the_bound(
 async def test_the_sdks_connection_gets_the_keepalive() -> None:
     async with Emulator(EmulatorConfig(time_scale=TIME_SCALE)) as emu:
         closes: list[tuple[float, int | None, str | None]] = []
-        conn = _Connection(
+        conn = LiveConnection(
             client=_stock_keepalive_client(emu, scale=1.0),
             model=MODEL,
             config=types.LiveConnectConfig(),

@@ -6,7 +6,7 @@ import pytest
 from google.genai import types
 
 from realtime_resumption.gemini import Credential
-from realtime_resumption.gemini.config import LiveOptions, normalise_tools
+from realtime_resumption.gemini.live_options import LiveOptions, normalise_tools
 from realtime_resumption.transport import ReconnectState, SessionUpdate
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from google import genai
 from google.genai import types
 
-from realtime_resumption.gemini.connection import ConnectionHooks, _Connection
+from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
 from realtime_resumption.gemini.messages import ClientMessage
 
 from .transport_helpers import MODEL, ScriptedServer
@@ -22,10 +22,10 @@ async def test_a_stalled_write_drops_the_socket_and_reports_what_was_lost() -> N
     closes: list[tuple[int | None, str | None]] = []
     closed = asyncio.Event()
 
-    def on_lost(_: _Connection, messages: Sequence[ClientMessage], error: Exception) -> None:
+    def on_lost(_: LiveConnection, messages: Sequence[ClientMessage], error: Exception) -> None:
         lost.extend(messages)
 
-    def on_closed(_: _Connection, code: int | None, reason: str | None) -> None:
+    def on_closed(_: LiveConnection, code: int | None, reason: str | None) -> None:
         closes.append((code, reason))
         closed.set()
 
@@ -37,7 +37,7 @@ async def test_a_stalled_write_drops_the_socket_and_reports_what_was_lost() -> N
         closed=on_closed,
     )
     client = genai.Client(api_key="k", http_options=server.http_options())
-    conn = _Connection(
+    conn = LiveConnection(
         client=client,
         model=MODEL,
         config=types.LiveConnectConfig(),

@@ -1,6 +1,6 @@
 """One dial of Gemini Live: the SDK session, its receive and write tasks, its message index.
 
-A ``_Connection`` knows nothing of generations or callbacks: it hands every server message,
+A ``LiveConnection`` knows nothing of generations or callbacks: it hands every server message,
 write outcome and its close to ``ConnectionHooks`` tagged with itself, and the transport
 decides whether that connection still counts. Several can be open at once (a replacement
 dialled while the incumbent still serves).
@@ -122,18 +122,18 @@ _BAD_FRAME: Final = (TypeError, ValueError, AttributeError, KeyError, IndexError
 class ConnectionHooks:
     """Where a connection reports what happens to it, tagged with itself."""
 
-    message: Callable[[_Connection, types.LiveServerMessage], None]
-    receive_error: Callable[[_Connection, Exception], None]
+    message: Callable[[LiveConnection, types.LiveServerMessage], None]
+    receive_error: Callable[[LiveConnection, Exception], None]
     """A frame the SDK could not read, or an error frame; the connection goes on."""
-    written: Callable[[_Connection, ClientMessage], None]
-    write_failed: Callable[[_Connection, Sequence[ClientMessage], Exception], None]
+    written: Callable[[LiveConnection, ClientMessage], None]
+    write_failed: Callable[[LiveConnection, Sequence[ClientMessage], Exception], None]
     """These accepted messages were not written (the connection died, or the SDK refused
     one)."""
-    closed: Callable[[_Connection, int | None, str | None], None]
+    closed: Callable[[LiveConnection, int | None, str | None], None]
     """Exactly once per connection that opened, with the close code and raw reason."""
 
 
-class _Connection:
+class LiveConnection:
     """One WebSocket session with Gemini Live, from setup to close.
 
     ``message_index`` counts client messages on this connection as the server does for

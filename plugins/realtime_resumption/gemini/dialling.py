@@ -14,8 +14,13 @@ from typing import TYPE_CHECKING
 from google import genai
 from loguru import logger
 
-from realtime_resumption.gemini.config import Auth, Credential, CredentialProvider, LiveOptions
-from realtime_resumption.gemini.connection import ConnectionHooks, _Connection
+from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
+from realtime_resumption.gemini.live_options import (
+    Auth,
+    Credential,
+    CredentialProvider,
+    LiveOptions,
+)
 from realtime_resumption.gemini.preopen import SetupGate
 from realtime_resumption.redaction import redact
 from realtime_resumption.transport import (
@@ -29,7 +34,7 @@ from realtime_resumption.transport import (
 )
 
 if TYPE_CHECKING:
-    from realtime_resumption.gemini.session import Session
+    from realtime_resumption.gemini.state import TransportState
 
 
 class Dialler:
@@ -37,7 +42,7 @@ class Dialler:
 
     def __init__(
         self,
-        session: Session,
+        session: TransportState,
         *,
         hooks: ConnectionHooks,
         auth: Auth,
@@ -57,26 +62,26 @@ class Dialler:
             self._client = auth.client()
         self._setup_timeout = setup_timeout
         self._transparent = transparent
-        self._dials: set[asyncio.Task[_Connection]] = set()
+        self._dials: set[asyncio.Task[LiveConnection]] = set()
         self.gen = 0
         """Advances per dial, when the current dial fails, and on an abort."""
         self.transport_generation = 0
         """Advances only when a connection completes its setup."""
-        self.dialled_with: dict[_Connection, LiveOptions] = {}
+        self.dialled_with: dict[LiveConnection, LiveOptions] = {}
         """The setup each connection not yet installed was dialled with."""
-        self.expires_at: dict[_Connection, float] = {}
+        self.expires_at: dict[LiveConnection, float] = {}
         """When the credential of each connection not yet installed expires (epoch seconds)."""
 
     def advance(self) -> None:
         """Move the dial generation on: a dial in flight can no longer be installed."""
         self.gen += 1
 
-    def take(self, conn: _Connection) -> tuple[LiveOptions, float | None]:
+    def take(self, conn: LiveConnection) -> tuple[LiveOptions, float | None]:
         """The setup ``conn`` was dialled with and when its credential expires, as it is
         installed (forgotten here)."""
         return self.dialled_with.pop(conn, self._s.options), self.expires_at.pop(conn, None)
 
-    def forget(self, conn: _Connection) -> None:
+    def forget(self, conn: LiveConnection) -> None:
         """``conn`` closed or was given up before it was installed."""
         self.dialled_with.pop(conn, None)
         self.expires_at.pop(conn, None)
@@ -103,7 +108,7 @@ class Dialler:
         with contextlib.suppress(Exception):
             client.close()
 
-    async def dial(self, handle: str | None, gate: SetupGate | None = None) -> _Connection:
+    async def dial(self, handle: str | None, gate: SetupGate | None = None) -> LiveConnection:
         """Open a connection with ``handle`` and return it set up but not installed: it
         delivers nothing until the transport installs it. The incumbent is untouched. With
         ``gate``, the setup is sent only once the gate is released (the socket opens first).
@@ -135,7 +140,7 @@ class Dialler:
         self._s.lifecycle(SetupOk(conn.attempt_id, self.transport_generation, conn.session_id))
         return conn
 
-    async def _open(self, gen: int, handle: str | None, gate: SetupGate | None) -> _Connection:
+    async def _open(self, gen: int, handle: str | None, gate: SetupGate | None) -> LiveConnection:
         s = self._s
         if gate is not None:
             gate.enter()
@@ -149,7 +154,7 @@ class Dialler:
                 self.gen += 1
             raise ConnectError(failure) from error
         options = s.options
-        conn = _Connection(
+        conn = LiveConnection(
             client=client,
             model=options.model,
             config=options.live_connect_config(handle=handle, transparent=self._transparent),

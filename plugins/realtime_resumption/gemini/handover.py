@@ -23,9 +23,9 @@ from realtime_resumption.moves import MoveInProgress, MoveOutcome, MoveReport
 from realtime_resumption.transport import GenerationEndReason
 
 if TYPE_CHECKING:
-    from realtime_resumption.gemini.connection import _Connection
+    from realtime_resumption.gemini.connection import LiveConnection
     from realtime_resumption.gemini.dialling import Dialler
-    from realtime_resumption.gemini.session import Session
+    from realtime_resumption.gemini.state import TransportState
 
 Close = tuple[int | None, str | None]
 
@@ -39,28 +39,28 @@ class Handover:
 
     def __init__(
         self,
-        session: Session,
+        session: TransportState,
         dialler: Dialler,
         *,
-        deliver: Callable[[_Connection, types.LiveServerMessage], None],
+        deliver: Callable[[LiveConnection, types.LiveServerMessage], None],
         turn_cut: Callable[[], None],
     ) -> None:
         self._s = session
         self._dialler = dialler
         self._deliver = deliver
         self._turn_cut = turn_cut
-        self._held: dict[_Connection, list[types.LiveServerMessage]] = {}
-        self._settling: dict[_Connection, asyncio.Future[None]] = {}
-        self._closes: dict[_Connection, Close] = {}
+        self._held: dict[LiveConnection, list[types.LiveServerMessage]] = {}
+        self._settling: dict[LiveConnection, asyncio.Future[None]] = {}
+        self._closes: dict[LiveConnection, Close] = {}
 
     @property
-    def settling(self) -> tuple[_Connection, ...]:
+    def settling(self) -> tuple[LiveConnection, ...]:
         """Connections set up and waiting to settle."""
         return tuple(self._settling)
 
     # --- what connections report --------------------------------------------------------------
 
-    def hold(self, conn: _Connection, message: types.LiveServerMessage) -> bool:
+    def hold(self, conn: LiveConnection, message: types.LiveServerMessage) -> bool:
         """Keep ``message`` when ``conn``'s messages are held (settling, or switched to but
         not released yet); False when they are not."""
         held = self._held.get(conn)
@@ -72,7 +72,7 @@ class Handover:
             signal.set_result(None)
         return True
 
-    def closed(self, conn: _Connection, code: int | None, reason: str | None) -> bool:
+    def closed(self, conn: LiveConnection, code: int | None, reason: str | None) -> bool:
         """``conn`` closed: True when it was settling (its settle reports the close)."""
         signal = self._settling.get(conn)
         if signal is None:
@@ -82,11 +82,11 @@ class Handover:
             signal.set_result(None)
         return True
 
-    def forget(self, conn: _Connection) -> None:
+    def forget(self, conn: LiveConnection) -> None:
         """Drop what ``conn`` said that is still held (it no longer counts)."""
         self._held.pop(conn, None)
 
-    def release(self, conn: _Connection) -> None:
+    def release(self, conn: LiveConnection) -> None:
         """Deliver what ``conn`` said while held, in order, if it is the current connection."""
         for message in self._held.pop(conn, None) or ():
             if conn is not self._s.current:
@@ -95,7 +95,7 @@ class Handover:
 
     # --- settling -----------------------------------------------------------------------------
 
-    async def settle(self, conn: _Connection, seconds: float) -> Close | None:
+    async def settle(self, conn: LiveConnection, seconds: float) -> Close | None:
         """Let a new connection prove it was accepted: None once it sent its first message
         (or stayed open ``seconds``); its close code and reason when it closed first. What it
         sends meanwhile is held for the switch."""
@@ -118,7 +118,7 @@ class Handover:
         self.drop(conn)
         return close if close is not None else (None, None)
 
-    def drop(self, conn: _Connection) -> None:
+    def drop(self, conn: LiveConnection) -> None:
         """Give up a connection that was dialled for a move and not switched to."""
         self._held.pop(conn, None)
         self._closes.pop(conn, None)
@@ -128,7 +128,7 @@ class Handover:
 
     # --- switching ----------------------------------------------------------------------------
 
-    def switch(self, conn: _Connection, move: MoveInProgress, handle: str | None) -> MoveReport:
+    def switch(self, conn: LiveConnection, move: MoveInProgress, handle: str | None) -> MoveReport:
         """Make ``conn`` (set up, settled; resumed from ``handle``, or a fresh session when
         None) the session's connection, in one step: the answer a switch cuts ends, calls the
         new session never issued are orphaned, the input it lacks is queued (after the
@@ -184,7 +184,7 @@ class Handover:
         s.call(s.callbacks.on_move, report)
         return report
 
-    async def break_incumbent(self, conn: _Connection, move: MoveInProgress) -> None:
+    async def break_incumbent(self, conn: LiveConnection, move: MoveInProgress) -> None:
         """Break-before-make: close the incumbent before dialling (input is held meanwhile)."""
         now = self._s.now()
         move.input_stopped(now)
@@ -194,7 +194,7 @@ class Handover:
         # The provider refuses a resume while the old connection is open: let it close.
         await asyncio.wait({task}, timeout=2 * CLOSE_TIMEOUT)
 
-    def retire(self, conn: _Connection) -> asyncio.Task[Any]:
+    def retire(self, conn: LiveConnection) -> asyncio.Task[Any]:
         """Detach ``conn`` (a move replaced it) and close it; its close is reported as a
         lifecycle event only."""
         self._s.detach(conn)

@@ -323,7 +323,7 @@ class Entry(Generic[T]):
         self._silent: bool | None = None
         """Whether the entry is silent audio, once the outbox asked (see ``Outbox._silent``)."""
 
-    def _delivery_on(self, conn: _Connection) -> _Delivery | None:
+    def _delivery_on(self, conn: _ConnectionLog) -> _Delivery | None:
         for delivery in self._deliveries:
             if delivery.conn is conn:
                 return delivery
@@ -334,7 +334,7 @@ class Entry(Generic[T]):
 
 
 @dataclass(eq=False)
-class _Connection:
+class _ConnectionLog:
     id: int
     first_seq: int
     """Entries with this seq or above were submitted after the connection took over."""
@@ -360,7 +360,7 @@ class _Connection:
 
 @dataclass(frozen=True)
 class _Delivery:
-    conn: _Connection
+    conn: _ConnectionLog
     index: int
     sent_at: float
 
@@ -384,7 +384,7 @@ class _Point:
     """A handle as a resumption point: the session state it captured."""
 
     handle: str = field(repr=False)
-    conn: _Connection = field(repr=False)
+    conn: _ConnectionLog = field(repr=False)
     limit: int
     """Entries written on ``conn`` at an index up to this are in the snapshot."""
     exact: bool
@@ -432,8 +432,8 @@ class Outbox(Generic[T]):
         self._video: deque[Entry[T]] = deque()
         self._audio_seconds = 0.0
         self._video_frames = 0
-        self._live: _Connection | None = None
-        self._last_conn: _Connection | None = None
+        self._live: _ConnectionLog | None = None
+        self._last_conn: _ConnectionLog | None = None
         self._handles: OrderedDict[str, _Point] = OrderedDict()
         self._turn_mark = 0
         self._frontier = 0
@@ -962,7 +962,7 @@ class Outbox(Generic[T]):
         if self._live is not None:
             starts.append(self._live)
         for conn in starts:
-            current: _Connection | None = conn
+            current: _ConnectionLog | None = conn
             while current is not None and current.base is not None:
                 if oldest >= current.first_seq:
                     current.base = None
@@ -1035,13 +1035,13 @@ class Outbox(Generic[T]):
 
     def _connection(
         self, connection: int, base: _Point | None, base_through: int, round_trip: float | None
-    ) -> _Connection:
-        conn = _Connection(connection, self._next_seq, base, base_through, 0.0)
+    ) -> _ConnectionLog:
+        conn = _ConnectionLog(connection, self._next_seq, base, base_through, 0.0)
         self._set_round_trip(conn, round_trip)
         return conn
 
     def _set_round_trip(
-        self, conn: _Connection, round_trip: float | None, jitter: float = 0.0
+        self, conn: _ConnectionLog, round_trip: float | None, jitter: float = 0.0
     ) -> None:
         if round_trip is not None and (not math.isfinite(round_trip) or round_trip < 0):
             round_trip = None
@@ -1059,7 +1059,7 @@ class Outbox(Generic[T]):
             return self._limits.handle_margin
         return round_trip + max(self._limits.round_trip_tolerance, jitter)
 
-    def _switch(self, conn: _Connection, needed: list[Entry[T]]) -> None:
+    def _switch(self, conn: _ConnectionLog, needed: list[Entry[T]]) -> None:
         for entry in self._pending:
             entry._queued = False
         for entry in needed:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from google.genai import types
 from loguru import logger
 
-from realtime_resumption.gemini import wire
+from realtime_resumption.gemini import server_events
 from realtime_resumption.generation import OutputKind
 from realtime_resumption.transport import (
     RealtimeLLMUsage,
@@ -25,8 +25,8 @@ from realtime_resumption.transport import (
 )
 
 if TYPE_CHECKING:
-    from realtime_resumption.gemini.connection import _Connection
-    from realtime_resumption.gemini.session import Session
+    from realtime_resumption.gemini.connection import LiveConnection
+    from realtime_resumption.gemini.state import TransportState
 
 
 class TurnSignals(Protocol):
@@ -46,18 +46,18 @@ class TurnSignals(Protocol):
 class Receiver:
     """Applies the current connection's server messages; see the module documentation."""
 
-    def __init__(self, session: Session, rotation: TurnSignals) -> None:
+    def __init__(self, session: TransportState, rotation: TurnSignals) -> None:
         self._s = session
         self._rotation = rotation
-        self._translator = wire.Translator()
+        self._translator = server_events.Translator()
         self._interrupted = False
         """The server turn in progress was interrupted: user input began a new turn."""
         self._odd_byte = b""
         """The last byte of a model audio chunk of odd length: the first half of a PCM16
         sample whose second half starts the next chunk."""
-        self._audio_from: _Connection | None = None
+        self._audio_from: LiveConnection | None = None
 
-    def message(self, conn: _Connection, message: types.LiveServerMessage) -> None:
+    def message(self, conn: LiveConnection, message: types.LiveServerMessage) -> None:
         """A message from ``conn``, the current connection."""
         s = self._s
         try:
@@ -70,64 +70,64 @@ class Receiver:
         except Exception:
             logger.exception("{}: failed to handle a server message", s.callbacks)
 
-    def _dispatch(self, event: wire.Event, now: float) -> None:
+    def _dispatch(self, event: server_events.Event, now: float) -> None:
         s = self._s
         tracker = s.tracker
-        if isinstance(event, wire.ModelAudio):
+        if isinstance(event, server_events.ModelAudio):
             self._model_output(now, "audio")
             pcm = self._whole_samples(event.data)
             if pcm and not tracker.suppressing and not s.quiesced:
                 s.call(s.callbacks.on_audio_output, pcm)
-        elif isinstance(event, wire.Usage):
+        elif isinstance(event, server_events.Usage):
             self._usage(event)
-        elif isinstance(event, wire.OutputTranscript):
+        elif isinstance(event, server_events.OutputTranscript):
             self._model_output(now, "transcript")
             if not tracker.suppressing:
                 s.history.model_transcript(event.text)
                 s.call(s.callbacks.on_output_transcription, event.text)
-        elif isinstance(event, wire.InputTranscript):
+        elif isinstance(event, server_events.InputTranscript):
             s.history.user_transcript(event.text)
             self._rotation.turn_started()
             self._rotation.user_turn()
             s.call(s.callbacks.on_input_transcription, event.text)
-        elif isinstance(event, wire.ModelText):
+        elif isinstance(event, server_events.ModelText):
             self._model_output(now, "text")
             if not tracker.suppressing:
                 s.history.model_text(event.text)
                 s.call(s.callbacks.on_text_output, event.text)
-        elif isinstance(event, wire.ModelThought):
+        elif isinstance(event, server_events.ModelThought):
             self._model_output(now, "thought")
             if not tracker.suppressing:
                 s.call(s.callbacks.on_reasoning_summary, event.text)
-        elif isinstance(event, wire.TurnComplete):
+        elif isinstance(event, server_events.TurnComplete):
             self._turn_complete(now)
-        elif isinstance(event, wire.GenerationComplete):
+        elif isinstance(event, server_events.GenerationComplete):
             s.apply(tracker.generation_complete(now))
-        elif isinstance(event, wire.Interrupted):
+        elif isinstance(event, server_events.Interrupted):
             self._interrupted = True
             self._odd_byte = b""
             s.history.interrupted()
             self._rotation.answered()
             s.apply(tracker.interrupted(now))
-        elif isinstance(event, wire.ToolCalls):
+        elif isinstance(event, server_events.ToolCalls):
             self._tool_calls(event, now)
-        elif isinstance(event, wire.ToolCallsCancelled):
+        elif isinstance(event, server_events.ToolCallsCancelled):
             self._tool_calls_cancelled(event, now)
-        elif isinstance(event, wire.ResumptionUpdate):
+        elif isinstance(event, server_events.ResumptionUpdate):
             self._resumption_update(event, now)
-        elif isinstance(event, wire.GoAway):
+        elif isinstance(event, server_events.GoAway):
             logger.info("{}: goAway, time left {}", s.callbacks, event.time_left)
             s.call(s.callbacks.on_go_away, event.time_left, event.seconds)
             self._rotation.go_away(event.seconds)
-        elif isinstance(event, wire.Grounding):
+        elif isinstance(event, server_events.Grounding):
             if not tracker.suppressing:
                 s.call(s.callbacks.on_grounding_metadata, event.metadata)
-        elif isinstance(event, wire.SpeechStarted):
+        elif isinstance(event, server_events.SpeechStarted):
             s.apply(tracker.user_turn(now))
             self._rotation.turn_started()
             self._rotation.user_turn()
             s.call(s.callbacks.on_speech_started)
-        elif isinstance(event, wire.SpeechStopped):
+        elif isinstance(event, server_events.SpeechStopped):
             self._rotation.user_turn()
             s.call(s.callbacks.on_user_speech_stopped)
 
@@ -177,7 +177,7 @@ class Receiver:
             self._rotation.turn_ended()
             self._rotation.served()
 
-    def _tool_calls(self, event: wire.ToolCalls, now: float) -> None:
+    def _tool_calls(self, event: server_events.ToolCalls, now: float) -> None:
         s = self._s
         if s.tracker.suppressing:
             logger.info(
@@ -200,7 +200,7 @@ class Receiver:
         s.without_id.update(event.without_id)
         s.call(s.callbacks.on_tool_call, calls)
 
-    def _unanswerable(self, event: wire.ToolCalls) -> tuple[ToolCall, ...]:
+    def _unanswerable(self, event: server_events.ToolCalls) -> tuple[ToolCall, ...]:
         """Calls without an id on the Gemini API, which refuses a result without one: they
         cannot be answered, so they are not run (running one would act for nothing, and
         waiting for its result would hold the answer and every planned move). They are
@@ -215,7 +215,7 @@ class Receiver:
         s.call(s.callbacks.on_error, TransportErrorEvent(error, recoverable=True))
         return tuple(call for call in event.calls if call.id not in event.without_id)
 
-    def _tool_calls_cancelled(self, event: wire.ToolCallsCancelled, now: float) -> None:
+    def _tool_calls_cancelled(self, event: server_events.ToolCallsCancelled, now: float) -> None:
         s = self._s
         conn = s.current
         assert conn is not None
@@ -224,7 +224,7 @@ class Receiver:
         s.apply(s.tracker.tool_calls_cancelled(now, tools_pending=s.tools.busy))
         s.call(s.callbacks.on_tool_call_cancel, event.ids)
 
-    def _resumption_update(self, event: wire.ResumptionUpdate, now: float) -> None:
+    def _resumption_update(self, event: server_events.ResumptionUpdate, now: float) -> None:
         s = self._s
         conn = s.current
         assert conn is not None
@@ -249,7 +249,7 @@ class Receiver:
         )
         self._rotation.resumption_update(handle, resumable)
 
-    def _usage(self, event: wire.Usage) -> None:
+    def _usage(self, event: server_events.Usage) -> None:
         s = self._s
         s.call(
             s.callbacks.on_usage_metadata,

@@ -85,10 +85,10 @@ from realtime_resumption.transport import (
 )
 
 if TYPE_CHECKING:
-    from realtime_resumption.gemini.connection import _Connection
+    from realtime_resumption.gemini.connection import LiveConnection
     from realtime_resumption.gemini.dialling import Dialler
     from realtime_resumption.gemini.handover import Handover
-    from realtime_resumption.gemini.session import Session
+    from realtime_resumption.gemini.state import TransportState
 
 DEFAULT_RETRY_BUDGET: Final = 20
 """Failed connection attempts a session may spend in total, over all its moves (see
@@ -110,7 +110,7 @@ class Rotation:
 
     def __init__(
         self,
-        session: Session,
+        session: TransportState,
         dialler: Dialler,
         handover: Handover,
         *,
@@ -185,7 +185,7 @@ class Rotation:
         """What one server session accumulates: the machine (refusals, the budget spent, the
         break-first mode) and the reasons' flags."""
         self._machine = m.MoveMachine(self._options.retry_delays, self._policy)
-        self._pending: _Connection | None = None
+        self._pending: LiveConnection | None = None
         self._config_pending = False
         self._requested = False
         self._go_away_seen = False
@@ -532,7 +532,7 @@ class Rotation:
             return self._failed(Stage.SETTLING, None, close[0])
         return self._machine.send(m.Settled(self._s.now()))
 
-    async def _dial_after_break(self, handle: str | None, move: MoveInProgress) -> _Connection:
+    async def _dial_after_break(self, handle: str | None, move: MoveInProgress) -> LiveConnection:
         """Break-before-make at the cost of the setup alone: the replacement's socket opens
         while the incumbent still serves; the incumbent then closes (input held from here),
         and only then does the setup go out. The incumbent is closed whatever becomes of the
@@ -683,7 +683,7 @@ class Rotation:
         # move, which must not start inside this switch. Its messages stay held meanwhile.
         asyncio.get_running_loop().call_soon(self._release, conn)
 
-    def _release(self, conn: _Connection) -> None:
+    def _release(self, conn: LiveConnection) -> None:
         """After a switch: deliver what ``conn`` said while held (now the move is recorded,
         its first handle counts as a resumable point), then open its input."""
         self._handover.release(conn)

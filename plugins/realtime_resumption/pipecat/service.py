@@ -69,7 +69,8 @@ from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET
 from realtime_resumption.gemini.watchdog import DEFAULT_RESUME_WATCHDOG
 from realtime_resumption.pipecat import settings as settings_map
 from realtime_resumption.pipecat import updates
-from realtime_resumption.pipecat.input import (
+from realtime_resumption.pipecat.output import ResponseFrames
+from realtime_resumption.pipecat.user_input import (
     PREROLL,
     PREROLL_MARGIN,
     AudioConverter,
@@ -77,7 +78,6 @@ from realtime_resumption.pipecat.input import (
     MalformedInputError,
     Preroll,
 )
-from realtime_resumption.pipecat.output import ResponseFrames
 from realtime_resumption.redaction import secret
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.transport import (

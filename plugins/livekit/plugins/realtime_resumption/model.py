@@ -23,7 +23,7 @@ from livekit.plugins.google.realtime.realtime_api import (
 
 from realtime_resumption import OutboxLimits, ResumptionOptions, RetryPolicy
 from realtime_resumption.gemini import DEFAULT_MODEL
-from realtime_resumption.gemini.config import sliding_window
+from realtime_resumption.gemini.live_options import sliding_window
 from realtime_resumption.transport import GenerationSettings
 
 from .log import logger

@@ -13,11 +13,11 @@ everything in a ledger::
 
 from __future__ import annotations
 
+from .answers import answer_text_ids, called_functions
 from .audio import answer_chunk_id, answer_chunk_ids, user_audio, user_audio_seqs
 from .config import KIND_SERVICE, EmulatorConfig, Profile
 from .faults import Applied, Faults
 from .ledger import Ledger, LedgerSummary, SessionSummary, TurnSummary
-from .model import answer_text_ids, called_functions
 from .server import Emulator
 
 __all__ = [

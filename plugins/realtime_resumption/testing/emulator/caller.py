@@ -45,9 +45,9 @@ from ...transport import (
     TransportError,
     TransportErrorEvent,
 )
+from .answers import answer_text_ids
 from .audio import answer_chunk_ids, user_audio
 from .ledger import LedgerSummary
-from .model import answer_text_ids
 
 DEFAULT_TIMEOUT: Final = 10.0
 """Seconds the caller's waits allow by default."""

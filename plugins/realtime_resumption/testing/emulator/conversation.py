@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from loguru import logger
 
 from . import wire
+from .answers import answer_text, called_functions, usage
 from .audio import (
     ANSWER_RATE,
     USER_RATE,
@@ -34,12 +35,11 @@ from .audio import (
 )
 from .faults import DeadResume, TriggerEvent
 from .ledger import ClientMessageRecord, TurnRecord
-from .model import answer_text, called_functions, usage
 from .snapshot import AnswerProgress, HistoryTurn, Outcome, PendingInput, SessionState
 
 if TYPE_CHECKING:
-    from .connection import Connection
-    from .session import Session
+    from .served_connection import Connection
+    from .sessions import Session
 
 
 def _rate(mime_type: str) -> int:

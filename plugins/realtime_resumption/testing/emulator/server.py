@@ -20,11 +20,11 @@ from websockets.http11 import Request, Response
 
 from .certs import TlsMaterial
 from .config import EmulatorConfig
-from .connection import Api, Connection, Hub
 from .faults import Faults
 from .ledger import AttemptRecord, Ledger
 from .network import connection_class
-from .session import SessionRegistry
+from .served_connection import Api, Connection, Hub
+from .sessions import SessionRegistry
 
 _GEMINI_PATH = re.compile(
     r"/+ws/google\.ai\.generativelanguage\.[A-Za-z0-9]+"

@@ -11,7 +11,7 @@ from .ledger import HandleRecord, Ledger, SessionRecord
 from .snapshot import SessionState, Snapshot
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .served_connection import Connection
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Final, get_args
 from loguru import logger
 from websockets.exceptions import ConnectionClosed
 
-from realtime_resumption.gemini.connection import _Connection
+from realtime_resumption.gemini.connection import LiveConnection
 from realtime_resumption.gemini.messages import ClientMessage, Media, ToolResponse
 from realtime_resumption.gemini.outbox import Entry, MessageKind, Outbox, OutboxLimits, ReplayScope
 from realtime_resumption.gemini.silence import rms
@@ -83,9 +83,9 @@ class InputPath:
     def __init__(self, limits: OutboxLimits | None = None) -> None:
         self._limits = limits
         self.outbox: Outbox[ClientMessage] = Outbox(limits, audio_level=audio_level)
-        self._in_flight: dict[_Connection, Entry[ClientMessage]] = {}
+        self._in_flight: dict[LiveConnection, Entry[ClientMessage]] = {}
         self._results: dict[str, tuple[Entry[ClientMessage], ToolResult]] = {}
-        self._largest: dict[_Connection, Entry[ClientMessage]] = {}
+        self._largest: dict[LiveConnection, Entry[ClientMessage]] = {}
         """The largest message handed to each open connection, from ``_LARGE`` bytes."""
         self._sends = _counters()
         self._total = _counters()
@@ -177,7 +177,7 @@ class InputPath:
             del self._results[call_id]
         return [result for _, result in taken]
 
-    def connection_closed(self, conn: _Connection, *, too_big: bool) -> ClientMessage | None:
+    def connection_closed(self, conn: LiveConnection, *, too_big: bool) -> ClientMessage | None:
         """``conn`` closed. With ``too_big`` (close 1009: the service refused a message as too
         big) the largest message handed to it is dropped from the outbox, so no later
         connection gets it again, and returned; None when there was none to drop."""
@@ -188,7 +188,7 @@ class InputPath:
 
     # --- the writer's side --------------------------------------------------------------------
 
-    def feed(self, conn: _Connection | None, now: float, *, media_only: bool = False) -> None:
+    def feed(self, conn: LiveConnection | None, now: float, *, media_only: bool = False) -> None:
         """Hand the next message to ``conn`` (the current connection) if it is idle. With
         ``media_only`` (a move is about to replace ``conn``) a message that could end the
         user's turn waits, with everything after it, for the next connection: an answer
@@ -216,7 +216,7 @@ class InputPath:
                 self._largest[conn] = entry
 
     def written(
-        self, conn: _Connection, message: ClientMessage, *, current: bool
+        self, conn: LiveConnection, message: ClientMessage, *, current: bool
     ) -> list[ToolResult]:
         """``message`` reached ``conn``'s socket. Returns the tool results it carried when
         ``conn`` is the current connection (their calls' results are now sent)."""
@@ -240,7 +240,7 @@ class InputPath:
 
     def failed(
         self,
-        conn: _Connection,
+        conn: LiveConnection,
         messages: Sequence[ClientMessage],
         error: Exception,
         *,

@@ -1,11 +1,11 @@
 """The state of one transport's session, shared by the parts that serve it.
 
-:class:`Session` is handed to the receiver, the dialler, the handover and the rotation instead
-of the transport itself: it holds the connection the session runs on, the latest resumable
+:class:`TransportState` is handed to the receiver, the dialler, the handover and the rotation
+instead of the transport itself: it holds the connection the session runs on, the latest resumable
 handle, the bookkeeping every part feeds (generations, tool calls, history, input) and the few
 operations on them that more than one part needs — calling the framework's callbacks, applying
 generation effects, installing and detaching connections, closing the session. The transport
-owns it; nobody reaches into anybody's private members.
+owns it; the other parts read its state and change it only through its methods.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Final, ParamSpec, Protocol
 
 from loguru import logger
 
-from realtime_resumption.gemini.config import LiveOptions
 from realtime_resumption.gemini.history import ConversationHistory
-from realtime_resumption.gemini.input import InputPath
+from realtime_resumption.gemini.input_path import InputPath
+from realtime_resumption.gemini.live_options import LiveOptions
 from realtime_resumption.gemini.move import InputGate
 from realtime_resumption.gemini.tool_calls import ToolCallTracker
 from realtime_resumption.gemini.watchdog import UserTurnRetainer
@@ -46,7 +46,7 @@ from realtime_resumption.transport import (
 )
 
 if TYPE_CHECKING:
-    from realtime_resumption.gemini.connection import _Connection
+    from realtime_resumption.gemini.connection import LiveConnection
     from realtime_resumption.moves import HandleKind, MoveReason, MoveReport
 
 _P = ParamSpec("_P")
@@ -63,7 +63,7 @@ class Callbacks(LLMTransport, Protocol):
 _REASON_LIMIT: Final = 200
 
 
-class Session:
+class TransportState:
     """One transport's session state; see the module documentation.
 
     ``callbacks`` is the transport whose public ``on_*`` attributes are the framework's
@@ -82,7 +82,7 @@ class Session:
         tools: ToolCallTracker,
         history: ConversationHistory,
         user_turn: UserTurnRetainer,
-        credential_expired: Callable[[_Connection], None],
+        credential_expired: Callable[[LiveConnection], None],
     ) -> None:
         self._callbacks = callbacks
         self._options = options
@@ -101,7 +101,7 @@ class Session:
         """The service takes a tool result without an id, matched by name (Vertex AI; the
         Gemini API refuses one)."""
         self._working: LiveOptions | None = None
-        self._current: _Connection | None = None
+        self._current: LiveConnection | None = None
         self._handle: str | None = None
         self._active = False
         self.quiesced = False
@@ -119,7 +119,7 @@ class Session:
         self._tick: asyncio.TimerHandle | None = None
         self._expiry: asyncio.TimerHandle | None = None
         self._end_waiters: dict[str, list[asyncio.Future[None]]] = {}
-        self._close_reported: set[_Connection] = set()
+        self._close_reported: set[LiveConnection] = set()
 
     # --- the state it owns: read by every part, written only through its methods --------------
 
@@ -140,7 +140,7 @@ class Session:
         return self._setup_stale
 
     @property
-    def current(self) -> _Connection | None:
+    def current(self) -> LiveConnection | None:
         """The connection the session runs on; None during a gap."""
         return self._current
 
@@ -191,7 +191,7 @@ class Session:
         """A session is up: it takes input from now on."""
         self._active = True
 
-    def strand(self) -> _Connection | None:
+    def strand(self) -> LiveConnection | None:
         """Detach the current connection at once and forget the handle (``abort_incumbent``:
         a recovery dial must not resume a wedged turn); returns the connection."""
         conn, self._current = self._current, None
@@ -251,7 +251,7 @@ class Session:
         """The tasks the session owns that are still running."""
         return set(self._tasks)
 
-    def spawn_close(self, conn: _Connection) -> asyncio.Task[Any]:
+    def spawn_close(self, conn: LiveConnection) -> asyncio.Task[Any]:
         """Close ``conn`` in a task the session owns."""
         task = asyncio.get_running_loop().create_task(
             conn.close(), name=f"gemini-live-close-{conn.attempt_id}"
@@ -274,7 +274,7 @@ class Session:
     # --- connections --------------------------------------------------------------------------
 
     def install(
-        self, conn: _Connection, dialled_with: LiveOptions, expires_at: float | None
+        self, conn: LiveConnection, dialled_with: LiveOptions, expires_at: float | None
     ) -> None:
         """Make ``conn`` the session's connection: it delivers and takes sends from now on."""
         self._current = conn
@@ -292,7 +292,7 @@ class Session:
         self.feed()
         self.schedule_tick()
 
-    def detach(self, conn: _Connection) -> bool:
+    def detach(self, conn: LiveConnection) -> bool:
         """``conn`` stops being the session's connection (if it was); True when it was."""
         if conn is not self._current:
             return False
@@ -302,7 +302,7 @@ class Session:
         return True
 
     def report_generation_close(
-        self, conn: _Connection, code: int | None, reason: str | None
+        self, conn: LiveConnection, code: int | None, reason: str | None
     ) -> None:
         """Report ``conn``'s close as a lifecycle event, once."""
         if conn.transport_generation is None or conn in self._close_reported:
@@ -312,7 +312,7 @@ class Session:
             GenerationClose(conn.attempt_id, conn.transport_generation, code, self.clean(reason))
         )
 
-    def forget_close(self, conn: _Connection) -> None:
+    def forget_close(self, conn: LiveConnection) -> None:
         """``conn`` is gone: forget that its close was reported."""
         self._close_reported.discard(conn)
 
@@ -341,7 +341,7 @@ class Session:
             code, reason = 1000, "the session could not be moved to a new connection"
         self.close(code, reason)
 
-    def _expired(self, conn: _Connection) -> None:
+    def _expired(self, conn: LiveConnection) -> None:
         self._expiry = None
         self._credential_expired(conn)
 

@@ -14,7 +14,13 @@ from google.genai import types
 from loguru import logger
 
 from realtime_resumption.gemini import validation
-from realtime_resumption.gemini.config import (
+from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
+from realtime_resumption.gemini.dialling import Dialler
+from realtime_resumption.gemini.failures import RetryPolicy
+from realtime_resumption.gemini.handover import Handover
+from realtime_resumption.gemini.history import ConversationHistory, HistoryLimits
+from realtime_resumption.gemini.input_path import InputPath
+from realtime_resumption.gemini.live_options import (
     DEFAULT_COMPRESSION,
     DEFAULT_MODEL,
     DEFAULT_SETUP_TIMEOUT,
@@ -23,17 +29,11 @@ from realtime_resumption.gemini.config import (
     LiveOptions,
     normalise_tools,
 )
-from realtime_resumption.gemini.connection import ConnectionHooks, _Connection
-from realtime_resumption.gemini.dialling import Dialler
-from realtime_resumption.gemini.failures import RetryPolicy
-from realtime_resumption.gemini.handover import Handover
-from realtime_resumption.gemini.history import ConversationHistory, HistoryLimits
-from realtime_resumption.gemini.input import InputPath
 from realtime_resumption.gemini.messages import ClientMessage, ToolResponse
 from realtime_resumption.gemini.outbox import OutboxLimits, ReplayScope
 from realtime_resumption.gemini.receive import Receiver
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET, Rotation
-from realtime_resumption.gemini.session import Session
+from realtime_resumption.gemini.state import TransportState
 from realtime_resumption.gemini.tool_calls import ResultVerdict, ToolCallTracker
 from realtime_resumption.gemini.watchdog import (
     DEFAULT_RESUME_WATCHDOG,
@@ -253,7 +253,7 @@ class GeminiLiveTransport:
         self._tools = ToolCallTracker()
         self._history = ConversationHistory(history_limits)
         self._user_turn = UserTurnRetainer(INPUT_SAMPLE_RATE)
-        self._s = Session(
+        self._s = TransportState(
             self,
             options=options,
             secrets=self._secrets,
@@ -300,7 +300,7 @@ class GeminiLiveTransport:
             replay_turn=self._replay_retained_turn,
         )
         self._receiver = Receiver(self._s, self._rotation)
-        self._stranded: set[_Connection] = set()
+        self._stranded: set[LiveConnection] = set()
         self._disconnected = False
         self._connecting = False
         self._realtime_sent = False
@@ -363,7 +363,7 @@ class GeminiLiveTransport:
         return self._s.active
 
     @property
-    def _current(self) -> _Connection | None:
+    def _current(self) -> LiveConnection | None:
         return self._s.current
 
     @property
@@ -568,7 +568,7 @@ class GeminiLiveTransport:
 
     # --- the connections: dial, settle, switch, retire ----------------------------------------
 
-    async def _retire(self, conn: _Connection, reason: str) -> None:
+    async def _retire(self, conn: LiveConnection, reason: str) -> None:
         """Let ``conn`` write what it queued (within ``DRAIN_TIMEOUT``), end the session on it
         (answer ended as disconnected, ``GenerationClose``, ``on_close``), then close it."""
         await conn.flush(DRAIN_TIMEOUT)
@@ -587,7 +587,7 @@ class GeminiLiveTransport:
         return turn is not None and self.replay_user_turn(turn)
 
     async def _close_stranded(
-        self, conn: _Connection | None, moves: Sequence[asyncio.Task[Any]]
+        self, conn: LiveConnection | None, moves: Sequence[asyncio.Task[Any]]
     ) -> Literal["closed", "forced"]:
         try:
             async with asyncio.timeout(ABORT_TIMEOUT):
@@ -601,7 +601,7 @@ class GeminiLiveTransport:
             logger.opt(exception=True).debug("{}: closing the stranded {!r} failed", self, conn)
             return "forced"
 
-    def _credential_expired(self, conn: _Connection) -> None:
+    def _credential_expired(self, conn: LiveConnection) -> None:
         attempt_id: str = conn.attempt_id
         if conn is not self._current:
             return
@@ -962,19 +962,19 @@ class GeminiLiveTransport:
 
     # --- what connections report --------------------------------------------------------------
 
-    def _on_message(self, conn: _Connection, message: types.LiveServerMessage) -> None:
+    def _on_message(self, conn: LiveConnection, message: types.LiveServerMessage) -> None:
         if self._handover.hold(conn, message):
             return
         if conn is self._current:
             self._receiver.message(conn, message)
 
-    def _on_receive_error(self, conn: _Connection, error: Exception) -> None:
+    def _on_receive_error(self, conn: LiveConnection, error: Exception) -> None:
         if conn is not self._current:
             return
         logger.warning("{}: unreadable server frame skipped ({})", self, type(error).__name__)
         self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
 
-    def _on_written(self, conn: _Connection, message: ClientMessage) -> None:
+    def _on_written(self, conn: LiveConnection, message: ClientMessage) -> None:
         current = conn is self._current
         for result in self._input.written(conn, message, current=current):
             self._tools.result_sent(result.id)
@@ -983,7 +983,7 @@ class GeminiLiveTransport:
             self._feed()
 
     def _on_write_failed(
-        self, conn: _Connection, messages: Sequence[ClientMessage], error: Exception
+        self, conn: LiveConnection, messages: Sequence[ClientMessage], error: Exception
     ) -> None:
         current = conn is self._current
         refused = self._input.failed(conn, messages, error, current=current)
@@ -1011,7 +1011,7 @@ class GeminiLiveTransport:
             for call_id in call_ids:
                 self._tools.result_refused(call_id)
 
-    def _on_closed(self, conn: _Connection, code: int | None, reason: str | None) -> None:
+    def _on_closed(self, conn: LiveConnection, code: int | None, reason: str | None) -> None:
         self._dialler.forget(conn)
         too_big = self._input.connection_closed(conn, too_big=code == CLOSE_TOO_BIG)
         if too_big is not None and conn not in self._stranded:
@@ -1033,7 +1033,7 @@ class GeminiLiveTransport:
         if conn is self._current:
             self._lost(conn, code, reason)
 
-    def _refused_as_too_big(self, conn: _Connection, message: ClientMessage) -> None:
+    def _refused_as_too_big(self, conn: LiveConnection, message: ClientMessage) -> None:
         """``conn`` closed with 1009: the service refused a message as too big. The largest
         one written to it is dropped (never replayed, or a resumed session would refuse it
         again and again), its tool calls take a new result, and the caller is told."""
@@ -1052,7 +1052,7 @@ class GeminiLiveTransport:
         )
         self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
 
-    def _lost(self, conn: _Connection, code: int | None, reason: str | None) -> None:
+    def _lost(self, conn: LiveConnection, code: int | None, reason: str | None) -> None:
         """The session's connection closed without the transport asking."""
         logger.info("{}: {} closed ({}, {})", self, conn.attempt_id, code, self._s.clean(reason))
         self._s.detach(conn)
@@ -1062,7 +1062,7 @@ class GeminiLiveTransport:
         cut = self._handover.cut_turn(self._now(), GenerationEndReason.DISCONNECTED)
         self._rotation.connection_lost(code, reason, turn_cut=cut)
 
-    def _deliver(self, conn: _Connection, message: types.LiveServerMessage) -> None:
+    def _deliver(self, conn: LiveConnection, message: types.LiveServerMessage) -> None:
         self._receiver.message(conn, message)
 
     def _turn_cut(self) -> None:

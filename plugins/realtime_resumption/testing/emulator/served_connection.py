@@ -31,7 +31,7 @@ from .ledger import (
     ServerMessageRecord,
     SetupRecord,
 )
-from .session import HandleEntry, Session, SessionRegistry
+from .sessions import HandleEntry, Session, SessionRegistry
 from .snapshot import SessionState
 
 Api = Literal["gemini", "vertex"]
