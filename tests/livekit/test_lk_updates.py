@@ -11,6 +11,7 @@ from livekit.plugins import realtime_resumption as rr
 
 from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
+from realtime_resumption.transport import SetupRefusedError
 
 from .lk_helpers import WAIT, Recorder, until
 
@@ -183,3 +184,34 @@ async def test_the_last_of_rapid_instruction_updates_wins_promptly() -> None:
     last_turn = record.turns[max(record.turns)]
     setup = record.connections[last_turn.connection].setup
     assert setup is not None and setup.system_instruction == "v10"
+
+
+async def test_a_voice_the_service_refuses_is_rolled_back_and_the_call_goes_on() -> None:
+    async with Emulator(EmulatorConfig(time_scale=0.1)) as emu:
+        model = rr.RealtimeModel(api_key="test-key", http_options=emu.http_options())
+        session = AgentSession(llm=model, aec_warmup_duration=None)
+        agent = Agent(instructions="Be helpful.")
+        recorder = Recorder()
+        await session.start(agent)
+        recorder.attach_realtime(agent.realtime_llm_session)
+        try:
+            result = await session.run(user_input="hello")
+            result.expect.next_event().is_message(role="assistant")
+            model.update_options(voice="Klingon")
+            await until(lambda: len(recorder.moves) == 1)
+            result = await session.run(user_input="hello again")
+            result.expect.next_event().is_message(role="assistant")
+        finally:
+            await session.aclose()
+
+    (report,) = [m.report for m in recorder.moves]
+    assert (report.reason, report.outcome) == (MoveReason.CONFIG, MoveOutcome.RESUMED)
+    (error,) = recorder.errors
+    assert error.recoverable and isinstance(error.error, SetupRefusedError)
+    assert recorder.fatal_errors == []
+    session_record = next(iter(emu.ledger.sessions.values()))
+    served = [c.setup for c in session_record.connections if c.established]
+    assert [s.voice for s in served if s is not None] == ["Puck", "Puck"]
+    refused = [c.refused for r in emu.ledger.sessions.values() for c in r.connections]
+    # (the service refused the first resume while the old connection was open, as measured)
+    assert [why for why in refused if why not in (None, "open-session")] == ["voice", "voice"]

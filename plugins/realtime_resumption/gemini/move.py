@@ -486,7 +486,8 @@ class MoveMachine:
             if move.first_handle is not None:
                 self.refused.discard(move.first_handle)
                 move.handle, move.kind = move.first_handle, move.first_kind
-            return [RollBack(ruling.why), *self._attempt(event.now)]
+            why = f"a fresh session was refused it too (code {code})"
+            return [RollBack(why), *self._attempt(event.now)]
         if (
             code == REFUSED_OR_OVERLOADED
             and handle is not None
