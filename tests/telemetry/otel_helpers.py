@@ -3,17 +3,19 @@ the process's global providers, which can be set only once), and readers of what
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     HistogramDataPoint,
     InMemoryMetricReader,
     NumberDataPoint,
 )
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -70,6 +72,33 @@ class Otel:
         points = self.points(name)
         assert all(isinstance(p, HistogramDataPoint) for p in points)
         return points
+
+
+class Armed(SpanProcessor):
+    """Exports finished spans to memory only while armed: the process's global tracer
+    provider can be set once, and other tests must not fill this one's memory."""
+
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.armed = False
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.armed:
+            self.exporter.export((span,))
+
+
+@functools.cache
+def global_sdk() -> Armed:
+    """An SDK tracer provider installed as the process's global one (Pipecat's tracing uses
+    only the global provider), with an :class:`Armed` processor on it."""
+    armed = Armed()
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    assert isinstance(trace.get_tracer_provider(), TracerProvider)
+    provider.add_span_processor(armed)
+    return armed
 
 
 def parent_of(span: ReadableSpan, spans: Iterable[ReadableSpan]) -> ReadableSpan | None:
