@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from realtime_resumption.gemini.outbox import OutboxLimits
     from realtime_resumption.moves import (
         HandleKind,
+        MoveMode,
         MoveOutcome,
         MoveReason,
         MoveReport,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
         ResumptionOptions,
         SessionResumption,
     )
+    from realtime_resumption.telemetry import Telemetry
     from realtime_resumption.transport import (
         CancelResponseOptions,
         ConnectError,
@@ -74,6 +76,9 @@ _EXPORTS: Final[dict[str, str]] = {
     "MoveOutcome": "realtime_resumption.moves",
     "MoveReason": "realtime_resumption.moves",
     "HandleKind": "realtime_resumption.moves",
+    "MoveMode": "realtime_resumption.moves",
+    # spans and metrics (the OpenTelemetry API)
+    "Telemetry": "realtime_resumption.telemetry",
     # what the transport takes and reports
     "LLMTransport": "realtime_resumption.transport",
     "ContentTurn": "realtime_resumption.transport",
@@ -123,6 +128,7 @@ __all__ = [
     "HistoryLimits",
     "LLMTransport",
     "MessageTooLargeError",
+    "MoveMode",
     "MoveOutcome",
     "MoveReason",
     "MoveReport",
@@ -138,6 +144,7 @@ __all__ = [
     "SessionLostError",
     "SessionResumption",
     "SessionUpdate",
+    "Telemetry",
     "ToolCall",
     "ToolCallOrphanedError",
     "ToolResult",
