@@ -30,7 +30,7 @@ from realtime_resumption.gemini.handover import Handover
 from realtime_resumption.gemini.history import ConversationHistory, HistoryLimits
 from realtime_resumption.gemini.input import InputPath
 from realtime_resumption.gemini.messages import ClientMessage, ToolResponse
-from realtime_resumption.gemini.observed import ObservedCallbacks
+from realtime_resumption.gemini.observed import observed
 from realtime_resumption.gemini.outbox import OutboxLimits, ReplayScope
 from realtime_resumption.gemini.receive import Receiver
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET, Rotation
@@ -273,7 +273,7 @@ class GeminiLiveTransport:
         self._s = Session(
             # The parts call the framework's callbacks through the session: with telemetry,
             # its hooks see each call first (the transport's attributes stay the framework's).
-            self if self._observer is None else cast(Self, ObservedCallbacks(self, self._observer)),
+            self if self._observer is None else cast(Self, observed(self, self._observer)),
             options=options,
             secrets=self._secrets,
             tracker=self._tracker,
