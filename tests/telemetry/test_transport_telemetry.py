@@ -26,6 +26,7 @@ from ..rotation.rotation_helpers import (
     Recorder,
     emulator_config,
     make_transport,
+    only_session,
     stream_silence,
 )
 from .otel_helpers import Otel, ancestors, assert_no_secret, parent_of
@@ -116,6 +117,11 @@ async def test_a_planned_move_is_a_span_under_the_call_with_its_figures_and_metr
     }
 
     old, new = otel.named("realtime.connection")
+    # The emulator's ledger saw the same two connections, the second resumed, both open at once.
+    ledger_old, ledger_new = only_session(emu).connections
+    assert ledger_new.resumed_from is not None and ledger_old.resumed_from is None
+    assert ledger_new.setup_at is not None and ledger_old.closed_at is not None
+    assert ledger_new.setup_at < ledger_old.closed_at
     assert [s.attributes["realtime.connection.attempt_id"] for s in (old, new)] == [
         "att_1",
         "att_2",
