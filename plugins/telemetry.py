@@ -524,6 +524,7 @@ class SessionTelemetry:
         """The session closed: whatever is still open ends."""
         self.close()
 
+    @_guarded
     def close(self) -> None:
         """End every span still open (idempotent): a disconnect abandons them."""
         for table in (self._generations, self._connections):
