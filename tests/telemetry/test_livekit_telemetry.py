@@ -25,7 +25,7 @@ from realtime_resumption.moves import MoveOutcome, MoveReason
 
 from ..livekit.lk_helpers import text_call, until
 from ..rotation.rotation_helpers import FAST
-from .otel_helpers import ancestors
+from .otel_helpers import ancestors, assert_no_secret, texts
 
 
 @pytest.fixture
@@ -56,8 +56,11 @@ async def test_moves_nest_under_the_agent_session_and_reach_metrics_collected(
             agent_rt.on("session_reconnected", reconnected.append)
             result = await session.run(user_input="hello")
             result.expect.next_event().is_message(role="assistant")
+            handles = [str(agent_rt.session_resumption_handle)]
             emu.faults.go_away(5.0)
             await until(lambda: len(recorder.moves) == 1)
+            await until(lambda: agent_rt.session_resumption_handle not in (None, *handles))
+            handles.append(str(agent_rt.session_resumption_handle))
             emu.faults.drop()
             await until(lambda: len(recorder.moves) == 2)
             emu.faults.expire_handles()
@@ -104,3 +107,8 @@ async def test_moves_nest_under_the_agent_session_and_reach_metrics_collected(
     ]
     for span in ours:
         assert "agent_session" in ancestors(span, spans), (span.name, ancestors(span, spans))
+    assert_no_secret(spans, handles)
+    issued = [h.redacted for record in emu.ledger.sessions.values() for h in record.handles]
+    assert len(issued) >= 3
+    carried = list(texts(spans))
+    assert not any(redacted in text for redacted in issued for text in carried)
