@@ -404,3 +404,50 @@ async def test_a_broken_tracer_changes_nothing_for_the_session(emu: Emulator) ->
         "on_move",
         "on_close",
     ]
+
+
+def test_with_the_api_and_no_sdk_the_default_telemetry_records_nothing() -> None:
+    """What an app that never configures OpenTelemetry gets (a fresh interpreter: the global
+    providers are the API's proxies to its no-op): the transport's default telemetry starts
+    its spans, every one the API's shared invalid span, and a planned move works."""
+    code = """
+import asyncio
+from opentelemetry import trace
+from opentelemetry.trace import ProxyTracer, ProxyTracerProvider
+from realtime_resumption.emulator import Emulator, EmulatorConfig
+from realtime_resumption.gemini import GeminiLiveTransport
+
+started = []
+real_start = ProxyTracer.start_span
+def start_span(self, *args, **kwargs):
+    span = real_start(self, *args, **kwargs)
+    started.append(span)
+    return span
+ProxyTracer.start_span = start_span
+
+async def main():
+    assert isinstance(trace.get_tracer_provider(), ProxyTracerProvider)
+    async with Emulator(EmulatorConfig.kind(time_scale=0.05, update_after_setup=True)) as emu:
+        transport = GeminiLiveTransport(client=emu.client())
+        assert transport.telemetry is not None
+        moved = asyncio.Event()
+        handle = asyncio.Event()
+        transport.on_move = lambda report: moved.set()
+        transport.on_resumption_update = lambda h, resumable, i: resumable and handle.set()
+        await transport.connect()
+        async with asyncio.timeout(10):
+            await handle.wait()
+            await emu.faults.go_away(time_left=5.0)
+            await moved.wait()
+        await transport.disconnect()
+    assert len(started) >= 3, started
+    assert all(span is trace.INVALID_SPAN for span in started)
+    print("no-op", len(started))
+
+asyncio.run(main())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("no-op ")
