@@ -10,6 +10,7 @@ import pytest
 from realtime_resumption.moves import (
     HandleKind,
     MoveLog,
+    MoveMode,
     MoveOutcome,
     MoveReason,
     MoveReport,
@@ -80,6 +81,10 @@ def test_a_report_refuses_a_handle_that_is_not_redacted() -> None:
         {"audio_seconds_dropped": float("nan")},
         {"finished_at": 9.0},
         {"started_at": float("inf")},
+        {"audio_ms_held": -1.0},
+        {"audio_ms_replayed": float("nan")},
+        {"go_away_notice_ms": -1.0},
+        {"go_away_to_switch_ms": float("inf")},
     ],
 )
 def test_a_report_refuses_impossible_figures(overrides: dict[str, Any]) -> None:
@@ -197,3 +202,38 @@ def test_in_progress_repr_hides_the_handle() -> None:
     assert HANDLE not in repr(move)
     with pytest.raises(ValueError):
         MoveLog(keep=0)
+
+
+def test_a_go_away_before_a_move_is_reported_by_the_next_move_only() -> None:
+    log = MoveLog()
+    log.go_away(20.0, 100.0)
+    log.go_away(5.0, 101.0)  # the first notice counts
+    move = log.begin(MoveReason.PLANNED, HANDLE, HandleKind.AFTER_TURN, 102.0)
+    done = move.finish(MoveOutcome.RESUMED, 102.5)
+    assert (done.go_away_notice_ms, done.go_away_to_switch_ms) == (20_000.0, 2_500.0)
+    after = log.begin(MoveReason.LOST, HANDLE, HandleKind.AFTER_TURN, 200.0).finish(
+        MoveOutcome.RESUMED, 200.1
+    )
+    assert (after.go_away_notice_ms, after.go_away_to_switch_ms) == (None, None)
+
+
+def test_a_go_away_during_a_move_is_that_moves_and_may_have_no_figure() -> None:
+    log = MoveLog()
+    move = log.begin(MoveReason.CONFIG, HANDLE, HandleKind.AFTER_TURN, 10.0)
+    log.go_away(None, 10.5)
+    done = move.finish(MoveOutcome.RESUMED, 11.0)
+    assert (done.go_away_notice_ms, done.go_away_to_switch_ms) == (None, 500.0)
+
+
+def test_a_move_whose_incumbent_went_first_is_break_before_make() -> None:
+    log = MoveLog()
+    kept = log.begin(MoveReason.PLANNED, HANDLE, HandleKind.AFTER_TURN, 1.0)
+    assert kept.finish(MoveOutcome.RESUMED, 2.0).mode is MoveMode.MAKE_BEFORE_BREAK
+    broken = log.begin(MoveReason.PLANNED, HANDLE, HandleKind.AFTER_TURN, 3.0)
+    broken.incumbent_gone()
+    done = broken.finish(
+        MoveOutcome.RESUMED, 4.0, audio_seconds_held=0.04, audio_seconds_replayed=0.1
+    )
+    assert done.mode is MoveMode.BREAK_BEFORE_MAKE
+    assert (done.audio_ms_held, done.audio_ms_replayed) == (40.0, 100.0)
+    assert done.as_dict()["mode"] == "break-before-make"

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from realtime_resumption.gemini.outbox import OutboxLimits
     from realtime_resumption.moves import (
         HandleKind,
+        MoveMode,
         MoveOutcome,
         MoveReason,
         MoveReport,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
         ResumptionOptions,
         SessionResumption,
     )
+    from realtime_resumption.telemetry import Telemetry
     from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
     from realtime_resumption.transport import (
         CancelResponseOptions,
@@ -75,6 +77,9 @@ _EXPORTS: Final[dict[str, str]] = {
     "MoveOutcome": "realtime_resumption.moves",
     "MoveReason": "realtime_resumption.moves",
     "HandleKind": "realtime_resumption.moves",
+    "MoveMode": "realtime_resumption.moves",
+    # spans and metrics (the OpenTelemetry API)
+    "Telemetry": "realtime_resumption.telemetry",
     # what the transport takes and reports
     "LLMTransport": "realtime_resumption.transport",
     "ContentTurn": "realtime_resumption.transport",
@@ -125,6 +130,7 @@ __all__ = [
     "HistoryLimits",
     "LLMTransport",
     "MessageTooLargeError",
+    "MoveMode",
     "MoveOutcome",
     "MoveReason",
     "MoveReport",
@@ -141,6 +147,7 @@ __all__ = [
     "SessionResumption",
     "SessionUpdate",
     "SetupRefusedError",
+    "Telemetry",
     "ToolCall",
     "ToolCallOrphanedError",
     "ToolResult",

@@ -74,6 +74,16 @@ class MoveOutcome(StrEnum):
     """Every attempt failed: the session is gone."""
 
 
+class MoveMode(StrEnum):
+    """Whether the replacement connection was made before the old one went away."""
+
+    MAKE_BEFORE_BREAK = "make-before-break"
+    """The old connection served until the switch to the replacement."""
+    BREAK_BEFORE_MAKE = "break-before-make"
+    """No connection served for part of the move: the old one was closed first (the provider
+    refuses a resume while it is open) or was lost."""
+
+
 _REDACTED = re.compile(r"<none>|<empty>|<\d+ chars>|.{4}…<\d+ chars>", re.DOTALL)
 _TOKEN = re.compile(r"[A-Za-z0-9_\-+/=]{24,}")
 _MAX_ERROR_CHARS = 500
@@ -121,6 +131,16 @@ class MoveReport:
     """Why the last attempt failed (scrubbed), when one did."""
     turn_cut: bool = False
     """The move cut a turn: an answer in progress (or its open tool calls) ended with it."""
+    mode: MoveMode = MoveMode.MAKE_BEFORE_BREAK
+    audio_ms_held: float = 0.0
+    """Of ``messages_buffered``: the audio, in ms (held while no connection took it)."""
+    audio_ms_replayed: float = 0.0
+    """Of ``messages_replayed``: the audio, in ms."""
+    go_away_notice_ms: float | None = None
+    """The notice of the ``goAway`` that announced the old connection's end (its
+    ``timeLeft``); None when no goAway came before the move."""
+    go_away_to_switch_ms: float | None = None
+    """From that ``goAway`` to the move's end (the switch)."""
 
     def __post_init__(self) -> None:
         if self.number < 1:
@@ -135,11 +155,21 @@ class MoveReport:
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("gap_ms", "audio_seconds_dropped", "started_at", "finished_at"):
-            if not math.isfinite(getattr(self, name)):
-                raise ValueError(f"{name} must be finite, got {getattr(self, name)}")
-        if self.gap_ms < 0 or self.audio_seconds_dropped < 0:
-            raise ValueError("gap_ms and audio_seconds_dropped must be >= 0")
+        for name in (
+            "gap_ms",
+            "audio_seconds_dropped",
+            "started_at",
+            "finished_at",
+            "audio_ms_held",
+            "audio_ms_replayed",
+            "go_away_notice_ms",
+            "go_away_to_switch_ms",
+        ):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"{name} must be finite, got {value}")
+            if value is not None and value < 0 and name not in ("started_at", "finished_at"):
+                raise ValueError(f"{name} must be >= 0, got {value}")
         if self.finished_at < self.started_at:
             raise ValueError("finished_at is before started_at")
         if self.error is not None:
@@ -183,6 +213,8 @@ class MoveInProgress:
         self._gap = 0.0
         self._gap_since: float | None = None
         self._turn_cut = False
+        self._incumbent_gone = False
+        self._go_away: tuple[float | None, float] | None = None
         self._finished = False
 
     @property
@@ -210,6 +242,17 @@ class MoveInProgress:
         """The move cut the turn in progress."""
         self._turn_cut = True
 
+    def incumbent_gone(self) -> None:
+        """The old connection stopped serving before the switch: closed first or lost (the
+        move is break-before-make)."""
+        self._incumbent_gone = True
+
+    def go_away(self, notice: float | None, now: float) -> None:
+        """The ``goAway`` that announced the old connection's end came at ``now`` with
+        ``notice`` seconds (None: no figure). The first one counts."""
+        if self._go_away is None:
+            self._go_away = (notice, now)
+
     def input_stopped(self, now: float) -> None:
         """No connection can take input from ``now`` (the old one closed or was lost)."""
         self._check_open()
@@ -232,6 +275,8 @@ class MoveInProgress:
         messages_replayed: int = 0,
         audio_chunks_dropped: int = 0,
         audio_seconds_dropped: float = 0.0,
+        audio_seconds_held: float = 0.0,
+        audio_seconds_replayed: float = 0.0,
         error: str | None = None,
     ) -> MoveReport:
         """Close the move with its outcome; records the report in the log and returns it.
@@ -239,6 +284,7 @@ class MoveInProgress:
         self._check_open()
         self.input_resumed(now)
         self._finished = True
+        notice, go_away_at = self._go_away if self._go_away is not None else (None, None)
         report = MoveReport(
             number=self.number,
             reason=self.reason,
@@ -255,6 +301,13 @@ class MoveInProgress:
             finished_at=max(now, self.started_at),
             error=None if error is None else scrub(error, self._handles),
             turn_cut=self._turn_cut,
+            mode=MoveMode.BREAK_BEFORE_MAKE if self._incumbent_gone else MoveMode.MAKE_BEFORE_BREAK,
+            audio_ms_held=audio_seconds_held * 1000.0,
+            audio_ms_replayed=audio_seconds_replayed * 1000.0,
+            go_away_notice_ms=None if notice is None else notice * 1000.0,
+            go_away_to_switch_ms=(
+                None if go_away_at is None else max(0.0, now - go_away_at) * 1000.0
+            ),
         )
         self._log._finished(self, report)
         return report
@@ -280,6 +333,7 @@ class MoveLog:
         self._counts = dict.fromkeys(MoveOutcome, 0)
         self._started = 0
         self._current: MoveInProgress | None = None
+        self._go_away: tuple[float | None, float] | None = None
 
     def begin(
         self, reason: MoveReason, handle: str | None, handle_kind: HandleKind, now: float
@@ -289,7 +343,19 @@ class MoveLog:
             raise RuntimeError(f"move {self._current.number} is still running")
         self._started += 1
         self._current = MoveInProgress(self, self._started, reason, handle, handle_kind, now)
+        if self._go_away is not None:
+            self._current.go_away(*self._go_away)
+            self._go_away = None
         return self._current
+
+    def go_away(self, notice: float | None, now: float) -> None:
+        """The provider announced the end of the current connection at ``now``, ``notice``
+        seconds ahead (None: no figure): the move running now, or else the next one to
+        begin, reports it."""
+        if self._current is not None:
+            self._current.go_away(notice, now)
+        elif self._go_away is None:
+            self._go_away = (notice, now)
 
     @property
     def current(self) -> MoveInProgress | None:

@@ -69,7 +69,7 @@ def test_nothing_is_written_without_a_live_connection() -> None:
     assert outbox.next_unsent() is None
     assert outbox.stats.pending == 2
     replay = outbox.attach_fresh(1, 0.1)
-    assert replay == Replay(buffered=2)
+    assert replay == Replay(buffered=2, audio_seconds_buffered=CHUNK)
     assert wire.flush(0.1) == ["t1", "a1"]
     assert outbox.stats.pending == 0
 
@@ -198,6 +198,9 @@ def test_exact_rule_replays_what_follows_the_consumed_index() -> None:
     replay = outbox.attach_resumed(2, "h1", 0.4)
     assert wire.flush(0.4) == ["a2", "t2", "a3", "a4"]
     assert (replay.replayed, replay.buffered, replay.possibly_duplicated) == (3, 1, 0)
+    # a2 and a3 written before and sent again; a4 held through the gap.
+    assert replay.audio_seconds_replayed == pytest.approx(2 * CHUNK)
+    assert replay.audio_seconds_buffered == pytest.approx(CHUNK)
 
 
 def test_exact_rule_follows_replays_across_connections() -> None:

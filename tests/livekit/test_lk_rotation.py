@@ -107,7 +107,9 @@ async def test_three_moves_in_a_voice_call_cut_nothing_and_lose_no_audio() -> No
     finals = [t.transcript for t in recorder.transcripts if t.is_final]
     assert finals == [u.text_content for u in users]
     assert any(not t.is_final for t in recorder.transcripts)
-    answers = [m for m in recorder.metrics if m.request_id]
+    moved = [m for m in recorder.metrics if isinstance(m, rr.SessionMoveMetrics)]
+    assert [m.request_id for m in moved] == ["move-1", "move-2", "move-3"]
+    answers = [m for m in recorder.metrics if m.request_id and m not in moved]
     assert len(answers) == 4
     assert all(m.ttft >= 0 and m.input_tokens > 0 for m in answers)
     assert sum(m.output_tokens for m in answers) == 4 * CHUNKS

@@ -71,6 +71,7 @@ class Rig:
         processors: Sequence[FrameProcessor],
         *,
         metrics: bool = False,
+        tracing: bool = False,
         observers: Sequence[Any] = (),
     ) -> None:
         self._changed = asyncio.Event()
@@ -82,6 +83,7 @@ class Rig:
             params=PipelineParams(enable_metrics=metrics, enable_usage_metrics=metrics),
             cancel_on_idle_timeout=False,
             enable_rtvi=False,
+            enable_tracing=tracing,
             observers=list(observers),
         )
         self._started = asyncio.Event()

@@ -24,6 +24,10 @@ this order:
 - ``SessionResumptionUpdateFrame`` for each resumption update from the provider.
 - ``SessionLostFrame`` when the session could not be moved: it precedes the one fatal
   ``ErrorFrame`` the service pushes upstream.
+
+With the pipeline's metrics on (``PipelineParams(enable_metrics=True)``), every move's
+figures also ride a stock ``MetricsFrame`` (``SessionMoveMetricsData``), right after the
+move's ``SessionMovedFrame`` (or, for a lost session, before ``SessionLostFrame``).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipecat.frames.frames import ControlFrame, SystemFrame
+from pipecat.metrics.metrics import MetricsData
 
 from realtime_resumption.moves import HandleKind, MoveReason, MoveReport
 from realtime_resumption.redaction import redact
@@ -41,6 +46,7 @@ __all__ = [
     "GenerationStartedFrame",
     "GoAwayFrame",
     "SessionLostFrame",
+    "SessionMoveMetricsData",
     "SessionMovedFrame",
     "SessionMovingFrame",
     "SessionResumptionUpdateFrame",
@@ -137,3 +143,51 @@ class SessionLostFrame(SystemFrame):
 
     def __str__(self) -> str:
         return f"{self.name}(error: {self.error})"
+
+
+class SessionMoveMetricsData(MetricsData):
+    """One move's figures, for a ``MetricsFrame``: what a metrics observer sums per call
+    (durations in ms, as in ``MoveReport``; never the handle)."""
+
+    number: int
+    reason: str
+    outcome: str
+    mode: str
+    handle_kind: str
+    attempts: int
+    gap_ms: float
+    held_messages: int
+    held_audio_ms: float
+    replayed_messages: int
+    replayed_audio_ms: float
+    dropped_audio_ms: float
+    turn_cut: bool
+    duration_ms: float
+    go_away_notice_ms: float | None = None
+    go_away_to_switch_ms: float | None = None
+
+    @classmethod
+    def from_report(
+        cls, report: MoveReport, *, processor: str, model: str | None = None
+    ) -> SessionMoveMetricsData:
+        """The figures of ``report``, as measured by ``processor``."""
+        return cls(
+            processor=processor,
+            model=model,
+            number=report.number,
+            reason=report.reason.value,
+            outcome=report.outcome.value,
+            mode=report.mode.value,
+            handle_kind=report.handle_kind.value,
+            attempts=report.attempts,
+            gap_ms=report.gap_ms,
+            held_messages=report.messages_buffered,
+            held_audio_ms=report.audio_ms_held,
+            replayed_messages=report.messages_replayed,
+            replayed_audio_ms=report.audio_ms_replayed,
+            dropped_audio_ms=report.audio_seconds_dropped * 1000.0,
+            turn_cut=report.turn_cut,
+            duration_ms=report.duration_ms,
+            go_away_notice_ms=report.go_away_notice_ms,
+            go_away_to_switch_ms=report.go_away_to_switch_ms,
+        )

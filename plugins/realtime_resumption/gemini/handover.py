@@ -156,6 +156,8 @@ class Handover:
                 conn.enqueue(history)
         if old is not None:
             self.retire(old)
+        else:
+            move.incumbent_gone()
         s.install(conn, *self._dialler.take(conn))
         if orphaned:
             # Results already written, to a session the new one does not continue.
@@ -170,6 +172,8 @@ class Handover:
             messages_replayed=replay.replayed,
             audio_chunks_dropped=replay.audio_chunks_dropped,
             audio_seconds_dropped=replay.audio_seconds_dropped,
+            audio_seconds_held=replay.audio_seconds_buffered,
+            audio_seconds_replayed=replay.audio_seconds_replayed,
         )
         logger.info(
             "{}: move {} {} on {} (gap {:.1f} ms, {} buffered, {} replayed)",
@@ -188,6 +192,7 @@ class Handover:
         """Break-before-make: close the incumbent before dialling (input is held meanwhile)."""
         now = self._s.now()
         move.input_stopped(now)
+        move.incumbent_gone()
         if self.cut_turn(now, GenerationEndReason.MOVED):
             move.turn_was_cut()
         task = self.retire(conn)

@@ -7,7 +7,7 @@ import contextlib
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, ClassVar, Final, Literal, Self, cast
 
 from google import genai
 from google.genai import types
@@ -30,6 +30,7 @@ from realtime_resumption.gemini.live_options import (
     normalise_tools,
 )
 from realtime_resumption.gemini.messages import ClientMessage, ToolResponse
+from realtime_resumption.gemini.observed import observed
 from realtime_resumption.gemini.outbox import OutboxLimits, ReplayScope
 from realtime_resumption.gemini.receive import Receiver
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET, Rotation
@@ -54,6 +55,8 @@ from realtime_resumption.moves import (
 )
 from realtime_resumption.redaction import filter_websockets_headers, secret
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.telemetry import AVAILABLE as _TELEMETRY_AVAILABLE
+from realtime_resumption.telemetry import SessionTelemetry, Telemetry, default_telemetry
 from realtime_resumption.transport import (
     AudioFormatSpec,
     CancelResponseOptions,
@@ -142,6 +145,12 @@ class GeminiLiveTransport:
     current connection, held during a move and delivered to the next connection exactly once;
     they raise ``NotConnectedError`` only when no session is up (before ``connect``, after
     ``disconnect`` or a lost session). Call everything from the event loop's thread.
+
+    Telemetry: with the OpenTelemetry API installed, every move, connection and answer is a
+    span and the moves are metrics (``realtime_resumption.telemetry``), on the global
+    providers (a no-op until the app configures an SDK) or on ``telemetry`` (a
+    ``Telemetry``); ``telemetry=False`` turns it off. ``telemetry`` (the property) lets an
+    adapter nest the spans under the framework's.
     """
 
     CAPABILITIES: ClassVar[TransportCapabilities] = TransportCapabilities(
@@ -193,6 +202,7 @@ class GeminiLiveTransport:
         rotation: bool = True,
         history_limits: HistoryLimits | None = None,
         secrets: Sequence[str] = (),
+        telemetry: Telemetry | bool = True,
     ) -> None:
         if response_modality not in ("audio", "text"):
             raise ValueError(
@@ -221,6 +231,13 @@ class GeminiLiveTransport:
                 "it (use vertexai=True, or transparent=False)"
             )
         self._id = next(_INSTANCES)
+        self._observer: SessionTelemetry | None = None
+        if telemetry is True and _TELEMETRY_AVAILABLE:
+            telemetry = default_telemetry()
+        if isinstance(telemetry, Telemetry):
+            self._observer = telemetry.session(
+                provider="gcp.vertex_ai" if vertex else "gcp.gemini", model=model
+            )
         if api_key:
             api_key = secret(api_key)
         filter_websockets_headers()
@@ -254,7 +271,9 @@ class GeminiLiveTransport:
         self._history = ConversationHistory(history_limits)
         self._user_turn = UserTurnRetainer(INPUT_SAMPLE_RATE)
         self._s = TransportState(
-            self,
+            # The parts call the framework's callbacks through the session: with telemetry,
+            # its hooks see each call first (the transport's attributes stay the framework's).
+            self if self._observer is None else cast(Self, observed(self, self._observer)),
             options=options,
             secrets=self._secrets,
             tracker=self._tracker,
@@ -345,6 +364,12 @@ class GeminiLiveTransport:
 
     def __repr__(self) -> str:
         return f"GeminiLiveTransport#{self._id}"
+
+    @property
+    def telemetry(self) -> SessionTelemetry | None:
+        """The session's telemetry (None when turned off or without OpenTelemetry): set its
+        ``parent``/``generation_parent`` to nest the spans under a framework's."""
+        return self._observer
 
     # --- static facts -------------------------------------------------------------------------
 
@@ -454,6 +479,8 @@ class GeminiLiveTransport:
             # Whatever is left is dropped below: disconnect must end the session regardless.
             logger.warning("{}: disconnect did not finish cleanly ({})", self, type(error).__name__)
         self._force_closed()
+        if self._observer is not None:
+            self._observer.close()
 
     async def _close_all(self) -> None:
         await self._rotation.close("the client closed the session during the move")

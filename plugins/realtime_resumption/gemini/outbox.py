@@ -129,7 +129,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
@@ -241,6 +241,10 @@ class Replay:
     video_frames_dropped: int = 0
     tool_responses_discarded: int = 0
     """Tool responses not sent to a fresh session (they answer the old session's calls)."""
+    audio_seconds_replayed: float = 0.0
+    """Audio of ``replayed``."""
+    audio_seconds_buffered: float = 0.0
+    """Audio of ``buffered``."""
 
     @property
     def queued(self) -> int:
@@ -715,7 +719,7 @@ class Outbox(Generic[T]):
             raise UnknownHandleError(f"no resumption point for handle {redact(handle)}")
         self._enforce_bounds(now)
         needed: list[Entry[T]] = []
-        replayed = buffered = possibly_duplicated = 0
+        possibly_duplicated = 0
         for entry in self._log.values():
             if entry.scope is ReplayScope.CONNECTION:
                 continue
@@ -723,13 +727,9 @@ class Outbox(Generic[T]):
             if in_state is True:
                 continue
             needed.append(entry)
-            if not entry._deliveries:
-                buffered += 1
-            else:
-                replayed += 1
-                possibly_duplicated += in_state is None
+            possibly_duplicated += bool(entry._deliveries) and in_state is None
         replay = self._replay(
-            replayed, buffered, possibly_duplicated, _sum_losses(point.lost, self._gap_dropped)
+            needed, possibly_duplicated, _sum_losses(point.lost, self._gap_dropped)
         )
         self._switch(self._connection(connection, point, 0, round_trip), needed)
         logger.debug("connection {} resumed from {}: {}", connection, redact(handle), replay)
@@ -751,7 +751,6 @@ class Outbox(Generic[T]):
         self._enforce_bounds(now)
         needed: list[Entry[T]] = []
         discarded: list[Entry[T]] = []
-        replayed = buffered = 0
         scopes = (ReplayScope.SESSION,) if seeded else (ReplayScope.SESSION, ReplayScope.RESUMED)
         for entry in self._log.values():
             if entry.seq <= self._turn_mark or entry.scope not in scopes:
@@ -760,15 +759,11 @@ class Outbox(Generic[T]):
                 discarded.append(entry)
                 continue
             needed.append(entry)
-            if entry._deliveries:
-                replayed += 1
-            else:
-                buffered += 1
         for entry in discarded:
             self.withdraw(entry)
         self._discarded += len(discarded)
         replay = replace(
-            self._replay(replayed, buffered, 0, _sum_losses(self._rebuild_lost, self._gap_dropped)),
+            self._replay(needed, 0, _sum_losses(self._rebuild_lost, self._gap_dropped)),
             tool_responses_discarded=len(discarded),
         )
         self._handles.clear()
@@ -1085,14 +1080,20 @@ class Outbox(Generic[T]):
         return self._activity_open
 
     @staticmethod
-    def _replay(replayed: int, buffered: int, possibly_duplicated: int, lost: _Losses) -> Replay:
+    def _replay(needed: Sequence[Entry[T]], possibly_duplicated: int, lost: _Losses) -> Replay:
+        """What queuing ``needed`` means: entries written before are replayed, the others
+        were held (never written)."""
+        replayed = [entry for entry in needed if entry._deliveries]
+        buffered = [entry for entry in needed if not entry._deliveries]
         return Replay(
-            replayed=replayed,
-            buffered=buffered,
+            replayed=len(replayed),
+            buffered=len(buffered),
             possibly_duplicated=possibly_duplicated,
             audio_chunks_dropped=lost.audio_chunks,
             audio_seconds_dropped=lost.audio_seconds,
             video_frames_dropped=lost.video_frames,
+            audio_seconds_replayed=sum(entry.audio_seconds for entry in replayed),
+            audio_seconds_buffered=sum(entry.audio_seconds for entry in buffered),
         )
 
 

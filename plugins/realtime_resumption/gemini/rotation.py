@@ -246,6 +246,7 @@ class Rotation:
 
     def go_away(self, seconds: float | None) -> None:
         """The provider announced the end of the current connection."""
+        self.log.go_away(seconds, self._s.now())
         if not self._enabled or self.moving or self._closed:
             return
         self._go_away_seen = True
@@ -715,6 +716,8 @@ class Rotation:
         text = self._describe(str(error))
         logger.error("{}: the session is lost: {}", self._s.callbacks, text)
         move = self.log.current or self._begin(MoveReason.LOST, None, HandleKind.NONE)
+        if self._s.current is None:
+            move.incumbent_gone()
         report = move.finish(MoveOutcome.LOST, self._s.now(), error=text)
         self._s.call(self._s.callbacks.on_move, report)
         self._resolve(report)
@@ -725,6 +728,8 @@ class Rotation:
         move = self.log.current
         if move is None:
             return
+        if self._s.current is None:
+            move.incumbent_gone()
         report = move.finish(MoveOutcome.LOST, self._s.now(), error=why)
         self._s.call(self._s.callbacks.on_move, report)
         self._resolve(report)

@@ -39,6 +39,7 @@ from pipecat.frames.frames import (
     LLMThoughtEndFrame,
     LLMThoughtStartFrame,
     LLMThoughtTextFrame,
+    MetricsFrame,
     TranscriptionFrame,
     TTSAudioRawFrame,
     TTSStartedFrame,
@@ -57,6 +58,7 @@ from realtime_resumption.frames import (
     GoAwayFrame,
     SessionLostFrame,
     SessionMovedFrame,
+    SessionMoveMetricsData,
     SessionMovingFrame,
     SessionResumptionUpdateFrame,
 )
@@ -80,6 +82,12 @@ class FrameSink(Protocol):
     ``LLMService`` has all of it)."""
 
     async def push_frame(self, frame: Frame, direction: FrameDirection = ...) -> None: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def metrics_enabled(self) -> bool: ...
 
     async def broadcast_interruption(self) -> None: ...
 
@@ -111,8 +119,10 @@ class ResponseFrames:
         *,
         on_tool_calls: Callable[[Sequence[ToolCall]], Awaitable[None]],
         on_answer_end: Callable[[], Awaitable[None]],
+        model: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._sink = sink
+        self._model = model
         self._on_tool_calls = on_tool_calls
         self._on_answer_end = on_answer_end
         # A ``None`` handler marks the end (``finish``).
@@ -356,6 +366,13 @@ class ResponseFrames:
         await self._sink.push_frame(SessionMovingFrame(reason=reason, handle_kind=handle_kind))
 
     async def _moved(self, report: MoveReport) -> None:
+        sink = self._sink
+        if sink.metrics_enabled:
+            # The move's figures, for metrics observers, as Pipecat's own MetricsFrames go.
+            data = SessionMoveMetricsData.from_report(
+                report, processor=sink.name, model=self._model()
+            )
+            await sink.push_frame(MetricsFrame(data=[data]))
         if report.outcome is MoveOutcome.LOST:
             # The transport reports the loss through on_error next: SessionLostFrame there.
             logger.warning(f"{self._sink}: move {report.number} lost the session")

@@ -14,7 +14,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Sequence
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from google import genai
 from google.genai import types
@@ -104,6 +104,9 @@ _CONNECT_WAIT_MARGIN: Final = 5.0
 
 _Tools = ToolsSchema | list[FunctionSchema | DirectFunction] | list[dict[str, Any]] | None
 
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+
 
 class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[misc]
     """Google's Gemini Live as a Pipecat realtime service that survives connection rotation.
@@ -192,9 +195,18 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             **settings_map.live_options(self._settings),
         )
         self._frames = ResponseFrames(
-            self, on_tool_calls=self._run_tool_calls, on_answer_end=self._answer_ended
+            self,
+            on_tool_calls=self._run_tool_calls,
+            on_answer_end=self._answer_ended,
+            model=lambda: assert_given(self._settings.model),
         )
         self._frames.bind(self._transport)
+        telemetry = self._transport.telemetry
+        if telemetry is not None:
+            # With the pipeline's tracing on, the session's spans nest under its
+            # conversation span, and answers under the turn span.
+            telemetry.parent = self._conversation_span
+            telemetry.generation_parent = self._turn_span
         self._audio = AudioConverter()
         self._images = ImageThrottle()
         self._preroll = Preroll(
@@ -776,6 +788,22 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
                         names.get(call_id, "tool_call_result"),
                         GeminiLiveLLMAdapter.to_function_response_dict(msg.get("content")),
                     )
+
+    # --- tracing ------------------------------------------------------------------------------
+
+    def _conversation_span(self) -> Context | None:
+        """The pipeline's conversation span (``PipelineWorker(enable_tracing=True)``), as
+        Pipecat's own services find it; None without tracing or before the conversation."""
+        tracing = self._tracing_context
+        return tracing.get_conversation_context() if tracing is not None else None
+
+    def _turn_span(self) -> Context | None:
+        """The pipeline's current turn span, else its conversation span."""
+        tracing = self._tracing_context
+        if tracing is None:
+            return None
+        turn: Context | None = tracing.get_turn_context()
+        return turn if turn is not None else tracing.get_conversation_context()
 
     # --- model facts ----------------------------------------------------------------------------
 

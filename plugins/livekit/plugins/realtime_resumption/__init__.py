@@ -8,18 +8,28 @@ A drop-in for ``livekit.plugins.google.realtime.RealtimeModel``::
 
 Sessions move to a new connection by themselves at a ``goAway``, after a drop, and when
 instructions or tools change; each move is reported by a ``session_moved`` event carrying the
-``MoveReport`` and followed by ``session_reconnected``.
+``MoveReport`` and followed by ``session_reconnected``; its figures also reach
+``metrics_collected`` (``SessionMoveMetrics``). With LiveKit's tracer provider set
+(``livekit.agents.telemetry.set_tracer_provider``), every move, connection and answer is a
+span under the session's.
 """
 
 from livekit.agents import Plugin
 
 from .events import SessionMovedEvent
 from .log import logger
+from .metrics import SessionMoveMetrics
 from .model import RealtimeModel
 from .session import RealtimeSession
 from .version import __version__
 
-__all__ = ["RealtimeModel", "RealtimeSession", "SessionMovedEvent", "__version__"]
+__all__ = [
+    "RealtimeModel",
+    "RealtimeSession",
+    "SessionMoveMetrics",
+    "SessionMovedEvent",
+    "__version__",
+]
 
 
 class RealtimeResumptionPlugin(Plugin):

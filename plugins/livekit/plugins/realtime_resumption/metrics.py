@@ -1,4 +1,5 @@
-"""``RealtimeModelMetrics`` for an answer, from the transport's normalised usage."""
+"""``RealtimeModelMetrics`` for an answer, from the transport's normalised usage, and for a
+move between connections."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from livekit.agents.metrics import RealtimeModelMetrics
 from livekit.agents.metrics.base import Metadata
 
+from realtime_resumption.moves import MoveReport
 from realtime_resumption.transport import RealtimeLLMUsage
 
 from .generations import Generation
@@ -51,4 +53,58 @@ def answer_metrics(
             text_tokens=(breakdown.output_text_tokens or 0) if breakdown else 0,
         ),
         metadata=Metadata(model_name=model, model_provider=provider),
+    )
+
+
+class SessionMoveMetrics(RealtimeModelMetrics):
+    """One move of the session between connections, through ``metrics_collected`` as the
+    realtime model's own metrics go (``request_id`` is ``move-<number>``). It is a
+    ``RealtimeModelMetrics`` with no tokens and no duration, so LiveKit's usage and latency
+    figures do not count it; the move's figures are its own fields (ms, as ``MoveReport``)."""
+
+    move_number: int
+    reason: str
+    outcome: str
+    mode: str
+    handle_kind: str
+    attempts: int
+    gap_ms: float
+    held_messages: int
+    held_audio_ms: float
+    replayed_messages: int
+    replayed_audio_ms: float
+    dropped_audio_ms: float
+    turn_cut: bool
+    move_duration_ms: float
+    go_away_notice_ms: float | None = None
+    go_away_to_switch_ms: float | None = None
+
+
+def move_metrics(
+    report: MoveReport, *, label: str, model: str, provider: str
+) -> SessionMoveMetrics:
+    """The metrics of the move ``report`` describes (never its handle)."""
+    return SessionMoveMetrics(
+        label=label,
+        request_id=f"move-{report.number}",
+        timestamp=time.time(),
+        input_token_details=RealtimeModelMetrics.InputTokenDetails(),
+        output_token_details=RealtimeModelMetrics.OutputTokenDetails(),
+        metadata=Metadata(model_name=model, model_provider=provider),
+        move_number=report.number,
+        reason=report.reason.value,
+        outcome=report.outcome.value,
+        mode=report.mode.value,
+        handle_kind=report.handle_kind.value,
+        attempts=report.attempts,
+        gap_ms=report.gap_ms,
+        held_messages=report.messages_buffered,
+        held_audio_ms=report.audio_ms_held,
+        replayed_messages=report.messages_replayed,
+        replayed_audio_ms=report.audio_ms_replayed,
+        dropped_audio_ms=report.audio_seconds_dropped * 1000.0,
+        turn_cut=report.turn_cut,
+        move_duration_ms=report.duration_ms,
+        go_away_notice_ms=report.go_away_notice_ms,
+        go_away_to_switch_ms=report.go_away_to_switch_ms,
     )

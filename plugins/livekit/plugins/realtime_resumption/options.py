@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 from google.genai import types
+from livekit.agents.telemetry import tracer as livekit_tracer
 from livekit.agents.types import NOT_GIVEN, APIConnectOptions, NotGivenOr
 from livekit.agents.utils import images, is_given
 
 from realtime_resumption import OutboxLimits, ResumptionOptions, RetryPolicy
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.redaction import redact
+from realtime_resumption.telemetry import Telemetry
 from realtime_resumption.transport import GenerationSettings
 
 from .log import logger
@@ -117,6 +120,7 @@ class Options:
             setup_timeout=self.conn_options.timeout,
             transparent=self.transparent,
             initial_history_in_client_content=self.live_text,
+            telemetry=livekit_telemetry(),
             **extra,
         )
 
@@ -127,3 +131,11 @@ def warn_vertex_scheduling_unsupported() -> None:
         "tool_response_scheduling is not supported by Vertex AI and will be ignored; "
         "tool responses use the default scheduling there."
     )
+
+
+@functools.cache
+def livekit_telemetry() -> Telemetry:
+    """The plugin's spans go to LiveKit's tracer (``livekit.agents.telemetry.tracer``, which
+    follows ``livekit.agents.telemetry.set_tracer_provider``) and its metrics to the global
+    meter provider, as LiveKit's own."""
+    return Telemetry(tracer=livekit_tracer)

@@ -22,6 +22,7 @@ from livekit.agents import llm
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
 from livekit.agents.utils import images, is_given
 from livekit.plugins.google.utils import create_tools_config
+from opentelemetry import context as otel_context
 
 from realtime_resumption.moves import MoveOutcome, MoveReport
 from realtime_resumption.redaction import Secret, secret
@@ -48,7 +49,7 @@ from .chat_mirror import ChatMirror
 from .events import SessionMoved, SessionMovedEvent
 from .generations import Generation, GenerationStreams
 from .log import logger
-from .metrics import answer_metrics
+from .metrics import answer_metrics, move_metrics
 from .options import Options, warn_vertex_scheduling_unsupported
 from .transcripts import Utterance
 
@@ -106,6 +107,11 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._fatal = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._transport = options.transport(tools=[])
+        telemetry = self._transport.telemetry
+        if telemetry is not None:
+            # Made inside the AgentSession's span: the session's spans nest under it.
+            session_span = otel_context.get_current()
+            telemetry.parent = lambda: session_span
         self._wire()
         self._main = asyncio.create_task(self._connect(), name="realtime-resumption-connect")
 
@@ -716,6 +722,15 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     def _moved(self, report: MoveReport) -> None:
         logger.info("session moved", extra={"move": report.as_dict()})
         self.emit("session_moved", SessionMovedEvent(report))
+        self.emit(
+            "metrics_collected",
+            move_metrics(
+                report,
+                label=self._model.label,
+                model=self._model.model,
+                provider=self._model.provider,
+            ),
+        )
         self._check_setup()
         # (Soon: the transport finishes installing the new connection first.)
         asyncio.get_running_loop().call_soon(self._move_to_setup)
