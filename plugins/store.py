@@ -163,3 +163,16 @@ class MemoryStore:
     def _holds(self, key: str, owner: str) -> bool:
         held = self._live(self._leases, key)
         return held is not None and held.value == owner
+
+
+_PROCESS_STORE: MemoryStore | None = None
+
+
+def process_store() -> MemoryStore:
+    """The process-wide :class:`MemoryStore` a transport uses when given a ``session_key``
+    and no store: a call survives its transport (a pipeline rebuilt in the same process),
+    not its process."""
+    global _PROCESS_STORE
+    if _PROCESS_STORE is None:
+        _PROCESS_STORE = MemoryStore()
+    return _PROCESS_STORE

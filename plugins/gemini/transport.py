@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Final, Literal
@@ -21,19 +22,22 @@ from realtime_resumption.gemini.config import (
     Auth,
     CredentialProvider,
     LiveOptions,
+    StoreOptions,
     normalise_tools,
 )
 from realtime_resumption.gemini.connection import ConnectionHooks, _Connection
 from realtime_resumption.gemini.dialling import Dialler
-from realtime_resumption.gemini.failures import RetryPolicy
+from realtime_resumption.gemini.failures import HANDLE_REFUSED_CODES, RetryPolicy, close_code
 from realtime_resumption.gemini.handover import Handover
 from realtime_resumption.gemini.history import ConversationHistory, HistoryLimits
 from realtime_resumption.gemini.input import InputPath
 from realtime_resumption.gemini.messages import ClientMessage, ToolResponse
 from realtime_resumption.gemini.outbox import OutboxLimits, ReplayScope
+from realtime_resumption.gemini.persistence import Persister
 from realtime_resumption.gemini.receive import Receiver
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET, Rotation
 from realtime_resumption.gemini.session import Session
+from realtime_resumption.gemini.snapshot import SessionSnapshot
 from realtime_resumption.gemini.tool_calls import ResultVerdict, ToolCallTracker
 from realtime_resumption.gemini.watchdog import (
     DEFAULT_RESUME_WATCHDOG,
@@ -52,11 +56,13 @@ from realtime_resumption.moves import (
     MoveReason,
     MoveReport,
 )
-from realtime_resumption.redaction import filter_websockets_headers, secret
+from realtime_resumption.redaction import filter_websockets_headers, redact, secret
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.store import SessionStore, process_store
 from realtime_resumption.transport import (
     AudioFormatSpec,
     CancelResponseOptions,
+    ConnectError,
     ConnectionLifecycleEvent,
     ContentTurn,
     GenerationEndReason,
@@ -193,6 +199,9 @@ class GeminiLiveTransport:
         rotation: bool = True,
         history_limits: HistoryLimits | None = None,
         secrets: Sequence[str] = (),
+        store: SessionStore | None = None,
+        session_key: str | None = None,
+        store_options: StoreOptions | None = None,
     ) -> None:
         if response_modality not in ("audio", "text"):
             raise ValueError(
@@ -300,6 +309,21 @@ class GeminiLiveTransport:
             replay_turn=self._replay_retained_turn,
         )
         self._receiver = Receiver(self._s, self._rotation)
+        if store is not None and session_key is None:
+            raise ValueError("a store needs a session_key: the call's key in it")
+        self._persister = (
+            Persister(
+                self._s,
+                store if store is not None else process_store(),
+                session_key,
+                store_options or StoreOptions(),
+                vertex=vertex,
+                report=self._store_error,
+                describe=repr(self),
+            )
+            if session_key is not None
+            else None
+        )
         self._stranded: set[_Connection] = set()
         self._disconnected = False
         self._connecting = False
@@ -402,6 +426,12 @@ class GeminiLiveTransport:
         return self._s.setup_stale
 
     @property
+    def store_stats(self) -> tuple[int, int] | None:
+        """With a session store: (records written, store errors); None without one."""
+        p = self._persister
+        return (p.writes, p.errors) if p is not None else None
+
+    @property
     def pending_tool_calls(self) -> tuple[str, ...]:
         """Tool calls of the live session waiting for their result (or its write)."""
         return tuple(self._tools.pending_ids() + self._tools.unsent_ids())
@@ -421,9 +451,24 @@ class GeminiLiveTransport:
         """
         if self._active or self._connecting:
             raise TransportError(f"{self} is already connected")
+        persister = self._persister
+        stored = await persister.claim() if persister is not None else None
+        if stored is not None:
+            self._s.options = stored.setup.applied_to(self._options)
         if config is not None:
             self._s.options = self._options.updated(config)
-        await self._open_session(self._s.handle)
+        try:
+            if stored is not None:
+                await self._take_over(stored)
+            else:
+                await self._open_session(self._s.handle)
+        except BaseException:
+            if persister is not None:
+                # The stored state stays for a later attempt; only the lease is given up.
+                await persister.end(forget=False)
+            raise
+        if persister is not None:
+            persister.start()
 
     async def disconnect(self) -> None:
         """End the session and everything the transport runs. Idempotent; never raises but
@@ -449,6 +494,9 @@ class GeminiLiveTransport:
     async def _disconnect(self) -> None:
         try:
             async with asyncio.timeout(DISCONNECT_TIMEOUT):
+                if self._persister is not None:
+                    # The call is over: nothing is left to take over.
+                    await self._persister.end()
                 await self._close_all()
         except Exception as error:
             # Whatever is left is dropped below: disconnect must end the session regardless.
@@ -570,6 +618,76 @@ class GeminiLiveTransport:
         )
         self._s.active = True
         self._s.install(conn, *self._dialler.take(conn))
+
+    async def _take_over(self, stored: SessionSnapshot) -> None:
+        """Continue the call another process left in the store: resume its session from the
+        stored handle and replay the input it may lack, and re-issue its open tool calls; an
+        expired or refused handle rebuilds the session from the stored conversation. Reported
+        as a move (reason ``takeover``)."""
+        started = self._now()
+        handle = stored.handle if stored.handle_valid(time.time()) else None
+        kind = stored.handle_kind if handle is not None else HandleKind.NONE
+        if stored.handle:
+            self._secrets.add(stored.handle)
+        self._s.call(self.on_move_started, MoveReason.TAKEOVER, kind)
+        attempts, error = 1, None
+        if handle is not None:
+            try:
+                await self._open_session(handle)
+            except ConnectError as refused:
+                if close_code(refused) not in HANDLE_REFUSED_CODES:
+                    raise
+                logger.info("{}: the stored handle was refused; rebuilding the call", self)
+                handle, error, attempts = None, self._s.clean(str(refused)), 2
+        elif stored.handle is not None:
+            error = "the stored handle expired"
+        if handle is None:
+            await self._open_session(None)
+            if stored.conversation:
+                self.replay_history(stored.conversation)
+        else:
+            # A later rebuild seeds a fresh session with the whole call, not just this part.
+            self._s.seeded = stored.conversation
+        replayed = 0
+        for message in stored.input:
+            if handle is None and message.kind == "tool_response":
+                continue  # it answers a call the rebuilt session never issued
+            self._send(message)
+            replayed += 1
+        if handle is not None and stored.tool_calls:
+            conn = self._current
+            assert conn is not None
+            self._tools.calls_issued(stored.tool_calls, conn.dial_gen, self._now())
+            for call in stored.tool_calls:
+                self._history.tool_call(call)
+            self._s.call(self.on_tool_call, stored.tool_calls)
+        report = MoveReport(
+            number=1,
+            reason=MoveReason.TAKEOVER,
+            handle_kind=kind,
+            handle=redact(handle if handle is not None else stored.handle),
+            outcome=MoveOutcome.RESUMED if handle is not None else MoveOutcome.REBUILT,
+            gap_ms=max(0.0, (time.time() - stored.saved_at) * 1000),
+            messages_buffered=0,
+            messages_replayed=replayed,
+            audio_chunks_dropped=0,
+            audio_seconds_dropped=0.0,
+            attempts=attempts,
+            started_at=started,
+            finished_at=self._now(),
+            error=error,
+        )
+        logger.info(
+            "{}: took the call {!r} over ({}, {} message(s) replayed)",
+            self,
+            self._persister.key if self._persister else None,
+            report.outcome.value,
+            replayed,
+        )
+        self._s.call(self.on_move, report)
+
+    def _store_error(self, error: Exception) -> None:
+        self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
 
     # --- the connections: dial, settle, switch, retire ----------------------------------------
 
