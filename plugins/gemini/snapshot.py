@@ -335,6 +335,7 @@ def _message_dict(message: ClientMessage) -> dict[str, Any]:
         out["turn_complete"] = payload.turn_complete
     elif isinstance(payload, ToolResponse):
         out["responses"] = [r.model_dump(mode="json", exclude_none=True) for r in payload.responses]
+        out["size"] = message.size
     return out
 
 
@@ -356,7 +357,7 @@ def _message_from(data: Mapping[str, Any]) -> ClientMessage:
         return ClientMessage.content(turns, bool(data["turn_complete"]))
     if kind == "tool_response":
         responses = tuple(types.FunctionResponse.model_validate(r) for r in data["responses"])
-        return ClientMessage.tool_response(responses, len(json.dumps(data["responses"])))
+        return ClientMessage.tool_response(responses, int(data["size"]))
     if kind in _BARE:
         return _BARE[kind]()
     raise ValueError(f"unknown message kind {kind!r}")

@@ -10,20 +10,28 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
+from cryptography.fernet import Fernet
+from redis import asyncio as aioredis
+
 from realtime_resumption.emulator import Emulator
+from realtime_resumption.gemini.config import StoreOptions
+from realtime_resumption.gemini.snapshot import RecordCodec, RecordError
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.redis_store import RedisStore
-from realtime_resumption.store import MemoryStore
+from realtime_resumption.store import LeaseHeldError, MemoryStore, StoreError
+from realtime_resumption.transport import ContentTurn, ToolResult
 
 from ..transport.transport_helpers import Recorder, emulator_config
 from .redis_server import RedisServer
 from .takeover_helpers import CHUNK, KEY, OPTIONS, crash, make_transport, stream_speech
 
 
+@pytest.mark.parametrize("profile", ["gemini", "vertex"])
 async def test_a_call_taken_over_after_a_crash_resumes_its_session_and_keeps_the_speech(
-    redis_store: RedisStore,
+    redis_store: RedisStore, profile: str
 ) -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config(profile)) as emu:
         a = make_transport(emu, redis_store)
         rec_a = Recorder(a)
         await a.connect()
@@ -62,9 +70,6 @@ async def test_a_second_process_is_refused_while_the_first_drives_the_call() -> 
     async with Emulator(emulator_config("gemini")) as emu:
         a = make_transport(emu, store)
         await a.connect()
-        from realtime_resumption.gemini.config import StoreOptions
-        from realtime_resumption.store import LeaseHeldError
-
         b = make_transport(emu, store, StoreOptions(lease_wait=0.0))
         dialled = len(emu.ledger.attempts)
         try:
@@ -122,3 +127,140 @@ async def test_a_call_survives_its_worker_killed_with_sigkill(
     assert len(lost) * CHUNK <= OPTIONS.write_interval + 2 * CHUNK
     assert len(sent - set(summary.audio_consumed)) * CHUNK <= OPTIONS.write_interval + CHUNK
     assert set(range(1000, 1010)) <= set(summary.audio_consumed)
+
+
+async def test_an_expired_handle_rebuilds_the_call_from_the_stored_conversation() -> None:
+    store = MemoryStore()
+    async with Emulator(emulator_config("gemini")) as emu:
+        a = make_transport(emu, store)
+        rec_a = Recorder(a)
+        await a.connect()
+        a.send_content([ContentTurn("user", "my name is Ada")])
+        await rec_a.wait_for("on_turn_complete")
+        await rec_a.wait(lambda r: r.of("on_resumption_update")[-1][1])
+        await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+        await crash(a)
+        emu.faults.expire_handles()
+        b = make_transport(emu, store)
+        rec_b = Recorder(b)
+        await b.connect()
+        b.send_content([ContentTurn("user", "what is my name?")])
+        await rec_b.wait_for("on_turn_complete")
+        await b.disconnect()
+
+    (move,) = rec_b.moves
+    assert (move.reason, move.outcome, move.handle_kind, move.attempts) == (
+        MoveReason.TAKEOVER,
+        MoveOutcome.REBUILT,
+        HandleKind.AFTER_TURN,  # the handle it tried
+        2,
+    )
+    assert move.error is not None and "1007" in move.error
+    _, fresh = emu.ledger.sessions.values()
+    seeded = [m for m in fresh.connections[0].client_messages if m.kind == "client_content"]
+    assert not seeded[0].turn_complete
+    assert seeded[0].turns[0][1] == "my name is Ada"
+    assert [t.outcome for t in emu.ledger.summary().sessions[fresh.session_id].turns] == [
+        "complete"
+    ]
+
+
+async def test_a_tool_call_open_at_the_crash_is_asked_again_and_answered_once() -> None:
+    store = MemoryStore()
+    async with Emulator(emulator_config("gemini")) as emu:
+        a = make_transport(emu, store, tools=[{"name": "lookup"}])
+        rec_a = Recorder(a)
+        await a.connect()
+        await rec_a.wait_for("on_resumption_update")
+        a.send_content([ContentTurn("user", "please lookup flights")])
+        await rec_a.wait_for("on_tool_call")
+        await asyncio.sleep(2 * OPTIONS.write_interval)
+        await crash(a)  # before the tool ran
+        b = make_transport(emu, store, tools=[{"name": "lookup"}])
+        rec_b = Recorder(b)
+        await b.connect()
+        await rec_b.wait_for("on_tool_call")
+        ((calls,),) = rec_b.of("on_tool_call")
+        (call,) = calls
+        b.send_tool_result(ToolResult(call.id, call.name, {"flights": 2}))
+        await rec_b.wait_for("on_turn_complete")
+        await b.disconnect()
+
+    (move,) = rec_b.moves
+    assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
+    (session,) = emu.ledger.sessions.values()
+    assert session.stranded_tool_responses == []
+    assert session.unawaited_tool_responses == []
+    summary = emu.ledger.summary().sessions[session.session_id]
+    assert summary.turns[-1].outcome == "complete"
+    assert rec_b.count("on_error") == 0
+
+
+async def test_the_call_goes_on_while_redis_is_down_and_is_saved_again_when_it_returns(
+    redis_server: RedisServer, redis_store: RedisStore
+) -> None:
+    async with Emulator(emulator_config("gemini")) as emu:
+        a = make_transport(emu, redis_store)
+        rec = Recorder(a)
+        await a.connect()
+        await rec.wait_for("on_resumption_update")
+        await redis_server.stop()
+        await stream_speech(a, 1, 50)  # one second of the user talking, Redis down
+        a.send_content([ContentTurn("user", "still there?")])
+        await rec.wait_for("on_turn_complete")
+        assert a.is_connected
+        stats = a.store_stats
+        assert stats is not None and stats[1] >= 2
+        errors = [e for (e,) in rec.of("on_error")]
+        assert len(errors) == 1  # once per outage, not once per beat
+        assert isinstance(errors[0].error, StoreError) and errors[0].recoverable
+        await redis_server.start()  # back, empty
+        for _ in range(100):  # the next beat saves: bounded poll
+            if await redis_store.load(KEY) is not None:
+                break
+            await asyncio.sleep(0.02)
+        record = await redis_store.load(KEY)
+        assert record is not None
+        assert RecordCodec().decode(record).handle == a.resumption_handle
+        await a.disconnect()
+    assert rec.count("on_close") == 1
+
+
+async def test_what_redis_holds_is_encrypted_and_another_key_starts_fresh_reported(
+    redis_server: RedisServer, redis_store: RedisStore
+) -> None:
+    key = Fernet.generate_key()
+    async with Emulator(emulator_config("gemini")) as emu:
+        a = make_transport(emu, redis_store, StoreOptions(lease_ttl=1.0, encryption_key=key))
+        rec_a = Recorder(a)
+        await a.connect()
+        a.send_content([ContentTurn("user", "my secret words")])
+        await rec_a.wait_for("on_turn_complete")
+        await rec_a.wait(lambda r: r.of("on_resumption_update")[-1][1])
+        handle = a.resumption_handle
+        assert handle is not None
+        raw = aioredis.Redis.from_url(redis_server.url)
+        try:
+            stored = None
+            for _ in range(100):  # the next beat saves the newest handle: bounded poll
+                stored = await raw.get(redis_store.record_key(KEY))
+                if stored is not None and RecordCodec(key).decode(stored).handle == handle:
+                    break
+                await asyncio.sleep(0.02)
+        finally:
+            await raw.aclose()
+        assert stored is not None
+        assert handle.encode() not in stored and b"secret words" not in stored
+        await crash(a)
+        b = make_transport(
+            emu,
+            redis_store,
+            StoreOptions(lease_ttl=1.0, lease_wait=3.0, encryption_key=Fernet.generate_key()),
+        )
+        rec_b = Recorder(b)
+        await b.connect()
+        await b.disconnect()
+    assert rec_b.moves == []  # a fresh call, not a takeover
+    ((error,),) = rec_b.of("on_error")
+    assert isinstance(error.error, RecordError) and "cannot be decrypted" in str(error.error)
+    assert len(emu.ledger.sessions) == 2
