@@ -329,6 +329,8 @@ class GeminiLiveTransport:
         self._connecting = False
         self._realtime_sent = False
         self._closing: asyncio.Task[None] | None = None
+        self._claim_held: list[tuple[ClientMessage, ReplayScope]] | None = None
+        """Sends made while ``connect`` asks the store for a stored call (None otherwise)."""
 
         self.on_audio_output: Callable[[bytes], None] | None = None
         self.on_tool_call: Callable[[Sequence[ToolCall]], None] | None = None
@@ -452,23 +454,29 @@ class GeminiLiveTransport:
         if self._active or self._connecting:
             raise TransportError(f"{self} is already connected")
         persister = self._persister
-        stored = await persister.claim() if persister is not None else None
-        if stored is not None:
-            self._s.options = stored.setup.applied_to(self._options)
-        if config is not None:
-            self._s.options = self._options.updated(config)
+        if persister is None:
+            if config is not None:
+                self._s.options = self._options.updated(config)
+            await self._open_session(self._s.handle)
+            return
+        # Sends made while the store answers are held: they go after the stored input.
+        self._claim_held = []
         try:
+            stored = await persister.claim()
+            if stored is not None:
+                self._s.options = stored.setup.applied_to(self._options)
+            if config is not None:
+                self._s.options = self._options.updated(config)
             if stored is not None:
                 await self._take_over(stored)
             else:
                 await self._open_session(self._s.handle)
         except BaseException:
-            if persister is not None:
-                # The stored state stays for a later attempt; only the lease is given up.
-                await persister.end(forget=False)
+            self._claim_held = None
+            # The stored state stays for a later attempt; only the lease is given up.
+            await persister.end(forget=False)
             raise
-        if persister is not None:
-            persister.start()
+        persister.start()
 
     async def disconnect(self) -> None:
         """End the session and everything the transport runs. Idempotent; never raises but
@@ -588,9 +596,12 @@ class GeminiLiveTransport:
         s.own(task)
         return task
 
-    async def _open_session(self, handle: str | None) -> None:
+    async def _open_session(
+        self, handle: str | None, preload: Sequence[tuple[ClientMessage, ReplayScope]] = ()
+    ) -> None:
         """Start a session on one dial (no retries): ``connect``, or ``reconnect`` while not
-        connected."""
+        connected. ``preload``: messages the session gets first (a call taken over: its
+        stored conversation and input), before what was sent while the store answered."""
         if self._closing is not None and not self._closing.done():
             # A disconnect still closing (its caller was cancelled): let it finish first.
             await asyncio.shield(self._closing)
@@ -604,6 +615,9 @@ class GeminiLiveTransport:
         self._realtime_sent = False
         self._disconnected = False
         self._connecting = True
+        held, self._claim_held = self._claim_held or [], None
+        for message, scope in (*preload, *held):
+            self._input.submit(message, self._now(), scope)
         try:
             conn = await self._dialler.dial(handle)
         except BaseException:
@@ -631,29 +645,29 @@ class GeminiLiveTransport:
             self._secrets.add(stored.handle)
         self._s.call(self.on_move_started, MoveReason.TAKEOVER, kind)
         attempts, error = 1, None
+        preload = [(message, ReplayScope.SESSION) for message in stored.input]
         if handle is not None:
             try:
-                await self._open_session(handle)
+                await self._open_session(handle, preload)
             except ConnectError as refused:
                 if close_code(refused) not in HANDLE_REFUSED_CODES:
                     raise
+                # What was sent during that dial went with it (as after any failed dial).
                 logger.info("{}: the stored handle was refused; rebuilding the call", self)
                 handle, error, attempts = None, self._s.clean(str(refused)), 2
         elif stored.handle is not None:
             error = "the stored handle expired"
         if handle is None:
-            await self._open_session(None)
-            if stored.conversation:
-                self.replay_history(stored.conversation)
-        else:
-            # A later rebuild seeds a fresh session with the whole call, not just this part.
-            self._s.seeded = stored.conversation
-        replayed = 0
-        for message in stored.input:
-            if handle is None and message.kind == "tool_response":
-                continue  # it answers a call the rebuilt session never issued
-            self._send(message)
-            replayed += 1
+            history = ClientMessage.history(stored.conversation)
+            preload = [
+                *([(history, ReplayScope.RESUMED)] if history is not None else []),
+                # A result answers a call the rebuilt session never issued.
+                *((m, scope) for m, scope in preload if m.kind != "tool_response"),
+            ]
+            await self._open_session(None, preload)
+        # A later rebuild seeds a fresh session with the whole call, not just this part.
+        self._s.seeded = stored.conversation
+        replayed = len(preload)
         if handle is not None and stored.tool_calls:
             conn = self._current
             assert conn is not None
@@ -757,6 +771,9 @@ class GeminiLiveTransport:
             raise self._input.refuse(message.kind, error) from None
         if message.kind not in ("content", "tool_response"):
             self._realtime_sent = True
+        if self._claim_held is not None:
+            self._claim_held.append((message, scope))
+            return
         now = self._now()
         self._input.submit(message, now, scope)
         self._feed()
@@ -764,7 +781,11 @@ class GeminiLiveTransport:
     @property
     def _takes_input(self) -> bool:
         """A session is up, or ``connect`` is dialling its first connection."""
-        return self._active or (self._connecting and not self._disconnected)
+        return (
+            self._active
+            or (self._connecting and not self._disconnected)
+            or self._claim_held is not None
+        )
 
     def _feed(self) -> None:
         self._s.feed()

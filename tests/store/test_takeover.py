@@ -38,11 +38,16 @@ async def test_a_call_taken_over_after_a_crash_resumes_its_session_and_keeps_the
         await rec_a.wait_for("on_resumption_update")
         await stream_speech(a, 1, 60)
         await crash(a)
-        # B starts while A's lease is still held: it waits (bounded) for it to expire.
+        # B starts while A's lease is still held: it waits (bounded) for it to expire, and
+        # the user talks on meanwhile.
         b = make_transport(emu, redis_store)
         rec_b = Recorder(b)
-        await b.connect()
+        connecting = asyncio.create_task(b.connect())
+        await asyncio.sleep(0.05)
+        assert not connecting.done()
         await stream_speech(b, 61, 10)
+        await connecting
+        await stream_speech(b, 71, 10)
         await asyncio.sleep(0.1)
         await b.disconnect()
 
@@ -60,7 +65,9 @@ async def test_a_call_taken_over_after_a_crash_resumes_its_session_and_keeps_the
     # At most one write interval of the user's speech, and only the last one before the crash.
     assert len(lost) * CHUNK <= OPTIONS.write_interval + CHUNK
     assert all(seq > 60 - (OPTIONS.write_interval / CHUNK) - 1 for seq in lost)
-    assert set(range(61, 71)) <= set(summary.audio_consumed)
+    consumed = summary.audio_consumed
+    assert set(range(61, 81)) <= set(consumed)
+    assert list(consumed) == sorted(consumed)  # the stored speech first, then what came after
     assert rec_b.count("on_error") == 0
     assert await redis_store.load(KEY) is None  # B's call ended: nothing left to take over
 
