@@ -27,7 +27,14 @@ from realtime_resumption.gemini.config import (
 )
 from realtime_resumption.gemini.connection import ConnectionHooks, _Connection
 from realtime_resumption.gemini.dialling import Dialler
-from realtime_resumption.gemini.failures import HANDLE_REFUSED_CODES, RetryPolicy, close_code
+from realtime_resumption.gemini.failures import (
+    REFUSED_OR_OVERLOADED,
+    RetryPolicy,
+    Stage,
+    Verdict,
+    classify,
+    close_code,
+)
 from realtime_resumption.gemini.handover import Handover
 from realtime_resumption.gemini.history import ConversationHistory, HistoryLimits
 from realtime_resumption.gemini.input import InputPath
@@ -100,6 +107,10 @@ CLOSE_TOO_BIG: Final = 1009
 """The WebSocket close code for a message larger than the peer takes."""
 DISCONNECT_TIMEOUT: Final = 10.0
 """Seconds ``disconnect`` takes at most, whatever the connections and the network do."""
+TAKEOVER_ATTEMPTS: Final = 3
+"""Dials a takeover spends on the stored handle before it rebuilds the call."""
+TAKEOVER_RETRY_DELAY: Final = 0.5
+"""Seconds before the second takeover dial (twice that before the third)."""
 _INSTANCES: Final = itertools.count(1)
 _SCHEDULING: Final = {
     "interrupt": types.FunctionResponseScheduling.INTERRUPT,
@@ -330,6 +341,7 @@ class GeminiLiveTransport:
         self._realtime_sent = False
         self._closing: asyncio.Task[None] | None = None
         self._claim_held: list[tuple[ClientMessage, ReplayScope]] | None = None
+        self._taken_over = False
         """Sends made while ``connect`` asks the store for a stored call (None otherwise)."""
 
         self.on_audio_output: Callable[[bytes], None] | None = None
@@ -428,6 +440,12 @@ class GeminiLiveTransport:
         return self._s.setup_stale
 
     @property
+    def taken_over(self) -> bool:
+        """The last ``connect`` took over a call another process left in the store: the
+        session has its conversation already (a framework does not seed it again)."""
+        return self._taken_over
+
+    @property
     def store_stats(self) -> tuple[int, int] | None:
         """With a session store: (records written, store errors); None without one."""
         p = self._persister
@@ -454,6 +472,7 @@ class GeminiLiveTransport:
         if self._active or self._connecting:
             raise TransportError(f"{self} is already connected")
         persister = self._persister
+        self._taken_over = False
         if persister is None:
             if config is not None:
                 self._s.options = self._options.updated(config)
@@ -639,35 +658,52 @@ class GeminiLiveTransport:
         expired or refused handle rebuilds the session from the stored conversation. Reported
         as a move (reason ``takeover``)."""
         started = self._now()
+        self._taken_over = True
         handle = stored.handle if stored.handle_valid(time.time()) else None
         kind = stored.handle_kind if handle is not None else HandleKind.NONE
         if stored.handle:
             self._secrets.add(stored.handle)
         self._s.call(self.on_move_started, MoveReason.TAKEOVER, kind)
-        attempts, error = 1, None
-        preload = [(message, ReplayScope.SESSION) for message in stored.input]
-        if handle is not None:
+        attempts, error = 0, None
+        # What was sent while the store answered goes after the stored input, whichever dial
+        # takes the call (sends made during a failed dial go with it, as after any).
+        held, self._claim_held = self._claim_held or [], None
+        stored_input = [(message, ReplayScope.SESSION) for message in stored.input]
+        strikes = 0
+        while handle is not None:
+            attempts += 1
             try:
-                await self._open_session(handle, preload)
-            except ConnectError as refused:
-                if close_code(refused) not in HANDLE_REFUSED_CODES:
+                await self._open_session(handle, [*stored_input, *held])
+                break
+            except ConnectError as failed:
+                ruling = classify(failed, Stage.DIAL, strikes=strikes)
+                retry = ruling.verdict is Verdict.RETRY and attempts < TAKEOVER_ATTEMPTS
+                if ruling.verdict not in (Verdict.REFUSED, Verdict.RETRY):
                     raise
-                # What was sent during that dial went with it (as after any failed dial).
-                logger.info("{}: the stored handle was refused; rebuilding the call", self)
-                handle, error, attempts = None, self._s.clean(str(refused)), 2
-        elif stored.handle is not None:
-            error = "the stored handle expired"
+                error = self._s.clean(str(failed))
+                if not retry:
+                    logger.info("{}: the stored handle failed ({}); rebuilding", self, ruling.why)
+                    handle = None
+                    break
+                # A resume the service refuses while the dead process's connection is still
+                # open there (1011), or a transient failure: once more, a little later.
+                strikes += close_code(failed) == REFUSED_OR_OVERLOADED
+                await asyncio.sleep(TAKEOVER_RETRY_DELAY * attempts)
         if handle is None:
+            if stored.handle is not None and error is None:
+                error = "the stored handle expired"
             history = ClientMessage.history(stored.conversation)
             preload = [
                 *([(history, ReplayScope.RESUMED)] if history is not None else []),
                 # A result answers a call the rebuilt session never issued.
-                *((m, scope) for m, scope in preload if m.kind != "tool_response"),
+                *((m, scope) for m, scope in stored_input if m.kind != "tool_response"),
+                *held,
             ]
+            attempts += 1
             await self._open_session(None, preload)
         # A later rebuild seeds a fresh session with the whole call, not just this part.
         self._s.seeded = stored.conversation
-        replayed = len(preload)
+        replayed = len(stored.input) if handle is not None else len(preload) - len(held)
         if handle is not None and stored.tool_calls:
             conn = self._current
             assert conn is not None

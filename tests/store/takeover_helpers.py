@@ -40,15 +40,20 @@ async def stream_speech(transport: GeminiLiveTransport, first: int, count: int) 
         await asyncio.sleep(CHUNK)
 
 
-async def crash(transport: GeminiLiveTransport) -> None:
+async def crash(transport: GeminiLiveTransport, *, hung: bool = False) -> None:
     """The worker dies: nothing it runs goes on (its saver stops where it is, its connection
     is cut without a close handshake) and it never disconnects, so its lease and record stay
-    in the store. This reaches into the transport: a process that dies has no API for it."""
+    in the store. ``hung``: it stops without dying, its connection left open. This reaches
+    into the transport: a process that dies has no API for it."""
     persister = transport._persister
     assert persister is not None
     await persister.stop()
+    # A dead process runs no teardown: whatever later closes its objects leaves the store be.
+    transport._persister = None
     conn = transport._s.current
     assert conn is not None
+    if not hung:
+        conn._abort_socket()  # the kernel drops a killed process's sockets: no close handshake
     transport.abort_incumbent()
     # What the process still ran dies with it.
     for task in transport._s.tasks:

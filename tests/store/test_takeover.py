@@ -17,6 +17,7 @@ from redis import asyncio as aioredis
 from realtime_resumption.emulator import Emulator
 from realtime_resumption.gemini.config import StoreOptions
 from realtime_resumption.gemini.snapshot import RecordCodec, RecordError
+from realtime_resumption.gemini.transport import TAKEOVER_ATTEMPTS
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import LeaseHeldError, MemoryStore, StoreError
@@ -271,3 +272,39 @@ async def test_what_redis_holds_is_encrypted_and_another_key_starts_fresh_report
     ((error,),) = rec_b.of("on_error")
     assert isinstance(error.error, RecordError) and "cannot be decrypted" in str(error.error)
     assert len(emu.ledger.sessions) == 2
+
+
+async def test_a_resume_refused_while_the_hung_worker_holds_the_session_open_is_rebuilt() -> None:
+    store = MemoryStore()
+    # The service as measured refuses (1011) a resume while the session has an open
+    # connection: a hung worker's stays open.
+    async with Emulator(emulator_config("gemini", refuse_resume_while_open=True)) as emu:
+        a = make_transport(emu, store)
+        rec_a = Recorder(a)
+        await a.connect()
+        a.send_content([ContentTurn("user", "my name is Ada")])
+        await rec_a.wait_for("on_turn_complete")
+        await rec_a.wait(lambda r: r.of("on_resumption_update")[-1][1])
+        await asyncio.sleep(2 * OPTIONS.write_interval)
+        await crash(a, hung=True)
+        b = make_transport(emu, store)
+        rec_b = Recorder(b)
+        await b.connect()
+        b.send_content([ContentTurn("user", "what is my name?")])
+        await rec_b.wait_for("on_turn_complete")
+        await b.disconnect()
+
+    (move,) = rec_b.moves
+    # Retried once a little later; a second 1011 with the same handle is a refusal (the
+    # project's one failure policy, gemini.failures): rebuilt on the third dial.
+    assert (move.reason, move.outcome, move.attempts) == (
+        MoveReason.TAKEOVER,
+        MoveOutcome.REBUILT,
+        3,
+    )
+    assert TAKEOVER_ATTEMPTS >= 2
+    refusals = [c.refused for c in next(iter(emu.ledger.sessions.values())).connections]
+    assert refusals[1:] == ["open-session", "open-session"]
+    fresh = list(emu.ledger.sessions.values())[-1]
+    seeded = [m for m in fresh.connections[0].client_messages if m.kind == "client_content"]
+    assert seeded[0].turns[0][1] == "my name is Ada"
