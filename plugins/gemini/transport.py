@@ -668,6 +668,9 @@ class GeminiLiveTransport:
         # What was sent while the store answered goes after the stored input, whichever dial
         # takes the call (sends made during a failed dial go with it, as after any).
         held, self._claim_held = self._claim_held or [], None
+        # History the framework replayed meanwhile is its own start of the call, not this
+        # call's: the stored conversation is (the session has it, or is seeded with it).
+        held = [(m, scope) for m, scope in held if scope is not ReplayScope.RESUMED]
         stored_input = [(message, ReplayScope.SESSION) for message in stored.input]
         strikes = 0
         while handle is not None:
