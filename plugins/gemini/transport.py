@@ -152,6 +152,14 @@ class GeminiLiveTransport:
     ``rotation=False`` the transport only reports ``goAway`` and closes; ``reconnect`` still
     moves the session on request.
 
+    Calls that survive the worker: with ``session_key`` (the app's id of the call) the
+    transport keeps its session's state in ``store`` (a ``SessionStore``; the process's
+    ``MemoryStore`` by default, ``RedisStore`` to outlive the process), written in the
+    background at most once per ``store_options.write_interval``, encrypted with
+    ``store_options.encryption_key`` when one is given; ``connect`` then takes over a call
+    another process left there (see ``connect``), and ``disconnect`` deletes it. Store errors
+    are reported through ``on_error`` (recoverable) and never stop the call.
+
     Callbacks are attributes (``None`` by default), plain functions called on the event loop
     from the receive loop; one that raises is logged and changes nothing else. ``on_move``
     reports each finished move (``MoveReport``), ``on_move_started`` each move that begins.
@@ -465,9 +473,17 @@ class GeminiLiveTransport:
         Sends made meanwhile are held (``input_buffer`` bounds them, as during a move) and
         delivered once the setup completed; a failed dial discards them.
 
+        With a store, ``connect`` first takes the call's lease (waiting up to
+        ``store_options.lease_wait``) and, when the store holds the call, takes it over: the
+        stored setup, the session resumed from the stored handle with the stored input
+        replayed first (then what was sent meanwhile) and its open tool calls re-issued
+        (``on_tool_call``), or, when the handle expired or is refused, a fresh session seeded
+        with the stored conversation; reported through ``on_move`` (reason ``takeover``).
+
         Raises ``ConnectError`` when the dial fails (its ``failure`` says why),
-        ``DialAbandonedError`` when ``abort_incumbent`` or ``disconnect`` overtook it, and
-        ``TransportError`` when already connected (or connecting).
+        ``DialAbandonedError`` when ``abort_incumbent`` or ``disconnect`` overtook it,
+        ``LeaseHeldError`` when another process drives the call, and ``TransportError`` when
+        already connected (or connecting).
         """
         if self._active or self._connecting:
             raise TransportError(f"{self} is already connected")

@@ -80,12 +80,8 @@ async def test_a_second_process_is_refused_while_the_first_drives_the_call() -> 
         await a.connect()
         b = make_transport(emu, store, StoreOptions(lease_wait=0.0))
         dialled = len(emu.ledger.attempts)
-        try:
+        with pytest.raises(LeaseHeldError, match=KEY):
             await b.connect()
-        except LeaseHeldError as error:
-            assert KEY in str(error)
-        else:
-            raise AssertionError("B drove A's call")
         assert len(emu.ledger.attempts) == dialled  # B never dialled
         assert not b.is_connected
         await a.disconnect()
