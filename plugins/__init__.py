@@ -20,9 +20,11 @@ if TYPE_CHECKING:
         CredentialProvider,
         GeminiLiveTransport,
     )
+    from realtime_resumption.gemini.config import StoreOptions
     from realtime_resumption.gemini.failures import RetryPolicy
     from realtime_resumption.gemini.history import HistoryLimits
     from realtime_resumption.gemini.outbox import OutboxLimits
+    from realtime_resumption.gemini.snapshot import RecordError
     from realtime_resumption.moves import (
         HandleKind,
         MoveOutcome,
@@ -33,6 +35,12 @@ if TYPE_CHECKING:
     from realtime_resumption.resumption import (
         ResumptionOptions,
         SessionResumption,
+    )
+    from realtime_resumption.store import (
+        LeaseHeldError,
+        MemoryStore,
+        SessionStore,
+        StoreError,
     )
     from realtime_resumption.transport import (
         CancelResponseOptions,
@@ -69,6 +77,13 @@ _EXPORTS: Final[dict[str, str]] = {
     "RetryPolicy": "realtime_resumption.gemini.failures",
     "ResumptionOptions": "realtime_resumption.resumption",
     "SessionResumption": "realtime_resumption.resumption",
+    # calls that survive the worker (RedisStore: realtime_resumption.redis_store)
+    "SessionStore": "realtime_resumption.store",
+    "MemoryStore": "realtime_resumption.store",
+    "StoreOptions": "realtime_resumption.gemini.config",
+    "StoreError": "realtime_resumption.store",
+    "LeaseHeldError": "realtime_resumption.store",
+    "RecordError": "realtime_resumption.gemini.snapshot",
     # moves
     "MoveReport": "realtime_resumption.moves",
     "MoveOutcome": "realtime_resumption.moves",
@@ -122,6 +137,8 @@ __all__ = [
     "HandleKind",
     "HistoryLimits",
     "LLMTransport",
+    "LeaseHeldError",
+    "MemoryStore",
     "MessageTooLargeError",
     "MoveOutcome",
     "MoveReason",
@@ -129,6 +146,7 @@ __all__ = [
     "NotConnectedError",
     "OutboxLimits",
     "ReconnectState",
+    "RecordError",
     "ReplayItem",
     "ResumptionOptions",
     "RetainedUserTurn",
@@ -137,7 +155,10 @@ __all__ = [
     "SendQueueFullError",
     "SessionLostError",
     "SessionResumption",
+    "SessionStore",
     "SessionUpdate",
+    "StoreError",
+    "StoreOptions",
     "ToolCall",
     "ToolCallOrphanedError",
     "ToolResult",
