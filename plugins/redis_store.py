@@ -29,6 +29,10 @@ DEFAULT_TIMEOUT: Final = 1.0
 """Seconds one store operation may take: a slow Redis must not hold a call's state back for
 long (the saver skips a beat and tries again)."""
 
+DEFAULT_MAX_CONNECTIONS: Final = 32
+"""Connections a store made from a url opens at most: the sessions of a worker share them, and
+a save waits (within ``timeout``) for a free one rather than opening ever more."""
+
 _T = TypeVar("_T")
 
 _SAVE_FENCED: Final = """
@@ -64,8 +68,9 @@ class RedisStore:
     """A ``SessionStore`` on a Redis-protocol server; see the module documentation.
 
     Pass a ready ``client`` (``redis.asyncio.Redis`` or ``RedisCluster``; it must not decode
-    responses) or a ``url`` (``redis://host:6379/0``, ``rediss://`` for TLS). ``prefix`` starts
-    every key name. ``timeout`` bounds each operation. ``close()`` closes a client the store
+    responses) or a ``url`` (``redis://host:6379/0``, ``rediss://`` for TLS; the store then
+    shares at most ``max_connections`` among its sessions). ``prefix`` starts every key name.
+    ``timeout`` bounds each operation. ``close()`` closes a client the store
     made from ``url`` (a given client is the caller's to close).
     """
 
@@ -76,6 +81,7 @@ class RedisStore:
         url: str | None = None,
         prefix: str = DEFAULT_PREFIX,
         timeout: float = DEFAULT_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         if (client is None) == (url is None):
             raise ValueError("pass either a redis client or a url, not both nor neither")
@@ -84,8 +90,14 @@ class RedisStore:
         self._client: Any = (
             client
             if client is not None
-            else aioredis.Redis.from_url(
-                str(url), socket_timeout=timeout, socket_connect_timeout=timeout
+            else aioredis.Redis(
+                connection_pool=aioredis.BlockingConnectionPool.from_url(
+                    str(url),
+                    max_connections=max_connections,
+                    timeout=timeout,
+                    socket_timeout=timeout,
+                    socket_connect_timeout=timeout,
+                )
             )
         )
         self._prefix = prefix
