@@ -1,11 +1,11 @@
 """A ``SessionStore`` on any Redis-protocol server (Redis, Valkey, Redis Cluster), through
 redis-py's asyncio client (``pip install 'realtime-resumption[redis]'``).
 
-Per session key two Redis keys, ``<prefix>{<key>}:record`` (the record, with its time to live)
-and ``<prefix>{<key>}:lease`` (the lease owner's token, with the lease's): the braces are a
+Per session key two Redis keys, ``<prefix>{<key>}:record`` (a list: the record, then the parts
+appended to it; with its time to live) and ``<prefix>{<key>}:lease`` (the lease owner's token, with the lease's): the braces are a
 hash tag, so both live in one Cluster slot and the Lua scripts below touch one slot only. The
-lease is taken with ``SET NX PX`` (atomic set-if-absent with expiry); renewing, releasing and
-fenced saves are Lua scripts that act only when the lease holds the caller's token, so no
+lease is taken by a Lua script that sets it only when it is free or the caller's (with expiry);
+renewing, releasing, saving and appending are Lua scripts that act only when the lease holds the caller's token, so no
 process ever extends, frees or writes under a lease it lost. Nothing secret goes into a key
 name: the session key is the application's (a room's name), the record's content is the value.
 
@@ -35,12 +35,26 @@ a save waits (within ``timeout``) for a free one rather than opening ever more."
 
 _T = TypeVar("_T")
 
-_SAVE_FENCED: Final = """
-if redis.call('GET', KEYS[2]) == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-  return 1
+# ARGV[1]: the owner token the write is fenced by ('' for none).
+_SAVE: Final = """
+if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then
+  return 0
 end
-return 0
+redis.call('DEL', KEYS[1])
+redis.call('RPUSH', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+_APPEND: Final = """
+if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then
+  return 0
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+redis.call('RPUSH', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
 """
 _ACQUIRE: Final = """
 local held = redis.call('GET', KEYS[1])
@@ -101,7 +115,8 @@ class RedisStore:
             )
         )
         self._prefix = prefix
-        self._save_fenced = self._client.register_script(_SAVE_FENCED)
+        self._save = self._client.register_script(_SAVE)
+        self._append = self._client.register_script(_APPEND)
         self._acquire = self._client.register_script(_ACQUIRE)
         self._renew = self._client.register_script(_RENEW)
         self._release = self._client.register_script(_RELEASE)
@@ -122,28 +137,27 @@ class RedisStore:
         if self._owned:
             await self._client.aclose()
 
-    async def load(self, key: str) -> bytes | None:
+    async def load(self, key: str) -> list[bytes] | None:
         """See ``SessionStore.load``."""
         name = self.record_key(key)
-        value = await self._run("load", lambda: self._client.get(name))
-        if value is not None and not isinstance(value, bytes):
+        values = await self._run("load", lambda: self._client.lrange(name, 0, -1))
+        if not all(isinstance(value, bytes) for value in values):
             raise StoreError(
                 "load: the client decodes responses; make it with decode_responses=False"
             )
-        return value
+        return list(values) or None
 
     async def save(self, key: str, record: bytes, ttl: float, *, lease: str | None = None) -> bool:
         """See ``SessionStore.save``."""
-        name = self.record_key(key)
-        ms = _ms(ttl)
-        if lease is None:
-            await self._run("save", lambda: self._client.set(name, record, px=ms))
-            return True
-        keys = [name, self.lease_key(key)]
-        done = await self._run(
-            "save", lambda: self._save_fenced(keys=keys, args=[lease, record, ms])
-        )
-        return bool(done)
+        keys = [self.record_key(key), self.lease_key(key)]
+        args: list[bytes | str | int] = [lease or "", record, _ms(ttl)]
+        return bool(await self._run("save", lambda: self._save(keys=keys, args=args)))
+
+    async def append(self, key: str, part: bytes, ttl: float, *, lease: str | None = None) -> bool:
+        """See ``SessionStore.append``."""
+        keys = [self.record_key(key), self.lease_key(key)]
+        args: list[bytes | str | int] = [lease or "", part, _ms(ttl)]
+        return bool(await self._run("append", lambda: self._append(keys=keys, args=args)))
 
     async def delete(self, key: str) -> None:
         """See ``SessionStore.delete``."""

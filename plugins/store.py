@@ -1,6 +1,8 @@
 """Where a call's state outlives its worker process: the ``SessionStore`` protocol.
 
-A store keeps, per session key, one opaque record (bytes, with a time to live) and a *lease*:
+A store keeps, per session key, one opaque record (bytes, with a time to live, and the parts
+appended to it since it was written: a call's newest input costs a small append, not a rewrite
+of the whole record) and a *lease*:
 the right to drive that session. A process that drives a call holds the lease under an owner
 token of its own, renews it while the call runs and releases it when the call ends; a second
 process asking for the same key while the lease is held is refused, so two processes never
@@ -44,13 +46,20 @@ class SessionStore(Protocol):
     Every method may raise :class:`StoreError`. ``ttl`` values are seconds, finite and > 0.
     """
 
-    async def load(self, key: str) -> bytes | None:
-        """The record saved under ``key``; None when there is none (or it expired)."""
+    async def load(self, key: str) -> list[bytes] | None:
+        """The record saved under ``key`` followed by the parts appended to it, in order; None
+        when there is none (or it expired)."""
         ...
 
     async def save(self, key: str, record: bytes, ttl: float, *, lease: str | None = None) -> bool:
-        """Store ``record`` under ``key`` for ``ttl`` seconds. With ``lease``, only while that
-        owner token holds the key's lease: False (nothing written) when it does not."""
+        """Store ``record`` under ``key`` for ``ttl`` seconds, replacing the record and its
+        parts. With ``lease``, only while that owner token holds the key's lease: False
+        (nothing written) when it does not."""
+        ...
+
+    async def append(self, key: str, part: bytes, ttl: float, *, lease: str | None = None) -> bool:
+        """Append ``part`` to the record of ``key`` and keep both for ``ttl`` seconds from now.
+        False (nothing written) when there is no record, or ``lease`` does not hold the lease."""
         ...
 
     async def delete(self, key: str) -> None:
@@ -91,7 +100,7 @@ def check_ttl(ttl: float) -> float:
 
 @dataclass
 class _Expiring:
-    value: bytes | str
+    value: list[bytes] | str
     expires_at: float
 
 
@@ -116,10 +125,10 @@ class MemoryStore:
             return None
         return item
 
-    async def load(self, key: str) -> bytes | None:
+    async def load(self, key: str) -> list[bytes] | None:
         """See :meth:`SessionStore.load`."""
         item = self._live(self._records, check_key(key))
-        return item.value if item is not None and isinstance(item.value, bytes) else None
+        return list(item.value) if item is not None and isinstance(item.value, list) else None
 
     async def save(self, key: str, record: bytes, ttl: float, *, lease: str | None = None) -> bool:
         """See :meth:`SessionStore.save`."""
@@ -127,7 +136,20 @@ class MemoryStore:
         ttl = check_ttl(ttl)
         if lease is not None and not self._holds(key, lease):
             return False
-        self._records[key] = _Expiring(bytes(record), self._clock() + ttl)
+        self._records[key] = _Expiring([bytes(record)], self._clock() + ttl)
+        return True
+
+    async def append(self, key: str, part: bytes, ttl: float, *, lease: str | None = None) -> bool:
+        """See :meth:`SessionStore.append`."""
+        check_key(key)
+        ttl = check_ttl(ttl)
+        item = self._live(self._records, key)
+        if item is None or not isinstance(item.value, list):
+            return False
+        if lease is not None and not self._holds(key, lease):
+            return False
+        item.value.append(bytes(part))
+        item.expires_at = self._clock() + ttl
         return True
 
     async def delete(self, key: str) -> None:

@@ -8,7 +8,10 @@
   fresh; an unreachable store is reported and the call starts fresh too (it goes on; the
   saver keeps trying).
 - ``start``: an owned background task writes the session's snapshot at most once per
-  ``write_interval`` (only when it changed), renews the lease every third of its time to live,
+  ``write_interval``, only when it changed: the whole record when anything but the input
+  changed (a new handle, a turn, a setup), else only the input sent since as a part appended
+  to it (a beat of the user talking costs a beat of audio, not the record); it renews the
+  lease every third of its time to live,
   and never blocks the audio path: the transport's sends never wait for it. A store error is
   counted, logged and reported through the transport's ``on_error`` (recoverable) once per
   outage, never fatal; the next beat tries again. A lease found held by another process (it
@@ -23,12 +26,14 @@ import asyncio
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Final
 
 from loguru import logger
 
 from realtime_resumption.gemini.config import StoreOptions
+from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.gemini.session import Session
 from realtime_resumption.gemini.snapshot import RecordCodec, RecordError, SessionSnapshot
 from realtime_resumption.moves import HandleKind
@@ -36,6 +41,17 @@ from realtime_resumption.store import LeaseHeldError, SessionStore, StoreError, 
 
 END_TIMEOUT: Final = 2.0
 """Seconds ``end`` may take to delete the record and release the lease."""
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """What a transport's session store did so far."""
+
+    writes: int
+    """Writes (whole records and appended parts)."""
+    written_bytes: int
+    errors: int
+    """Store operations that failed."""
 
 
 class LeaseLostError(StoreError):
@@ -73,12 +89,15 @@ class Persister:
         self._seen_handle: str | None = None
         self._handle_kind = HandleKind.NONE
         self._handle_at: float | None = None
-        self._last_record: bytes | None = None
+        self._saved: SessionSnapshot | None = None
+        """The stored snapshot (its input as appended since), None until written."""
         self._renewed_at = -math.inf
         self._failing = False
         self._lost = False
         self.writes = 0
-        """Records written."""
+        """Writes to the store (whole records and appended parts)."""
+        self.written_bytes = 0
+        """Bytes of those writes."""
         self.errors = 0
         """Store operations that failed."""
 
@@ -167,21 +186,32 @@ class Persister:
                 self._failed(error, "retrying on the next beat")
 
     async def save(self) -> bool:
-        """Renew the lease when due and write the snapshot when it changed. False when the
-        lease was lost (saving stops). Raises ``StoreError``."""
+        """Renew the lease when due and write what changed (see the module documentation).
+        False when the lease was lost (saving stops). Raises ``StoreError``."""
         snapshot = self.snapshot()
-        record = self._codec.encode(snapshot)
         loop = asyncio.get_running_loop()
         if loop.time() - self._renewed_at >= self._options.lease_ttl / 3:
             if not await self._store.acquire(self.key, self._owner, self._options.lease_ttl):
                 return self._lease_lost()
             self._renewed_at = loop.time()
-        if record != self._last_record:
-            ttl = snapshot.ttl(time.time())
+        ttl = snapshot.ttl(snapshot.saved_at)
+        added = _added_input(self._saved, snapshot)
+        if added is None:
+            record = self._codec.encode(snapshot)
             if not await self._store.save(self.key, record, ttl, lease=self._owner):
                 return self._lease_lost()
-            self._last_record = record
+            self._saved = snapshot
             self.writes += 1
+            self.written_bytes += len(record)
+        elif added:
+            part = self._codec.encode_part(added, snapshot.saved_at)
+            # False: the record is gone (Redis restarted empty) or the lease is: write it whole.
+            if not await self._store.append(self.key, part, ttl, lease=self._owner):
+                self._saved = None
+                return True
+            self._saved = snapshot
+            self.writes += 1
+            self.written_bytes += len(part)
         if self._failing:
             self._failing = False
             logger.info("{}: the session store answers again; state saved", self._describe)
@@ -233,3 +263,19 @@ class Persister:
                 self._describe,
                 type(error).__name__,
             )
+
+
+def _added_input(
+    saved: SessionSnapshot | None, now: SessionSnapshot
+) -> Sequence[ClientMessage] | None:
+    """The input ``now`` adds to what is stored, when only input was added since (empty when
+    nothing changed); None when the record must be written whole."""
+    if saved is None or replace(saved, input=(), saved_at=0.0) != replace(
+        now, input=(), saved_at=0.0
+    ):
+        return None
+    stored, current = saved.input, now.input
+    # The same message objects of the outbox: what was stored must still lead the input.
+    if len(current) < len(stored) or any(a is not b for a, b in zip(stored, current, strict=False)):
+        return None
+    return current[len(stored) :]

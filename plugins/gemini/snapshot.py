@@ -13,7 +13,8 @@ A :class:`SessionSnapshot` holds what survives the worker:
   language, modality, instructions, tools, generation settings).
 
 :class:`RecordCodec` turns a snapshot into the bytes stored and back: a 5-byte header (``RRS``,
-the format version, the encryption) then JSON, encrypted as a whole with Fernet
+the format version, the encryption) then JSON; the input sent since is appended as parts
+(``RRP``, the same header, the messages). Each is encrypted as a whole with Fernet
 (``cryptography``: AES-128-CBC with HMAC-SHA256, authenticated) when a key is given. Without a
 key everything is stored in clear, handles included. A record this version cannot read (not a
 record, another version, corrupt, encrypted with another key, in clear while a key is set)
@@ -48,6 +49,7 @@ from realtime_resumption.transport import (
 
 RECORD_VERSION: Final = 1
 _MAGIC: Final = b"RRS"
+_PART_MAGIC: Final = b"RRP"
 _CLEAR: Final = 0
 _FERNET: Final = 1
 _MIN_TTL: Final = 1.0
@@ -220,15 +222,43 @@ class RecordCodec:
 
     def encode(self, snapshot: SessionSnapshot) -> bytes:
         """The bytes to store for ``snapshot``."""
-        body = json.dumps(_snapshot_dict(snapshot), separators=(",", ":")).encode()
-        if self._fernet is None:
-            return _MAGIC + bytes((RECORD_VERSION, _CLEAR)) + body
-        token: bytes = self._fernet.encrypt(body)
-        return _MAGIC + bytes((RECORD_VERSION, _FERNET)) + token
+        return self._seal(_MAGIC, _snapshot_dict(snapshot))
 
-    def decode(self, record: bytes) -> SessionSnapshot:
-        """The snapshot ``record`` holds; :class:`RecordError` when it cannot be read."""
-        if len(record) < 5 or record[:3] != _MAGIC:
+    def encode_part(self, messages: Sequence[ClientMessage], now: float) -> bytes:
+        """The bytes to append to a stored record for input sent since (``now``: wall-clock
+        time): the record's input goes on with ``messages``."""
+        return self._seal(_PART_MAGIC, {"at": now, "input": [_message_dict(m) for m in messages]})
+
+    def decode(self, record: bytes | Sequence[bytes]) -> SessionSnapshot:
+        """The snapshot a stored record holds (with the parts appended to it, in order);
+        :class:`RecordError` when it cannot be read."""
+        parts = [record] if isinstance(record, bytes) else list(record)
+        if not parts:
+            raise RecordError("not a session record of realtime-resumption")
+        try:
+            snapshot = _snapshot_from(self._open(_MAGIC, parts[0]))
+            for part in parts[1:]:
+                data = self._open(_PART_MAGIC, part)
+                snapshot = replace(
+                    snapshot,
+                    input=snapshot.input + tuple(_message_from(m) for m in data["input"]),
+                    saved_at=float(data["at"]),
+                )
+        except (ValueError, TypeError, KeyError, AttributeError, pydantic.ValidationError) as error:
+            if isinstance(error, RecordError):
+                raise
+            raise RecordError("the session record is corrupt") from None
+        return snapshot
+
+    def _seal(self, magic: bytes, data: Mapping[str, Any]) -> bytes:
+        body = json.dumps(data, separators=(",", ":")).encode()
+        if self._fernet is None:
+            return magic + bytes((RECORD_VERSION, _CLEAR)) + body
+        token: bytes = self._fernet.encrypt(body)
+        return magic + bytes((RECORD_VERSION, _FERNET)) + token
+
+    def _open(self, magic: bytes, record: bytes) -> Any:
+        if len(record) < 5 or record[:3] != magic:
             raise RecordError("not a session record of realtime-resumption")
         version, encryption, body = record[3], record[4], record[5:]
         if version != RECORD_VERSION:
@@ -253,10 +283,7 @@ class RecordCodec:
                 )
         else:
             raise RecordError(f"unknown record encryption {encryption}")
-        try:
-            return _snapshot_from(json.loads(body))
-        except (ValueError, TypeError, KeyError, AttributeError, pydantic.ValidationError):
-            raise RecordError("the session record is corrupt") from None
+        return json.loads(body)
 
 
 # --- the JSON shape ---------------------------------------------------------------------------

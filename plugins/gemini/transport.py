@@ -40,7 +40,7 @@ from realtime_resumption.gemini.history import ConversationHistory, HistoryLimit
 from realtime_resumption.gemini.input import InputPath
 from realtime_resumption.gemini.messages import ClientMessage, ToolResponse
 from realtime_resumption.gemini.outbox import OutboxLimits, ReplayScope
-from realtime_resumption.gemini.persistence import Persister
+from realtime_resumption.gemini.persistence import Persister, StoreStats
 from realtime_resumption.gemini.receive import Receiver
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET, Rotation
 from realtime_resumption.gemini.session import Session
@@ -454,10 +454,10 @@ class GeminiLiveTransport:
         return self._taken_over
 
     @property
-    def store_stats(self) -> tuple[int, int] | None:
-        """With a session store: (records written, store errors); None without one."""
+    def store_stats(self) -> StoreStats | None:
+        """With a session store: its writes, their bytes and the store errors; None without."""
         p = self._persister
-        return (p.writes, p.errors) if p is not None else None
+        return StoreStats(p.writes, p.written_bytes, p.errors) if p is not None else None
 
     @property
     def pending_tool_calls(self) -> tuple[str, ...]:

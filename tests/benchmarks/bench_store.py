@@ -31,15 +31,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from cryptography.fernet import Fernet  # noqa: E402
-from loguru import logger  # noqa: E402
+from cryptography.fernet import Fernet
+from loguru import logger
 
-from realtime_resumption.emulator import Emulator, EmulatorConfig, user_audio  # noqa: E402
-from realtime_resumption.gemini import GeminiLiveTransport  # noqa: E402
-from realtime_resumption.gemini.config import StoreOptions  # noqa: E402
-from realtime_resumption.redis_store import RedisStore  # noqa: E402
-from realtime_resumption.transport import ContentTurn  # noqa: E402
-from tests.store.redis_server import RedisServer  # noqa: E402
+from realtime_resumption.emulator import Emulator, EmulatorConfig, user_audio
+from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.gemini.config import StoreOptions
+from realtime_resumption.redis_store import RedisStore
+from realtime_resumption.transport import ContentTurn
+from tests.store.redis_server import RedisServer
 
 MODEL = "gemini-live-2.5-flash-preview"
 CHUNK = 0.02
@@ -63,19 +63,37 @@ async def one_call(
 
 
 def _timed_beats(durations: list[float]) -> None:
-    """Time each beat's work on the event loop (snapshot and encoding)."""
+    """Time each beat's work on the event loop: everything ``Persister.save`` does but wait
+    for the store (the snapshot, what changed, the encoding)."""
     from realtime_resumption.gemini import persistence
 
-    original = persistence.Persister.snapshot
+    original = persistence.Persister.save
 
-    def snapshot(self: persistence.Persister) -> Any:
+    async def save(self: persistence.Persister) -> bool:
+        store, spent = self._store, [0.0]
+
+        class Timed:
+            def __getattr__(self, name: str) -> Any:
+                call = getattr(store, name)
+
+                async def timed(*args: Any, **kwargs: Any) -> Any:
+                    started = time.perf_counter()
+                    try:
+                        return await call(*args, **kwargs)
+                    finally:
+                        spent[0] += time.perf_counter() - started
+
+                return timed
+
+        self._store = Timed()  # type: ignore[assignment]
         started = time.perf_counter()
-        snap = original(self)
-        self._codec.encode(snap)
-        durations.append(time.perf_counter() - started)
-        return snap
+        try:
+            return await original(self)
+        finally:
+            self._store = store
+            durations.append(time.perf_counter() - started - spent[0])
 
-    persistence.Persister.snapshot = snapshot  # type: ignore[method-assign]
+    persistence.Persister.save = save  # type: ignore[method-assign]
 
 
 async def part_one(args: argparse.Namespace, server: RedisServer) -> int:
@@ -95,22 +113,24 @@ async def part_one(args: argparse.Namespace, server: RedisServer) -> int:
                 )
             )
             cpu[label] = (time.process_time() - started) / (args.sessions * args.seconds)
-            writes = sum((t.store_stats or (0, 0))[0] for t in transports)
-            errors = sum((t.store_stats or (0, 0))[1] for t in transports)
-            if store is not None:
-                sizes = [len(await store.load(f"call-{i}") or b"") for i in range(args.sessions)]
-                record_size = int(statistics.mean(sizes))
+            stats = [t.store_stats for t in transports if t.store_stats is not None]
+            writes = sum(s.writes for s in stats)
+            written = sum(s.written_bytes for s in stats)
+            errors = sum(s.errors for s in stats)
+            if writes:
+                record_size = written // writes
             await asyncio.gather(*(t.disconnect() for t in transports))
         if store is not None:
             await store.close()
+            session_seconds = args.sessions * args.seconds
             print(
                 f"with the store{' (encrypted)' if args.encrypt else ''}: "
-                f"{writes / (args.sessions * args.seconds):.2f} records written per "
-                f"session-second, {record_size} bytes per record, {errors} store errors"
+                f"{writes / session_seconds:.2f} writes and {written / session_seconds / 1e3:.1f} kB "
+                f"per session-second ({record_size} bytes per write), {errors} store errors"
             )
             beats.sort()
             print(
-                f"a beat on the event loop (snapshot + encode): p50 "
+                f"a beat on the event loop (snapshot, diff, encode): p50 "
                 f"{statistics.median(beats) * 1e3:.2f} ms, p99 "
                 f"{beats[int(len(beats) * 0.99)] * 1e3:.2f} ms, max {beats[-1] * 1e3:.2f} ms "
                 f"({len(beats)} beats)"

@@ -83,6 +83,32 @@ def test_every_part_survives_the_round_trip(key: bytes | None) -> None:
     )
 
 
+@pytest.mark.parametrize("key", [None, Fernet.generate_key()])
+def test_parts_appended_carry_the_input_on(key: bytes | None) -> None:
+    codec = RecordCodec(key)
+    base = snapshot()
+    more = (ClientMessage.audio(b"\x05" * 640), ClientMessage.text("and then"))
+    restored = codec.decode(
+        [
+            codec.encode(base),
+            codec.encode_part(more[:1], 1002.0),
+            codec.encode_part(more[1:], 1003.0),
+        ]
+    )
+    assert restored.input == base.input + more
+    assert restored.saved_at == 1003.0
+    assert restored.handle == base.handle
+    with pytest.raises(RecordError, match="not a session record"):
+        codec.decode([codec.encode_part(more, 1002.0)])  # a part is no record
+    with pytest.raises(RecordError, match="not a session record"):
+        codec.decode([codec.encode(base), codec.encode(base)])  # nor a record a part
+    if key is None:
+        with pytest.raises(RecordError, match="corrupt"):
+            codec.decode([codec.encode(base), b"RRP\x01\x00{}"])
+    with pytest.raises(RecordError, match="not a session record"):
+        codec.decode([])
+
+
 def test_an_encrypted_record_holds_neither_the_handle_nor_the_conversation() -> None:
     record = RecordCodec(Fernet.generate_key()).encode(snapshot())
     for secret in (HANDLE, WORDS, "Oslo", "be brief"):

@@ -19,9 +19,9 @@ async def test_a_saved_record_loads_back_and_deleted_is_gone(store: SessionStore
     assert isinstance(store, SessionStore)
     assert await store.load(KEY) is None
     assert await store.save(KEY, b"\x00record\xff", 60)
-    assert await store.load(KEY) == b"\x00record\xff"
+    assert await store.load(KEY) == [b"\x00record\xff"]
     assert await store.save(KEY, b"newer", 60)
-    assert await store.load(KEY) == b"newer"
+    assert await store.load(KEY) == [b"newer"]
     assert await store.load("another") is None
     await store.delete(KEY)
     assert await store.load(KEY) is None
@@ -50,7 +50,24 @@ async def test_a_fenced_save_writes_only_under_the_callers_lease(store: SessionS
     assert await store.acquire(KEY, "a", 30)
     assert not await store.save(KEY, b"not mine", 60, lease="b")
     assert await store.save(KEY, b"mine", 60, lease="a")
-    assert await store.load(KEY) == b"mine"
+    assert await store.load(KEY) == [b"mine"]
+
+
+async def test_parts_appended_to_a_record_load_after_it_until_it_is_saved_again(
+    store: SessionStore,
+) -> None:
+    assert not await store.append(KEY, b"orphan", 60)  # no record to append to
+    assert await store.load(KEY) is None
+    await store.save(KEY, b"record", 60)
+    assert await store.append(KEY, b"one", 60)
+    assert await store.append(KEY, b"two", 60)
+    assert await store.load(KEY) == [b"record", b"one", b"two"]
+    await store.save(KEY, b"whole", 60)  # a new record replaces the parts too
+    assert await store.load(KEY) == [b"whole"]
+    assert await store.acquire(KEY, "a", 30)
+    assert not await store.append(KEY, b"not mine", 60, lease="b")
+    assert await store.append(KEY, b"mine", 60, lease="a")
+    assert await store.load(KEY) == [b"whole", b"mine"]
 
 
 @pytest.mark.parametrize("ttl", [0, -1, float("inf"), float("nan")])
@@ -87,12 +104,23 @@ async def test_memory_records_and_leases_expire_on_the_injected_clock(clock: Clo
     await store.save(KEY, b"r", 10)
     assert await store.acquire(KEY, "a", 5)
     clock.now += 4.9
-    assert await store.load(KEY) == b"r"
+    assert await store.load(KEY) == [b"r"]
     assert not await store.acquire(KEY, "b", 5)
     clock.now += 0.2
     assert await store.acquire(KEY, "b", 5)  # a's lease expired
     assert not await store.renew(KEY, "a", 5)
     clock.now += 5
+    assert await store.load(KEY) is None
+
+
+async def test_an_append_keeps_the_record_for_its_ttl_from_then(clock: Clock) -> None:
+    store = MemoryStore(clock)
+    await store.save(KEY, b"r", 1)
+    clock.now += 0.9
+    assert await store.append(KEY, b"p", 1)
+    clock.now += 0.9
+    assert await store.load(KEY) == [b"r", b"p"]
+    clock.now += 0.2
     assert await store.load(KEY) is None
 
 
@@ -153,4 +181,4 @@ async def test_a_stopped_server_is_a_bounded_store_error(
             await redis_store.save(KEY, b"r", 60)
     await redis_server.start()
     assert await redis_store.save(KEY, b"back", 60)  # the client reconnects by itself
-    assert await redis_store.load(KEY) == b"back"
+    assert await redis_store.load(KEY) == [b"back"]
