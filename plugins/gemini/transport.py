@@ -723,13 +723,6 @@ class GeminiLiveTransport:
         # A later rebuild seeds a fresh session with the whole call, not just this part.
         self._s.seeded = stored.conversation
         replayed = len(stored.input) if handle is not None else len(preload) - len(held)
-        if handle is not None and stored.tool_calls:
-            conn = self._current
-            assert conn is not None
-            self._tools.calls_issued(stored.tool_calls, conn.dial_gen, self._now())
-            for call in stored.tool_calls:
-                self._history.tool_call(call)
-            self._s.call(self.on_tool_call, stored.tool_calls)
         report = MoveReport(
             number=1,
             reason=MoveReason.TAKEOVER,
@@ -754,6 +747,14 @@ class GeminiLiveTransport:
             replayed,
         )
         self._s.call(self.on_move, report)
+        if handle is not None and stored.tool_calls:
+            # The resumed session still waits for these: the app runs them here.
+            conn = self._current
+            assert conn is not None
+            self._tools.calls_issued(stored.tool_calls, conn.dial_gen, self._now())
+            for call in stored.tool_calls:
+                self._history.tool_call(call)
+            self._s.call(self.on_tool_call, stored.tool_calls)
 
     def _store_error(self, error: Exception) -> None:
         self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))

@@ -10,6 +10,7 @@ import pytest
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import MemoryStore, SessionStore
 
+from ..transport.transport_helpers import ScriptedServer
 from .redis_server import RedisServer
 
 
@@ -53,3 +54,13 @@ def store(request: pytest.FixtureRequest, clock: Clock) -> SessionStore:
         return MemoryStore(clock)
     redis: RedisStore = request.getfixturevalue("redis_store")
     return redis
+
+
+@pytest.fixture
+async def scripted() -> AsyncIterator[ScriptedServer]:
+    server = ScriptedServer()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()

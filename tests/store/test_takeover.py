@@ -15,15 +15,16 @@ from cryptography.fernet import Fernet
 from redis import asyncio as aioredis
 
 from realtime_resumption.emulator import Emulator
+from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.config import StoreOptions
 from realtime_resumption.gemini.snapshot import RecordCodec, RecordError
 from realtime_resumption.gemini.transport import TAKEOVER_ATTEMPTS
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import LeaseHeldError, MemoryStore, StoreError
-from realtime_resumption.transport import ContentTurn, ToolResult
+from realtime_resumption.transport import ContentTurn, ToolCall, ToolResult
 
-from ..transport.transport_helpers import Recorder, emulator_config
+from ..transport.transport_helpers import MODEL, Recorder, ScriptedServer, emulator_config
 from .redis_server import RedisServer
 from .takeover_helpers import CHUNK, KEY, OPTIONS, crash, make_transport, stream_speech
 
@@ -307,3 +308,55 @@ async def test_a_resume_refused_while_the_hung_worker_holds_the_session_open_is_
     fresh = list(emu.ledger.sessions.values())[-1]
     seeded = [m for m in fresh.connections[0].client_messages if m.kind == "client_content"]
     assert seeded[0].turns[0][1] == "my name is Ada"
+
+
+async def test_a_tool_call_the_stored_handle_knows_is_answered_on_the_session_that_issued_it(
+    scripted: ScriptedServer,
+) -> None:
+    # The emulator, like the service as measured, issues no handle while a tool call is open;
+    # a bare scripted endpoint does, to reach the case where the stored session knows the call.
+    store = MemoryStore()
+
+    def transport() -> GeminiLiveTransport:
+        return GeminiLiveTransport(
+            api_key="k",
+            model=MODEL,
+            http_options=scripted.http_options(),
+            tools=[{"name": "lookup"}],
+            store=store,
+            session_key=KEY,
+            store_options=OPTIONS,
+        )
+
+    a = transport()
+    rec_a = Recorder(a)
+    await a.connect()
+    a.send_content([ContentTurn("user", "please lookup flights")])
+    call = {"id": "fc-1", "name": "lookup", "args": {"to": "Oslo"}}
+    await scripted.send({"toolCall": {"functionCalls": [call]}})
+    await rec_a.wait_for("on_tool_call")
+    await scripted.send(
+        {"sessionResumptionUpdate": {"newHandle": "h-with-call", "resumable": True}}
+    )
+    await rec_a.wait_for("on_resumption_update")
+    await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+    await crash(a)
+    b = transport()
+    rec_b = Recorder(b)
+    await b.connect()
+    ((calls,),) = rec_b.of("on_tool_call")
+    assert calls == (ToolCall("fc-1", "lookup", {"to": "Oslo"}),)
+    b.send_tool_result(ToolResult("fc-1", "lookup", {"flights": 2}))
+    async with asyncio.timeout(5):
+        while not any("tool_response" in m for m in scripted.received):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    await b.disconnect()
+
+    (move,) = rec_b.moves
+    assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
+    assert scripted.setups[-1]["setup"]["sessionResumption"]["handle"] == "h-with-call"
+    (response,) = [m["tool_response"] for m in scripted.received if "tool_response" in m]
+    assert response["functionResponses"][0]["id"] == "fc-1"
+    # B's session never got the question again: the session it resumed has it.
+    assert [m for m in scripted.received if "client_content" in m] == scripted.received[:1]
+    assert rec_b.names("on_move", "on_tool_call") == ["on_move", "on_tool_call"]
