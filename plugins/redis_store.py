@@ -56,6 +56,13 @@ redis.call('RPUSH', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 """
+_DELETE: Final = """
+if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+return 1
+"""
 _ACQUIRE: Final = """
 local held = redis.call('GET', KEYS[1])
 if held == false or held == ARGV[1] then
@@ -117,6 +124,7 @@ class RedisStore:
         self._prefix = prefix
         self._save = self._client.register_script(_SAVE)
         self._append = self._client.register_script(_APPEND)
+        self._delete = self._client.register_script(_DELETE)
         self._acquire = self._client.register_script(_ACQUIRE)
         self._renew = self._client.register_script(_RENEW)
         self._release = self._client.register_script(_RELEASE)
@@ -159,10 +167,11 @@ class RedisStore:
         args: list[bytes | str | int] = [lease or "", part, _ms(ttl)]
         return bool(await self._run("append", lambda: self._append(keys=keys, args=args)))
 
-    async def delete(self, key: str) -> None:
+    async def delete(self, key: str, *, lease: str | None = None) -> bool:
         """See ``SessionStore.delete``."""
-        name = self.record_key(key)
-        await self._run("delete", lambda: self._client.delete(name))
+        keys = [self.record_key(key), self.lease_key(key)]
+        args = [lease or ""]
+        return bool(await self._run("delete", lambda: self._delete(keys=keys, args=args)))
 
     async def acquire(self, key: str, owner: str, ttl: float) -> bool:
         """See ``SessionStore.acquire``."""

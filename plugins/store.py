@@ -62,8 +62,9 @@ class SessionStore(Protocol):
         False (nothing written) when there is no record, or ``lease`` does not hold the lease."""
         ...
 
-    async def delete(self, key: str) -> None:
-        """Forget the record of ``key`` (the lease is left alone)."""
+    async def delete(self, key: str, *, lease: str | None = None) -> bool:
+        """Forget the record of ``key`` (the lease is left alone). With ``lease``, only while
+        that owner token holds the lease: False (nothing deleted) when it does not."""
         ...
 
     async def acquire(self, key: str, owner: str, ttl: float) -> bool:
@@ -152,9 +153,13 @@ class MemoryStore:
         item.expires_at = self._clock() + ttl
         return True
 
-    async def delete(self, key: str) -> None:
+    async def delete(self, key: str, *, lease: str | None = None) -> bool:
         """See :meth:`SessionStore.delete`."""
-        self._records.pop(check_key(key), None)
+        check_key(key)
+        if lease is not None and not self._holds(key, lease):
+            return False
+        self._records.pop(key, None)
+        return True
 
     async def acquire(self, key: str, owner: str, ttl: float) -> bool:
         """See :meth:`SessionStore.acquire`."""

@@ -94,6 +94,8 @@ class Persister:
         self._renewed_at = -math.inf
         self._failing = False
         self._lost = False
+        self._claimed = False
+        """``claim`` ran and ``end`` did not yet: the record is this process's to delete."""
         self.writes = 0
         """Writes to the store (whole records and appended parts)."""
         self.written_bytes = 0
@@ -110,6 +112,7 @@ class Persister:
         """Take the lease and load the record left by a previous process; see the module
         documentation. Raises ``LeaseHeldError`` when another process holds the lease."""
         options = self._options
+        self._claimed, self._lost, self._saved = True, False, None
         try:
             deadline = asyncio.get_running_loop().time() + options.lease_wait
             while not await self._store.acquire(self.key, self._owner, options.lease_ttl):
@@ -249,13 +252,17 @@ class Persister:
         record first. Within ``END_TIMEOUT``; a failure is logged, and the lease then expires
         by itself."""
         await self.stop()
-        if self._lost:
-            return  # the call is another process's now: its record stays
+        claimed, self._claimed = self._claimed, False
+        if self._lost or not claimed:
+            return  # the call is another process's now, or was ended already: leave it be
         try:
             async with asyncio.timeout(END_TIMEOUT):
-                if forget:
-                    await self._store.delete(self.key)
-                await self._store.release(self.key, self._owner)
+                # Only under this process's lease: a process that took the call over (after
+                # this one stalled past the lease) keeps its record.
+                if await self._store.acquire(self.key, self._owner, self._options.lease_ttl):
+                    if forget:
+                        await self._store.delete(self.key, lease=self._owner)
+                    await self._store.release(self.key, self._owner)
         except (StoreError, TimeoutError) as error:
             self.errors += 1
             logger.warning(

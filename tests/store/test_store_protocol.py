@@ -68,6 +68,10 @@ async def test_parts_appended_to_a_record_load_after_it_until_it_is_saved_again(
     assert not await store.append(KEY, b"not mine", 60, lease="b")
     assert await store.append(KEY, b"mine", 60, lease="a")
     assert await store.load(KEY) == [b"whole", b"mine"]
+    assert not await store.delete(KEY, lease="b")
+    assert await store.load(KEY) == [b"whole", b"mine"]
+    assert await store.delete(KEY, lease="a")
+    assert await store.load(KEY) is None
 
 
 @pytest.mark.parametrize("ttl", [0, -1, float("inf"), float("nan")])

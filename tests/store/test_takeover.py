@@ -89,7 +89,11 @@ async def test_a_second_process_is_refused_while_the_first_drives_the_call() -> 
         assert not b.is_connected
         await a.disconnect()
         await b.connect()  # A's call ended: the key is free (a new call)
+        await asyncio.sleep(2 * OPTIONS.write_interval)  # B's call saved
+        await a.disconnect()  # again: A's call is over, B's record stays
+        assert await store.load(KEY) is not None
         await b.disconnect()
+        assert await store.load(KEY) is None
 
 
 async def test_a_call_survives_its_worker_killed_with_sigkill(
