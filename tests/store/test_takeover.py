@@ -364,3 +364,32 @@ async def test_a_tool_call_the_stored_handle_knows_is_answered_on_the_session_th
     # B's session never got the question again: the session it resumed has it.
     assert [m for m in scripted.received if "client_content" in m] == scripted.received[:1]
     assert rec_b.names("on_move", "on_tool_call") == ["on_move", "on_tool_call"]
+
+
+async def test_no_handle_is_whole_in_the_logs_reports_or_errors_of_a_takeover() -> None:
+    from ..test_secrets import Capture
+
+    store = MemoryStore()
+    with Capture() as capture:
+        async with Emulator(emulator_config("gemini")) as emu:
+            a = make_transport(emu, store)
+            rec_a = Recorder(a)
+            await a.connect()
+            a.send_content([ContentTurn("user", "my name is Ada")])
+            await rec_a.wait_for("on_turn_complete")
+            await rec_a.wait(lambda r: r.of("on_resumption_update")[-1][1])
+            await asyncio.sleep(2 * OPTIONS.write_interval)
+            await crash(a)
+            emu.faults.expire_handles()  # refused: the error path names the failure
+            b = make_transport(emu, store)
+            rec_b = Recorder(b)
+            await b.connect()
+            await b.disconnect()
+    handles = {h for h, *_ in rec_a.of("on_resumption_update") + rec_b.of("on_resumption_update")}
+    handles.discard(None)
+    assert handles
+    assert any("took the call 'call-7' over (rebuilt" in t for t in capture.texts)
+    assert capture.leaks(handles) == []
+    texts = [repr(m) for m in rec_b.moves] + [str(e.error) for (e,) in rec_b.of("on_error")]
+    texts += [repr(b), repr(store), repr(b._persister)]
+    assert not [t for t in texts for h in handles if h in t]
