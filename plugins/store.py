@@ -39,6 +39,11 @@ class LeaseHeldError(StoreError):
     """Another live process holds the lease of this session key: it drives the call."""
 
 
+class LeaseLostError(StoreError):
+    """Another process holds this session's lease now (this one stalled past it, and that one
+    took the call over): this one stopped saving the call's state."""
+
+
 @runtime_checkable
 class SessionStore(Protocol):
     """Records of sessions and the leases that say who drives them; see the module docs.

@@ -37,7 +37,13 @@ from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.gemini.session import Session
 from realtime_resumption.gemini.snapshot import RecordCodec, RecordError, SessionSnapshot
 from realtime_resumption.moves import HandleKind
-from realtime_resumption.store import LeaseHeldError, SessionStore, StoreError, check_key
+from realtime_resumption.store import (
+    LeaseHeldError,
+    LeaseLostError,
+    SessionStore,
+    StoreError,
+    check_key,
+)
 
 END_TIMEOUT: Final = 2.0
 """Seconds ``end`` may take to delete the record and release the lease."""
@@ -52,10 +58,6 @@ class StoreStats:
     written_bytes: int
     errors: int
     """Store operations that failed."""
-
-
-class LeaseLostError(StoreError):
-    """Another process holds this session's lease now: this one stopped saving its state."""
 
 
 class Persister:

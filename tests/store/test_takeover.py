@@ -21,10 +21,11 @@ from realtime_resumption.gemini.snapshot import RecordCodec, RecordError
 from realtime_resumption.gemini.transport import TAKEOVER_ATTEMPTS
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.redis_store import RedisStore
-from realtime_resumption.store import LeaseHeldError, MemoryStore, StoreError
+from realtime_resumption.store import LeaseHeldError, LeaseLostError, MemoryStore, StoreError
 from realtime_resumption.transport import ContentTurn, ToolCall, ToolResult
 
 from ..transport.transport_helpers import MODEL, Recorder, ScriptedServer, emulator_config
+from .conftest import Clock
 from .redis_server import RedisServer
 from .takeover_helpers import CHUNK, KEY, OPTIONS, crash, make_transport, stream_speech
 
@@ -393,3 +394,46 @@ async def test_no_handle_is_whole_in_the_logs_reports_or_errors_of_a_takeover() 
     texts = [repr(m) for m in rec_b.moves] + [str(e.error) for (e,) in rec_b.of("on_error")]
     texts += [repr(b), repr(store), repr(b._persister)]
     assert not [t for t in texts for h in handles if h in t]
+
+
+async def test_a_worker_that_lost_its_lease_stops_saving_and_leaves_the_record_be() -> None:
+    clock = Clock()
+    store = MemoryStore(clock)
+    async with Emulator(emulator_config("gemini")) as emu:
+        a = make_transport(emu, store)
+        rec = Recorder(a)
+        await a.connect()
+        await rec.wait_for("on_resumption_update")
+        # A stalls past its lease (the store's clock jumps) and another process takes it.
+        clock.now += OPTIONS.lease_ttl + 1
+        assert await store.acquire(KEY, "another process", 60)
+        await stream_speech(a, 1, 40)  # A's beats find the lease gone
+        await rec.wait_for("on_error")
+        assert a.is_connected  # its call is not ended by the store
+        stored = await store.load(KEY)
+        await a.disconnect()
+        assert await store.load(KEY) == stored  # the new owner's now: not deleted
+
+    ((event,),) = rec.of("on_error")
+    assert isinstance(event.error, LeaseLostError) and event.recoverable
+
+
+async def test_a_store_down_at_connect_starts_the_call_and_saves_it_once_back(
+    redis_server: RedisServer, redis_store: RedisStore
+) -> None:
+    await redis_server.stop()
+    async with Emulator(emulator_config("gemini")) as emu:
+        a = make_transport(emu, redis_store)
+        rec = Recorder(a)
+        await a.connect()  # within the store's bound, without its state
+        assert a.is_connected and rec.moves == []
+        ((event,),) = rec.of("on_error")
+        assert isinstance(event.error, StoreError) and "redis acquire" in str(event.error)
+        await redis_server.start()
+        for _ in range(100):  # the next beats take the lease and save: bounded poll
+            if await redis_store.load(KEY) is not None:
+                break
+            await asyncio.sleep(0.02)
+        assert await redis_store.load(KEY) is not None
+        await a.disconnect()
+    assert await redis_store.load(KEY) is None
