@@ -96,8 +96,10 @@ class Persister:
         self._renewed_at = -math.inf
         self._failing = False
         self._lost = False
-        self._claimed = False
-        """``claim`` ran and ``end`` did not yet: the record is this process's to delete."""
+        self._driving = False
+        """The call runs here (``start`` ran, ``end`` did not): its record is ours to delete."""
+        self._ended = False
+        """``end`` ran since the last ``claim`` began: a claim still waiting gives up."""
         self.writes = 0
         """Writes to the store (whole records and appended parts)."""
         self.written_bytes = 0
@@ -114,10 +116,12 @@ class Persister:
         """Take the lease and load the record left by a previous process; see the module
         documentation. Raises ``LeaseHeldError`` when another process holds the lease."""
         options = self._options
-        self._claimed, self._lost, self._saved = True, False, None
+        self._lost, self._saved, self._ended = False, None, False
         try:
             deadline = asyncio.get_running_loop().time() + options.lease_wait
             while not await self._store.acquire(self.key, self._owner, options.lease_ttl):
+                if self._ended:
+                    return None  # the transport disconnected meanwhile
                 if asyncio.get_running_loop().time() >= deadline:
                     raise LeaseHeldError(
                         f"another process drives the call {self.key!r} (its lease is held"
@@ -152,6 +156,7 @@ class Persister:
 
     def start(self) -> None:
         """Start saving in the background (after ``connect`` succeeded)."""
+        self._driving = True
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"session-store-{self._describe}"
@@ -253,16 +258,19 @@ class Persister:
         """Stop saving and release the lease; with ``forget`` (the call is over) delete the
         record first. Within ``END_TIMEOUT``; a failure is logged, and the lease then expires
         by itself."""
+        self._ended = True
         await self.stop()
-        claimed, self._claimed = self._claimed, False
-        if self._lost or not claimed:
-            return  # the call is another process's now, or was ended already: leave it be
+        driving, self._driving = self._driving, False
+        if self._lost:
+            return  # the call is another process's now: its record stays
         try:
             async with asyncio.timeout(END_TIMEOUT):
                 # Only under this process's lease: a process that took the call over (after
                 # this one stalled past the lease) keeps its record.
                 if await self._store.acquire(self.key, self._owner, self._options.lease_ttl):
-                    if forget:
+                    # A call that never ran here (a connect that failed or was overtaken)
+                    # keeps its record for a later attempt.
+                    if forget and driving:
                         await self._store.delete(self.key, lease=self._owner)
                     await self._store.release(self.key, self._owner)
         except (StoreError, TimeoutError) as error:

@@ -72,6 +72,7 @@ from realtime_resumption.transport import (
     ConnectError,
     ConnectionLifecycleEvent,
     ContentTurn,
+    DialAbandonedError,
     GenerationEndReason,
     GenerationOverrides,
     GenerationSettings,
@@ -349,8 +350,8 @@ class GeminiLiveTransport:
         self._realtime_sent = False
         self._closing: asyncio.Task[None] | None = None
         self._claim_held: list[tuple[ClientMessage, ReplayScope]] | None = None
-        self._taken_over = False
         """Sends made while ``connect`` asks the store for a stored call (None otherwise)."""
+        self._taken_over = False
 
         self.on_audio_output: Callable[[bytes], None] | None = None
         self.on_tool_call: Callable[[Sequence[ToolCall]], None] | None = None
@@ -485,7 +486,7 @@ class GeminiLiveTransport:
         ``LeaseHeldError`` when another process drives the call, and ``TransportError`` when
         already connected (or connecting).
         """
-        if self._active or self._connecting:
+        if self._active or self._connecting or self._claim_held is not None:
             raise TransportError(f"{self} is already connected")
         persister = self._persister
         self._taken_over = False
@@ -496,8 +497,11 @@ class GeminiLiveTransport:
             return
         # Sends made while the store answers are held: they go after the stored input.
         self._claim_held = []
+        self._disconnected = False
         try:
             stored = await persister.claim()
+            if self._disconnected:
+                raise DialAbandonedError(f"{self}: disconnect overtook connect")
             if stored is not None:
                 self._s.options = stored.setup.applied_to(self._options)
             if config is not None:

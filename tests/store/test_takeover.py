@@ -14,7 +14,7 @@ import pytest
 from cryptography.fernet import Fernet
 from redis import asyncio as aioredis
 
-from realtime_resumption.emulator import Emulator
+from realtime_resumption.emulator import Emulator, user_audio
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.config import StoreOptions
 from realtime_resumption.gemini.snapshot import RecordCodec, RecordError
@@ -22,7 +22,7 @@ from realtime_resumption.gemini.transport import TAKEOVER_ATTEMPTS
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import LeaseHeldError, LeaseLostError, MemoryStore, StoreError
-from realtime_resumption.transport import ContentTurn, ToolCall, ToolResult
+from realtime_resumption.transport import ContentTurn, DialAbandonedError, ToolCall, ToolResult
 
 from ..transport.transport_helpers import MODEL, Recorder, ScriptedServer, emulator_config
 from .conftest import Clock
@@ -437,3 +437,51 @@ async def test_a_store_down_at_connect_starts_the_call_and_saves_it_once_back(
         assert await redis_store.load(KEY) is not None
         await a.disconnect()
     assert await redis_store.load(KEY) is None
+
+
+class SlowLoad(MemoryStore):
+    """The in-memory store whose ``load`` waits until ``go`` is set: a slow store, on cue."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock)
+        self.go = asyncio.Event()
+        self.go.set()
+
+    async def load(self, key: str) -> list[bytes] | None:
+        await self.go.wait()
+        return await super().load(key)
+
+
+@pytest.mark.parametrize("stage", ["waiting for the lease", "loading the record"])
+async def test_a_disconnect_while_connect_asks_the_store_keeps_the_stored_call(
+    stage: str,
+) -> None:
+    clock = Clock()
+    store = SlowLoad(clock)
+    async with Emulator(emulator_config("gemini")) as emu:
+        a = make_transport(emu, store)
+        rec_a = Recorder(a)
+        await a.connect()
+        await rec_a.wait_for("on_resumption_update")
+        await asyncio.sleep(2 * OPTIONS.write_interval)
+        await crash(a)  # its lease is held for lease_ttl yet
+        if stage == "loading the record":
+            clock.now += OPTIONS.lease_ttl  # A's lease expired: B takes it, then loads
+            store.go.clear()
+        b = make_transport(emu, store)
+        connecting = asyncio.create_task(b.connect())
+        await asyncio.sleep(0.1)
+        assert not connecting.done()
+        b.send_audio(user_audio(1))  # taken while it waits, as during a dial
+        await b.disconnect()
+        store.go.set()
+        with pytest.raises(DialAbandonedError):
+            await connecting
+        assert not b.is_connected
+        assert await store.load(KEY) is not None  # the call is still there to take over
+        clock.now += OPTIONS.lease_ttl + 1  # whatever lease was left expires
+        c = make_transport(emu, store)
+        rec_c = Recorder(c)
+        await c.connect()
+        await c.disconnect()
+    assert [m.outcome for m in rec_c.moves] == [MoveOutcome.RESUMED]
