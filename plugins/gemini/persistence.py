@@ -194,6 +194,10 @@ class Persister:
                     return
             except StoreError as error:
                 self._failed(error, "retrying on the next beat")
+            except Exception as error:
+                # Never fatal to the call, and never a saver that died unseen. No traceback:
+                # its frames hold the session's state, handles included.
+                self._failed(StoreError(f"saving failed: {type(error).__name__}"), "retrying")
 
     async def save(self) -> bool:
         """Renew the lease when due and write what changed (see the module documentation).

@@ -485,3 +485,28 @@ async def test_a_disconnect_while_connect_asks_the_store_keeps_the_stored_call(
         await c.connect()
         await c.disconnect()
     assert [m.outcome for m in rec_c.moves] == [MoveOutcome.RESUMED]
+
+
+class Broken(MemoryStore):
+    """A custom store with a bug: its saves raise something else than ``StoreError``."""
+
+    async def save(self, key: str, record: bytes, ttl: float, *, lease: str | None = None) -> bool:
+        raise RuntimeError("a bug in a custom store")
+
+
+async def test_a_store_that_raises_anything_never_ends_the_call_nor_its_saver() -> None:
+    store = Broken()
+    async with Emulator(emulator_config("gemini")) as emu:
+        a = make_transport(emu, store)
+        rec = Recorder(a)
+        await a.connect()
+        await rec.wait_for("on_error")
+        await stream_speech(a, 1, 30)
+        a.send_content([ContentTurn("user", "still there?")])
+        await rec.wait_for("on_turn_complete")
+        stats = a.store_stats
+        assert stats is not None and stats.errors >= 2  # it kept trying, beat after beat
+        await a.disconnect()
+    ((event,),) = rec.of("on_error")
+    assert isinstance(event.error, StoreError) and "RuntimeError" in str(event.error)
+    assert rec.count("on_close") == 1
