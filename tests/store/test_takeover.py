@@ -15,6 +15,7 @@ from cryptography.fernet import Fernet
 from redis import asyncio as aioredis
 
 from realtime_resumption.emulator import Emulator, user_audio
+from realtime_resumption.frames import SessionMovedFrame
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.config import StoreOptions
 from realtime_resumption.gemini.snapshot import RecordCodec, RecordError
@@ -97,31 +98,40 @@ async def test_a_second_process_is_refused_while_the_first_drives_the_call() -> 
         assert await store.load(KEY) is None
 
 
+async def run_worker_until_killed(
+    mode: str, emu: Emulator, redis_server: RedisServer, chunks: int
+) -> None:
+    """A worker process (``tests/store/worker.py``) takes the call, says it sent ``chunks``
+    chunks of speech, and is killed with SIGKILL at once."""
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.store.worker",
+        mode,
+        emu.base_url,
+        emu.ca_file,
+        redis_server.url,
+        KEY,
+        "1000",
+        stdout=asyncio.subprocess.PIPE,
+        cwd=Path(__file__).parents[2],
+    )
+    assert worker.stdout is not None
+    try:
+        async with asyncio.timeout(60):  # the worker imports google-genai (and Pipecat) first
+            while (await worker.stdout.readline()).strip() != f"sent {chunks}".encode():
+                pass
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(worker.wait(), 10)
+    assert worker.returncode == -signal.SIGKILL
+
+
 async def test_a_call_survives_its_worker_killed_with_sigkill(
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
     async with Emulator(emulator_config("gemini")) as emu:
-        worker = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tests.store.worker",
-            emu.base_url,
-            emu.ca_file,
-            redis_server.url,
-            KEY,
-            "200",
-            stdout=asyncio.subprocess.PIPE,
-            cwd=Path(__file__).parents[2],
-        )
-        assert worker.stdout is not None
-        try:
-            async with asyncio.timeout(60):  # the worker imports google-genai first
-                while (await worker.stdout.readline()).strip() != b"sent 60":
-                    pass
-        finally:
-            worker.send_signal(signal.SIGKILL)
-            await asyncio.wait_for(worker.wait(), 10)
-        assert worker.returncode == -signal.SIGKILL
+        await run_worker_until_killed("transport", emu, redis_server, 60)
         b = make_transport(emu, redis_store)
         rec_b = Recorder(b)
         await b.connect()
@@ -131,14 +141,45 @@ async def test_a_call_survives_its_worker_killed_with_sigkill(
 
     (move,) = rec_b.moves
     assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
+    assert_kept_but_the_last_write_interval(emu, first_new=1000)
+
+
+async def test_a_pipecat_pipeline_killed_with_sigkill_is_taken_over_by_another(
+    redis_server: RedisServer, redis_store: RedisStore
+) -> None:
+    from pipecat.frames.frames import InputAudioRawFrame
+
+    from ..pipecat.rig import Rig
+    from .test_takeover_pipecat import bot
+
+    async with Emulator(emulator_config("gemini")) as emu:
+        await run_worker_until_killed("pipecat", emu, redis_server, 60)
+        async with Rig([bot(emu, redis_store)]) as rig:
+            await rig.context()
+            for seq in range(1000, 1010):
+                audio = user_audio(seq, speech=True)
+                await rig.queue(InputAudioRawFrame(audio=audio, sample_rate=16_000, num_channels=1))
+                await asyncio.sleep(CHUNK)
+            await asyncio.sleep(0.1)
+        (moved,) = rig.of(SessionMovedFrame)
+
+    assert (moved.report.reason, moved.report.outcome) == (
+        MoveReason.TAKEOVER,
+        MoveOutcome.RESUMED,
+    )
+    assert_kept_but_the_last_write_interval(emu, first_new=1000)
+
+
+def assert_kept_but_the_last_write_interval(emu: Emulator, first_new: int) -> None:
+    """One server session, resumed once; of the speech the killed worker said it sent (1 to
+    60, maybe a few more), at most one write interval is lost; the new process's is kept."""
     (session,) = emu.ledger.sessions.values()
     summary = emu.ledger.summary().sessions[session.session_id]
     assert summary.connections == 2
-    sent = set(range(1, 61))  # at least these were written when it died (maybe a few more)
-    lost = set(summary.speech_lost)
-    assert len(lost) * CHUNK <= OPTIONS.write_interval + 2 * CHUNK
-    assert len(sent - set(summary.audio_consumed)) * CHUNK <= OPTIONS.write_interval + CHUNK
-    assert set(range(1000, 1010)) <= set(summary.audio_consumed)
+    assert len(summary.speech_lost) * CHUNK <= OPTIONS.write_interval + 2 * CHUNK
+    missing = set(range(1, 61)) - set(summary.audio_consumed)
+    assert len(missing) * CHUNK <= OPTIONS.write_interval + CHUNK
+    assert set(range(first_new, first_new + 10)) <= set(summary.audio_consumed)
 
 
 async def test_an_expired_handle_rebuilds_the_call_from_the_stored_conversation() -> None:

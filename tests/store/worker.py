@@ -1,8 +1,8 @@
-"""A worker process for the SIGKILL test: it takes a call (a transport on the emulator keeping
-its state in Redis), streams the user's speech, says each chunk it sent, and then idles until
-it is killed.
+"""A worker process for the SIGKILL tests: it takes a call keeping its state in Redis (a bare
+transport, or a real Pipecat pipeline around our service), streams the user's speech, says
+each chunk it sent, and then idles until it is killed.
 
-    python -m tests.store.worker BASE_URL CA_FILE REDIS_URL KEY COUNT
+    python -m tests.store.worker transport|pipecat BASE_URL CA_FILE REDIS_URL KEY COUNT
 """
 
 from __future__ import annotations
@@ -22,19 +22,20 @@ from ..transport.transport_helpers import GRACE, MODEL
 from .takeover_helpers import CHUNK, OPTIONS
 
 
-async def main(base_url: str, ca_file: str, redis_url: str, key: str, count: int) -> None:
-    client = genai.Client(
-        api_key="emulator-key",
-        http_options=types.HttpOptions(
-            base_url=base_url,
-            async_client_args={"ssl": ssl.create_default_context(cafile=ca_file)},
-        ),
+def http_options(base_url: str, ca_file: str) -> types.HttpOptions:
+    return types.HttpOptions(
+        base_url=base_url, async_client_args={"ssl": ssl.create_default_context(cafile=ca_file)}
     )
+
+
+async def transport_call(
+    options: types.HttpOptions, store: RedisStore, key: str, count: int
+) -> None:
     transport = GeminiLiveTransport(
-        client=client,
+        client=genai.Client(api_key="emulator-key", http_options=options),
         model=MODEL,
         tool_call_grace=GRACE,
-        store=RedisStore(url=redis_url),
+        store=store,
         session_key=key,
         store_options=OPTIONS,
     )
@@ -49,6 +50,40 @@ async def main(base_url: str, ca_file: str, redis_url: str, key: str, count: int
     await asyncio.Event().wait()  # a call in progress, until the process is killed
 
 
+async def pipecat_call(options: types.HttpOptions, store: RedisStore, key: str, count: int) -> None:
+    from pipecat.frames.frames import InputAudioRawFrame
+
+    from realtime_resumption.frames import SessionResumptionUpdateFrame
+    from realtime_resumption.pipecat import GeminiLiveLLMService
+
+    from ..pipecat.rig import Rig
+
+    service = GeminiLiveLLMService(
+        api_key="emulator-key",
+        http_options=options,
+        settings=GeminiLiveLLMService.Settings(model=MODEL),
+        store=store,
+        session_key=key,
+        store_options=OPTIONS,
+    )
+    async with Rig([service]) as rig:
+        await rig.context()
+        await rig.wait(lambda: rig.count(SessionResumptionUpdateFrame) >= 1)
+        for seq in range(1, count + 1):
+            audio = user_audio(seq, speech=True)
+            await rig.queue(InputAudioRawFrame(audio=audio, sample_rate=16_000, num_channels=1))
+            print(f"sent {seq}", flush=True)
+            await asyncio.sleep(CHUNK)
+        await asyncio.Event().wait()  # a call in progress, until the process is killed
+
+
+async def main(
+    mode: str, base_url: str, ca_file: str, redis_url: str, key: str, count: int
+) -> None:
+    call = transport_call if mode == "transport" else pipecat_call
+    await call(http_options(base_url, ca_file), RedisStore(url=redis_url), key, count)
+
+
 if __name__ == "__main__":
-    base_url, ca_file, redis_url, key, count = sys.argv[1:]
-    asyncio.run(main(base_url, ca_file, redis_url, key, int(count)))
+    mode, base_url, ca_file, redis_url, key, count = sys.argv[1:]
+    asyncio.run(main(mode, base_url, ca_file, redis_url, key, int(count)))
