@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import LeaseHeldError, LeaseLostError, MemoryStore, StoreError
 from realtime_resumption.transport import ContentTurn, DialAbandonedError, ToolCall, ToolResult
 
+from ..livekit.lk_helpers import until
 from ..transport.transport_helpers import MODEL, Recorder, ScriptedServer, emulator_config
 from .conftest import Clock
 from .redis_server import RedisServer
@@ -100,9 +102,9 @@ async def test_a_second_process_is_refused_while_the_first_drives_the_call() -> 
 
 async def run_worker_until_killed(
     mode: str, emu: Emulator, redis_server: RedisServer, chunks: int
-) -> None:
+) -> list[int]:
     """A worker process (``tests/store/worker.py``) takes the call, says it sent ``chunks``
-    chunks of speech, and is killed with SIGKILL at once."""
+    chunks of speech, and is killed with SIGKILL at once. Returns their seqs."""
     worker = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -117,21 +119,26 @@ async def run_worker_until_killed(
         cwd=Path(__file__).parents[2],
     )
     assert worker.stdout is not None
+    sent: list[int] = []
     try:
-        async with asyncio.timeout(60):  # the worker imports google-genai (and Pipecat) first
-            while (await worker.stdout.readline()).strip() != f"sent {chunks}".encode():
-                pass
+        async with asyncio.timeout(60):  # the worker imports google-genai and a framework first
+            while len(sent) < chunks:
+                line = (await worker.stdout.readline()).decode()
+                assert line, "the worker ended"
+                if line.startswith("sent "):
+                    sent.append(int(line.split()[1]))
     finally:
         worker.send_signal(signal.SIGKILL)
         await asyncio.wait_for(worker.wait(), 10)
     assert worker.returncode == -signal.SIGKILL
+    return sent
 
 
 async def test_a_call_survives_its_worker_killed_with_sigkill(
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
     async with Emulator(emulator_config("gemini")) as emu:
-        await run_worker_until_killed("transport", emu, redis_server, 60)
+        sent = await run_worker_until_killed("transport", emu, redis_server, 60)
         b = make_transport(emu, redis_store)
         rec_b = Recorder(b)
         await b.connect()
@@ -141,7 +148,7 @@ async def test_a_call_survives_its_worker_killed_with_sigkill(
 
     (move,) = rec_b.moves
     assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
-    assert_kept_but_the_last_write_interval(emu, first_new=1000)
+    assert_kept_but_the_last_write_interval(emu, sent, range(1000, 1010))
 
 
 async def test_a_pipecat_pipeline_killed_with_sigkill_is_taken_over_by_another(
@@ -153,7 +160,7 @@ async def test_a_pipecat_pipeline_killed_with_sigkill_is_taken_over_by_another(
     from .test_takeover_pipecat import bot
 
     async with Emulator(emulator_config("gemini")) as emu:
-        await run_worker_until_killed("pipecat", emu, redis_server, 60)
+        sent = await run_worker_until_killed("pipecat", emu, redis_server, 60)
         async with Rig([bot(emu, redis_store)]) as rig:
             await rig.context()
             for seq in range(1000, 1010):
@@ -167,19 +174,22 @@ async def test_a_pipecat_pipeline_killed_with_sigkill_is_taken_over_by_another(
         MoveReason.TAKEOVER,
         MoveOutcome.RESUMED,
     )
-    assert_kept_but_the_last_write_interval(emu, first_new=1000)
+    assert_kept_but_the_last_write_interval(emu, sent, range(1000, 1010))
 
 
-def assert_kept_but_the_last_write_interval(emu: Emulator, first_new: int) -> None:
-    """One server session, resumed once; of the speech the killed worker said it sent (1 to
-    60, maybe a few more), at most one write interval is lost; the new process's is kept."""
+def assert_kept_but_the_last_write_interval(
+    emu: Emulator, sent: list[int], new: Iterable[int]
+) -> None:
+    """One server session, resumed once; of the speech the killed worker said it sent (maybe
+    a few chunks more were sent before it died), at most one write interval is lost; what the
+    new process sent is kept."""
     (session,) = emu.ledger.sessions.values()
     summary = emu.ledger.summary().sessions[session.session_id]
     assert summary.connections == 2
     assert len(summary.speech_lost) * CHUNK <= OPTIONS.write_interval + 2 * CHUNK
-    missing = set(range(1, 61)) - set(summary.audio_consumed)
+    missing = set(sent) - set(summary.audio_consumed)
     assert len(missing) * CHUNK <= OPTIONS.write_interval + CHUNK
-    assert set(range(first_new, first_new + 10)) <= set(summary.audio_consumed)
+    assert set(new) <= set(summary.audio_consumed)
 
 
 async def test_an_expired_handle_rebuilds_the_call_from_the_stored_conversation() -> None:
@@ -551,3 +561,30 @@ async def test_a_store_that_raises_anything_never_ends_the_call_nor_its_saver() 
     ((event,),) = rec.of("on_error")
     assert isinstance(event.error, StoreError) and "RuntimeError" in str(event.error)
     assert rec.count("on_close") == 1
+
+
+async def test_a_livekit_agent_session_killed_with_sigkill_is_taken_over_by_another(
+    redis_server: RedisServer, redis_store: RedisStore
+) -> None:
+    from livekit.agents import Agent
+
+    from ..livekit.lk_helpers import voice_call
+
+    model = {"store": redis_store, "session_key": KEY, "store_options": OPTIONS}
+    async with Emulator(emulator_config("gemini")) as emu:
+        sent = await run_worker_until_killed("livekit", emu, redis_server, 60)
+        async with voice_call(emu, Agent(instructions="Be brief."), pace=1.0, **model) as b:
+            b.mic._seq = 100_000  # B's chunks apart from A's (each microphone counts from 0)
+            b.mic.say(["what", "did", "I", "say"], speech_chunks=10)
+            await until(lambda: len(b.mic.spoken) >= 10 and len(b.recorder.moves) == 1)
+            await asyncio.sleep(0.1)
+            moves = list(b.recorder.moves)
+            new = list(b.mic.spoken)
+
+    (moved,) = moves
+    assert (moved.report.reason, moved.report.outcome) == (
+        MoveReason.TAKEOVER,
+        MoveOutcome.RESUMED,
+    )
+    assert min(new) >= 100_000
+    assert_kept_but_the_last_write_interval(emu, sent, new)

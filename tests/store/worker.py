@@ -1,8 +1,9 @@
 """A worker process for the SIGKILL tests: it takes a call keeping its state in Redis (a bare
-transport, or a real Pipecat pipeline around our service), streams the user's speech, says
-each chunk it sent, and then idles until it is killed.
+transport, a real Pipecat pipeline around our service, or a real LiveKit AgentSession with our
+model), streams the user's speech, says
+each speech chunk it sent (``sent SEQ``), and then idles until it is killed.
 
-    python -m tests.store.worker transport|pipecat BASE_URL CA_FILE REDIS_URL KEY COUNT
+    python -m tests.store.worker transport|pipecat|livekit BASE_URL CA_FILE REDIS_URL KEY COUNT
 """
 
 from __future__ import annotations
