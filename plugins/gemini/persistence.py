@@ -251,6 +251,26 @@ class Persister:
 
     # --- the end ------------------------------------------------------------------------------
 
+    def unsaved(self) -> bool:
+        """Whether the session's state differs from what was last written."""
+        return _added_input(self._saved, self.snapshot()) != ()
+
+    async def hand_over(self) -> None:
+        """The final save before another process takes the call over: stop the beats and
+        write what changed (``save``); the caller checks ``unsaved`` and calls again until
+        nothing is left. Raises ``StoreError``, and ``LeaseLostError`` when another process
+        drives the call already."""
+        await self.stop()
+        if not await self.save():
+            raise LeaseLostError(f"another process took the call {self.key!r} over already")
+
+    async def release(self) -> None:
+        """The call goes on in another process: give the lease up and keep the record (a later
+        ``end`` leaves it be). Within ``END_TIMEOUT``; a failure is logged (the lease then
+        expires by itself)."""
+        self._driving = False
+        await self.end(forget=False)
+
     async def stop(self) -> None:
         """Stop saving (the task is cancelled and awaited)."""
         task, self._task = self._task, None

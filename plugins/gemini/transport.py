@@ -65,7 +65,7 @@ from realtime_resumption.moves import (
 )
 from realtime_resumption.redaction import filter_websockets_headers, redact, secret
 from realtime_resumption.resumption import ResumptionOptions
-from realtime_resumption.store import SessionStore, process_store
+from realtime_resumption.store import SessionStore, StoreError, process_store
 from realtime_resumption.transport import (
     AudioFormatSpec,
     CancelResponseOptions,
@@ -108,6 +108,10 @@ CLOSE_TOO_BIG: Final = 1009
 """The WebSocket close code for a message larger than the peer takes."""
 DISCONNECT_TIMEOUT: Final = 10.0
 """Seconds ``disconnect`` takes at most, whatever the connections and the network do."""
+HANDOVER_TIMEOUT: Final = 5.0
+"""Seconds ``hand_over`` waits for the answer in progress to finish."""
+_HANDOVER_SAVES: Final = 5
+"""Saves ``hand_over`` makes at most to catch up with input sent while it saved."""
 TAKEOVER_ATTEMPTS: Final = 3
 """Dials a takeover spends on the stored handle before it rebuilds the call."""
 TAKEOVER_RETRY_DELAY: Final = 0.5
@@ -352,6 +356,8 @@ class GeminiLiveTransport:
         self._claim_held: list[tuple[ClientMessage, ReplayScope]] | None = None
         """Sends made while ``connect`` asks the store for a stored call (None otherwise)."""
         self._taken_over = False
+        self._handed_over = False
+        """``hand_over`` began: the call is another process's; no send is taken any more."""
 
         self.on_audio_output: Callable[[bytes], None] | None = None
         self.on_tool_call: Callable[[Sequence[ToolCall]], None] | None = None
@@ -489,7 +495,7 @@ class GeminiLiveTransport:
         if self._active or self._connecting or self._claim_held is not None:
             raise TransportError(f"{self} is already connected")
         persister = self._persister
-        self._taken_over = False
+        self._taken_over = self._handed_over = False
         if persister is None:
             if config is not None:
                 self._s.options = self._options.updated(config)
@@ -516,6 +522,44 @@ class GeminiLiveTransport:
             await persister.end(forget=False)
             raise
         persister.start()
+
+    async def hand_over(self, timeout: float = HANDOVER_TIMEOUT) -> None:
+        """Hand the call to another process (a deploy, a drain): once the answer in progress
+        (its tool calls included) finished, or ``timeout`` passed, save the call's state, take
+        no more input (a send raises ``NotConnectedError`` from then on: nothing accepted is
+        left out), give the lease up and close the connection without deleting the record, so
+        the next process that connects with the key takes the call over with nothing lost.
+
+        Raises ``TransportError`` without a store or a session, and ``StoreError`` when the
+        final save failed: the call then goes on here (saving again each beat).
+        """
+        persister = self._persister
+        if persister is None:
+            raise TransportError(f"{self}: hand_over needs a store and a session_key")
+        if not self._active:
+            raise NotConnectedError(f"{self} is not connected")
+        # Not in the middle of an answer (its tool calls included): the next process would
+        # have the question asked again.
+        generation_id = self._tracker.generation_id
+        if generation_id is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._s.wait_for_end(generation_id)
+        try:
+            for _ in range(_HANDOVER_SAVES):
+                await persister.hand_over()
+                if not persister.unsaved():
+                    break
+            else:
+                raise StoreError("the input kept coming faster than the store took it")
+        except StoreError:
+            persister.start()
+            raise
+        # No await since the check: whatever was accepted is stored.
+        self._handed_over = True
+        await persister.release()
+        logger.info("{}: the call {!r} is handed over", self, persister.key)
+        await self.disconnect()
 
     async def disconnect(self) -> None:
         """End the session and everything the transport runs. Idempotent; never raises but
@@ -841,7 +885,7 @@ class GeminiLiveTransport:
     @property
     def _takes_input(self) -> bool:
         """A session is up, or ``connect`` is dialling its first connection."""
-        return (
+        return not self._handed_over and (
             self._active
             or (self._connecting and not self._disconnected)
             or self._claim_held is not None
@@ -1008,7 +1052,7 @@ class GeminiLiveTransport:
             validation.fits(message, "send_tool_result")
         except MessageTooLargeError as error:
             raise self._input.refuse("tool_response", error) from None
-        if not self._active:
+        if not self._active or self._handed_over:
             raise self._input.refuse("tool_response", NotConnectedError(f"{self} is not connected"))
         verdict = self._tools.result_submitted(result.id)
         if verdict is ResultVerdict.ORPHANED:

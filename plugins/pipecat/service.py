@@ -251,6 +251,12 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         """The connection this service drives (diagnostics, ``resumption_handle``, moves)."""
         return self._transport
 
+    async def hand_over(self) -> None:
+        """Hand the call to another process (a deploy, a drain) before this pipeline ends:
+        see ``GeminiLiveTransport.hand_over`` (needs ``store`` and ``session_key``). Push the
+        ``EndFrame`` after it: the call goes on where the same key connects next."""
+        await self._transport.hand_over()
+
     @property
     def file_api(self) -> GeminiFileAPI:
         """The Gemini File API client."""

@@ -24,7 +24,15 @@ from realtime_resumption.gemini.transport import TAKEOVER_ATTEMPTS
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import LeaseHeldError, LeaseLostError, MemoryStore, StoreError
-from realtime_resumption.transport import ContentTurn, DialAbandonedError, ToolCall, ToolResult
+from realtime_resumption.transport import (
+    ContentTurn,
+    DialAbandonedError,
+    GenerationEndReason,
+    NotConnectedError,
+    ToolCall,
+    ToolResult,
+    TransportError,
+)
 
 from ..livekit.lk_helpers import until
 from ..transport.transport_helpers import MODEL, Recorder, ScriptedServer, emulator_config
@@ -588,3 +596,69 @@ async def test_a_livekit_agent_session_killed_with_sigkill_is_taken_over_by_anot
     )
     assert min(new) >= 100_000
     assert_kept_but_the_last_write_interval(emu, sent, new)
+
+
+async def test_a_call_handed_over_mid_speech_loses_nothing_it_accepted(
+    redis_store: RedisStore,
+) -> None:
+    async with Emulator(emulator_config("gemini")) as emu:
+        a = make_transport(emu, redis_store)
+        rec_a = Recorder(a)
+        await a.connect()
+        await rec_a.wait_for("on_resumption_update")
+        accepted: list[int] = []
+
+        async def talk() -> None:
+            for seq in range(1, 500):
+                try:
+                    a.send_audio(user_audio(seq, speech=True))
+                except NotConnectedError:
+                    return  # the call is another process's now: the app is told
+                accepted.append(seq)
+                await asyncio.sleep(CHUNK)
+
+        talking = asyncio.create_task(talk())
+        await asyncio.sleep(40 * CHUNK)
+        await a.hand_over()
+        async with asyncio.timeout(5):
+            await talking
+        assert rec_a.of("on_close") == [(1000, "closed by the client")]
+        b = make_transport(emu, redis_store)
+        rec_b = Recorder(b)
+        await b.connect()  # at once: the lease was given up
+        await stream_speech(b, 1000, 10)
+        await asyncio.sleep(0.1)
+        await b.disconnect()
+
+    (move,) = rec_b.moves
+    assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
+    (session,) = emu.ledger.sessions.values()
+    summary = emu.ledger.summary().sessions[session.session_id]
+    assert len(accepted) >= 30
+    assert summary.speech_lost == ()
+    assert set(accepted) | set(range(1000, 1010)) <= set(summary.audio_consumed)
+
+
+async def test_a_hand_over_waits_for_the_answer_in_progress() -> None:
+    store = MemoryStore()
+    async with Emulator(emulator_config("gemini", answer_chunks=40)) as emu:
+        a = make_transport(emu, store)
+        rec_a = Recorder(a)
+        await a.connect()
+        await rec_a.wait_for("on_resumption_update")
+        a.send_content([ContentTurn("user", "tell me a story")])
+        await rec_a.wait_for("on_audio_output")
+        await a.hand_over()
+        assert rec_a.ends() == [GenerationEndReason.GENERATION_COMPLETE]  # not cut
+        b = make_transport(emu, store)
+        rec_b = Recorder(b)
+        await b.connect()
+        b.send_content([ContentTurn("user", "and then?")])
+        await rec_b.wait_for("on_turn_complete")
+        await b.disconnect()
+
+    (session,) = emu.ledger.sessions.values()
+    turns = emu.ledger.summary().sessions[session.session_id].turns
+    assert [t.outcome for t in turns] == ["complete", "complete"]  # the story not told twice
+    with pytest.raises(TransportError, match="needs a store"):
+        await GeminiLiveTransport(api_key="k").hand_over()

@@ -53,3 +53,29 @@ async def test_outside_a_job_a_store_needs_a_key() -> None:
     model = rr.RealtimeModel(api_key="k", store=MemoryStore())
     with pytest.raises(ValueError, match="needs a session_key outside a LiveKit job"):
         model.session()
+
+
+async def test_a_livekit_call_handed_over_at_a_drain_continues_in_the_next_worker() -> None:
+    store = MemoryStore()
+    model = {"store": store, "session_key": KEY, "store_options": OPTIONS}
+    async with Emulator(EmulatorConfig(time_scale=SCALE)) as emu:
+        async with voice_call(emu, Agent(instructions="Be brief."), pace=SCALE, **model) as a:
+            a.mic.say(["my", "name", "is", "Ada"])
+            await a.settled(messages=2)
+            await a.agent.realtime_llm_session.hand_over()
+            errors_a = list(a.recorder.errors)
+        async with voice_call(emu, Agent(instructions="Be brief."), pace=SCALE, **model) as b:
+            b.mic.say(["what", "is", "my", "name"])
+            await b.settled(messages=2)
+            await until(lambda: len(b.recorder.moves) == 1)
+            moves = list(b.recorder.moves)
+
+    (moved,) = moves
+    assert (moved.report.reason, moved.report.outcome) == (
+        MoveReason.TAKEOVER,
+        MoveOutcome.RESUMED,
+    )
+    assert errors_a == []
+    (session,) = emu.ledger.sessions.values()
+    summary = emu.ledger.summary().sessions[session.session_id]
+    assert [t.outcome for t in summary.turns] == ["complete", "complete"]

@@ -64,3 +64,31 @@ async def test_a_pipecat_call_taken_over_continues_its_session() -> None:
     turns = emu.ledger.summary().sessions[session.session_id].turns
     assert [t.outcome for t in turns] == ["complete", "complete", "complete"]
     assert rig_b.of(ErrorFrame, up=True) == []
+
+
+async def test_a_pipecat_call_handed_over_at_a_deploy_continues_in_the_next_pipeline() -> None:
+    store = MemoryStore()
+    async with Emulator(emulator_config()) as emu:
+        a = bot(emu, store)
+        async with Rig([a]) as rig_a:
+            await rig_a.context()
+            await rig_a.wait(lambda: rig_a.count(LLMFullResponseEndFrame) >= 1)
+            await rig_a.queue(InputTextRawFrame("my name is Ada"))
+            await rig_a.wait(lambda: rig_a.count(LLMFullResponseEndFrame) >= 2)
+            await a.hand_over()
+            # The pipeline ends as at any deploy: EndFrame (Rig's exit).
+        b = bot(emu, store)
+        async with Rig([b]) as rig_b:
+            await rig_b.context(LLMContext())
+            await rig_b.queue(InputTextRawFrame("what is my name?"))
+            await rig_b.wait(lambda: rig_b.count(LLMFullResponseEndFrame) >= 1)
+
+    (moved,) = rig_b.of(SessionMovedFrame)
+    assert (moved.report.reason, moved.report.outcome) == (
+        MoveReason.TAKEOVER,
+        MoveOutcome.RESUMED,
+    )
+    (session,) = emu.ledger.sessions.values()
+    turns = emu.ledger.summary().sessions[session.session_id].turns
+    assert [t.outcome for t in turns] == ["complete", "complete", "complete"]
+    assert rig_a.of(ErrorFrame, up=True) == [] and rig_b.of(ErrorFrame, up=True) == []
