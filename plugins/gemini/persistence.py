@@ -10,14 +10,16 @@
 - ``start``: an owned background task writes the session's snapshot at most once per
   ``write_interval``, only when it changed: the whole record when anything but the input
   changed (a new handle, a turn, a setup), else only the input sent since as a part appended
-  to it (a beat of the user talking costs a beat of audio, not the record); it renews the
-  lease every third of its time to live,
-  and never blocks the audio path: the transport's sends never wait for it. A store error is
-  counted, logged and reported through the transport's ``on_error`` (recoverable) once per
-  outage, never fatal; the next beat tries again. A lease found held by another process (it
-  took the call over while this one stalled) stops the saving for good, reported.
-- ``end`` (at ``disconnect``: the call is over): the record is deleted and the lease released,
-  within a bound.
+  to it (a beat of the user talking costs a beat of audio, not the record). It renews the
+  lease every third of its time to live and never blocks the audio path: the transport's
+  sends never wait for it. A store error is counted, logged and reported through the
+  transport's ``on_error`` (recoverable) once per outage, never fatal; the next beat tries
+  again. A lease found held by another process (it took the call over while this one
+  stalled) stops the saving for good, reported.
+- ``hand_over`` and ``release`` (at ``GeminiLiveTransport.hand_over``): the final saves, then
+  the lease given up and the record kept for the next process.
+- ``end`` (at ``disconnect``: the call is over): the record is deleted (only under this
+  process's lease, and only for a call that ran here) and the lease released, within a bound.
 """
 
 from __future__ import annotations
