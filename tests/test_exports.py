@@ -33,6 +33,10 @@ EXPECTED = {
     "SessionUpdate",
     "GenerationSettings",
     "RetryPolicy",
+    "SessionStore",
+    "MemoryStore",
+    "StoreOptions",
+    "LeaseHeldError",
 }
 
 

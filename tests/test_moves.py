@@ -42,7 +42,14 @@ def report(**overrides: Any) -> MoveReport:
 
 
 def test_enums_carry_the_documented_values() -> None:
-    assert [r.value for r in MoveReason] == ["planned", "deadline", "lost", "config", "requested"]
+    assert [r.value for r in MoveReason] == [
+        "planned",
+        "deadline",
+        "lost",
+        "config",
+        "requested",
+        "takeover",
+    ]
     assert [k.value for k in HandleKind] == ["after-turn", "mid-turn", "none"]
     assert [o.value for o in MoveOutcome] == ["resumed", "rebuilt", "lost"]
     assert MoveOutcome("rebuilt") is MoveOutcome.REBUILT

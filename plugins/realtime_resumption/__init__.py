@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     )
     from realtime_resumption.gemini.failures import RetryPolicy
     from realtime_resumption.gemini.history import HistoryLimits
+    from realtime_resumption.gemini.live_options import StoreOptions
     from realtime_resumption.gemini.outbox import OutboxLimits
+    from realtime_resumption.gemini.snapshot import RecordError
     from realtime_resumption.moves import (
         HandleKind,
         MoveMode,
@@ -33,6 +35,12 @@ if TYPE_CHECKING:
     from realtime_resumption.resumption import (
         ResumptionOptions,
         SessionResumption,
+    )
+    from realtime_resumption.store import (
+        LeaseHeldError,
+        MemoryStore,
+        SessionStore,
+        StoreError,
     )
     from realtime_resumption.telemetry import Telemetry
     from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
@@ -72,6 +80,13 @@ _EXPORTS: Final[dict[str, str]] = {
     "RetryPolicy": "realtime_resumption.gemini.failures",
     "ResumptionOptions": "realtime_resumption.resumption",
     "SessionResumption": "realtime_resumption.resumption",
+    # calls that survive the worker (RedisStore: realtime_resumption.redis_store)
+    "SessionStore": "realtime_resumption.store",
+    "MemoryStore": "realtime_resumption.store",
+    "StoreOptions": "realtime_resumption.gemini.live_options",
+    "StoreError": "realtime_resumption.store",
+    "LeaseHeldError": "realtime_resumption.store",
+    "RecordError": "realtime_resumption.gemini.snapshot",
     # moves
     "MoveReport": "realtime_resumption.moves",
     "MoveOutcome": "realtime_resumption.moves",
@@ -129,6 +144,8 @@ __all__ = [
     "HandleKind",
     "HistoryLimits",
     "LLMTransport",
+    "LeaseHeldError",
+    "MemoryStore",
     "MessageTooLargeError",
     "MoveMode",
     "MoveOutcome",
@@ -137,6 +154,7 @@ __all__ = [
     "NotConnectedError",
     "OutboxLimits",
     "ReconnectState",
+    "RecordError",
     "ReplayItem",
     "ResumptionOptions",
     "RetainedUserTurn",
@@ -145,8 +163,11 @@ __all__ = [
     "SendQueueFullError",
     "SessionLostError",
     "SessionResumption",
+    "SessionStore",
     "SessionUpdate",
     "SetupRefusedError",
+    "StoreError",
+    "StoreOptions",
     "Telemetry",
     "ToolCall",
     "ToolCallOrphanedError",

@@ -41,6 +41,9 @@ class MoveReason(StrEnum):
     """A setup change the live connection cannot apply (instructions, tools, voice)."""
     REQUESTED = "requested"
     """The framework asked for a new connection (``reconnect``, credential expiry)."""
+    TAKEOVER = "takeover"
+    """Another process took the call over from the state its previous process kept in a
+    ``SessionStore`` (after a crash, a deploy or a drain)."""
 
 
 class HandleKind(StrEnum):

@@ -23,7 +23,16 @@ from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 from .lk_helpers import text_call, until
 
-OURS_ONLY = {"resumption", "input_buffer", "retry_budget", "resume_watchdog", "transparent"}
+OURS_ONLY = {
+    "resumption",
+    "input_buffer",
+    "retry_budget",
+    "resume_watchdog",
+    "transparent",
+    "store",
+    "session_key",
+    "store_options",
+}
 
 
 def test_the_constructor_takes_every_parameter_of_the_google_plugin_with_its_default() -> None:

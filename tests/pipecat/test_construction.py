@@ -29,6 +29,7 @@ from realtime_resumption.testing.emulator import Emulator
 from .rig import FAST, MODEL, Rig, emulator_config
 
 ROTATION = {"resumption", "input_buffer", "retry_budget", "resume_watchdog"}
+STORE = {"store", "session_key", "store_options"}
 
 
 def _parameters(cls: type) -> dict[str, inspect.Parameter]:
@@ -38,11 +39,11 @@ def _parameters(cls: type) -> dict[str, inspect.Parameter]:
 @pytest.mark.parametrize(
     ("ours", "stock", "extra"),
     [
-        (GeminiLiveLLMService, StockService, ROTATION),
+        (GeminiLiveLLMService, StockService, ROTATION | STORE),
         (
             GeminiLiveVertexLLMService,
             StockVertexService,
-            ROTATION | {"transparent", "credential_provider"},
+            ROTATION | STORE | {"transparent", "credential_provider"},
         ),
     ],
 )

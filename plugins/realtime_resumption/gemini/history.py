@@ -180,6 +180,18 @@ class ConversationHistory:
             and (item.tool_result is None or item.tool_result.id in called)
         ]
 
+    def call(self, call_id: str) -> ToolCall | None:
+        """The tool call ``call_id`` the history holds, with its arguments; None if none."""
+        for turn in (self._turn, self._next):
+            for step in turn.steps:
+                if isinstance(step, ToolCall) and step.id == call_id:
+                    return step
+        for committed in reversed(self._turns):
+            for item in committed.items:
+                if item.tool_call is not None and item.tool_call.id == call_id:
+                    return item.tool_call
+        return None
+
     @property
     def turns(self) -> int:
         """Completed turns held."""

@@ -19,6 +19,41 @@ DEFAULT_SETUP_TIMEOUT: Final = 10.0
 """Seconds a dial may take to get ``setupComplete``; the SDK itself would wait forever."""
 
 
+HANDLE_VALIDITY: Final = {"gemini": 7200.0, "vertex": 86400.0}
+"""How long a resumption handle stays valid after its session's connection ended, in seconds:
+2 hours on the Gemini API, 24 hours on Vertex AI (as documented; the emulator's
+``handle_validity`` defaults to the same). A stored session record expires with its handle."""
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """How a transport keeps its session's state in a ``SessionStore`` (``store=``).
+
+    ``write_interval``: at most one write per interval (seconds), and the most of the user's
+    input a crash can lose. ``lease_ttl``: how long the lease outlives its last renewal (a
+    crashed process frees its call after it). ``lease_wait``: how long ``connect`` waits for
+    a held lease to be freed before it raises ``LeaseHeldError`` (0: not at all; a takeover
+    right after a crash needs ``lease_ttl``). ``encryption_key``: a Fernet key
+    (``cryptography.fernet.Fernet.generate_key()``), or several (the first encrypts, any
+    decrypts: key rotation), to encrypt records at rest; None stores them in clear.
+    """
+
+    write_interval: float = 0.25
+    lease_ttl: float = 5.0
+    lease_wait: float = 0.0
+    encryption_key: str | bytes | Sequence[str | bytes] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        for name in ("write_interval", "lease_ttl"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not 0 < value < float("inf"):
+                raise ValueError(f"{name} must be a finite number of seconds > 0")
+        if not 0 <= self.lease_wait < float("inf"):
+            raise ValueError("lease_wait must be a finite number of seconds >= 0")
+        if self.lease_ttl <= self.write_interval:
+            raise ValueError("lease_ttl must be longer than write_interval (it is renewed then)")
+
+
 def sliding_window(trigger_tokens: int | None = None) -> types.ContextWindowCompressionConfig:
     """Context-window compression by a sliding window: the service drops the oldest turns
     once the context reaches ``trigger_tokens`` (None: the service's default threshold).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Final, Literal, Self, cast
@@ -16,7 +17,14 @@ from loguru import logger
 from realtime_resumption.gemini import validation
 from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
 from realtime_resumption.gemini.dialling import Dialler
-from realtime_resumption.gemini.failures import RetryPolicy
+from realtime_resumption.gemini.failures import (
+    REFUSED_OR_OVERLOADED,
+    RetryPolicy,
+    Stage,
+    Verdict,
+    classify,
+    close_code,
+)
 from realtime_resumption.gemini.handover import Handover
 from realtime_resumption.gemini.history import ConversationHistory, HistoryLimits
 from realtime_resumption.gemini.input_path import InputPath
@@ -27,13 +35,16 @@ from realtime_resumption.gemini.live_options import (
     Auth,
     CredentialProvider,
     LiveOptions,
+    StoreOptions,
     normalise_tools,
 )
 from realtime_resumption.gemini.messages import ClientMessage, ToolResponse
 from realtime_resumption.gemini.observed import observed
 from realtime_resumption.gemini.outbox import OutboxLimits, ReplayScope
+from realtime_resumption.gemini.persistence import Persister, StoreStats
 from realtime_resumption.gemini.receive import Receiver
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET, Rotation
+from realtime_resumption.gemini.snapshot import SessionSnapshot
 from realtime_resumption.gemini.state import TransportState
 from realtime_resumption.gemini.tool_calls import ResultVerdict, ToolCallTracker
 from realtime_resumption.gemini.watchdog import (
@@ -53,15 +64,18 @@ from realtime_resumption.moves import (
     MoveReason,
     MoveReport,
 )
-from realtime_resumption.redaction import filter_websockets_headers, secret
+from realtime_resumption.redaction import filter_websockets_headers, redact, secret
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.store import SessionStore, StoreError, process_store
 from realtime_resumption.telemetry import AVAILABLE as _TELEMETRY_AVAILABLE
 from realtime_resumption.telemetry import SessionTelemetry, Telemetry, default_telemetry
 from realtime_resumption.transport import (
     AudioFormatSpec,
     CancelResponseOptions,
+    ConnectError,
     ConnectionLifecycleEvent,
     ContentTurn,
+    DialAbandonedError,
     GenerationEndReason,
     GenerationOverrides,
     GenerationSettings,
@@ -97,6 +111,14 @@ CLOSE_TOO_BIG: Final = 1009
 """The WebSocket close code for a message larger than the peer takes."""
 DISCONNECT_TIMEOUT: Final = 10.0
 """Seconds ``disconnect`` takes at most, whatever the connections and the network do."""
+HANDOVER_TIMEOUT: Final = 5.0
+"""Seconds ``hand_over`` waits for the answer in progress to finish."""
+_HANDOVER_SAVES: Final = 5
+"""Saves ``hand_over`` makes at most to catch up with input sent while it saved."""
+TAKEOVER_ATTEMPTS: Final = 3
+"""Dials a takeover spends on the stored handle before it rebuilds the call."""
+TAKEOVER_RETRY_DELAY: Final = 0.5
+"""Seconds before the second takeover dial (twice that before the third)."""
 _INSTANCES: Final = itertools.count(1)
 _SCHEDULING: Final = {
     "interrupt": types.FunctionResponseScheduling.INTERRUPT,
@@ -137,6 +159,14 @@ class GeminiLiveTransport:
     unanswered before the transport re-sends the turn once, then rebuilds the session. With
     ``rotation=False`` the transport only reports ``goAway`` and closes; ``reconnect`` still
     moves the session on request.
+
+    Calls that survive the worker: with ``session_key`` (the app's id of the call) the
+    transport keeps its session's state in ``store`` (a ``SessionStore``; the process's
+    ``MemoryStore`` by default, ``RedisStore`` to outlive the process), written in the
+    background at most once per ``store_options.write_interval``, encrypted with
+    ``store_options.encryption_key`` when one is given; ``connect`` then takes over a call
+    another process left there (see ``connect``), and ``disconnect`` deletes it. Store errors
+    are reported through ``on_error`` (recoverable) and never stop the call.
 
     Callbacks are attributes (``None`` by default), plain functions called on the event loop
     from the receive loop; one that raises is logged and changes nothing else. ``on_move``
@@ -203,6 +233,9 @@ class GeminiLiveTransport:
         history_limits: HistoryLimits | None = None,
         secrets: Sequence[str] = (),
         telemetry: Telemetry | bool = True,
+        store: SessionStore | None = None,
+        session_key: str | None = None,
+        store_options: StoreOptions | None = None,
     ) -> None:
         if response_modality not in ("audio", "text"):
             raise ValueError(
@@ -319,11 +352,31 @@ class GeminiLiveTransport:
             replay_turn=self._replay_retained_turn,
         )
         self._receiver = Receiver(self._s, self._rotation)
+        if store is not None and session_key is None:
+            raise ValueError("a store needs a session_key: the call's key in it")
+        self._persister = (
+            Persister(
+                self._s,
+                store if store is not None else process_store(),
+                session_key,
+                store_options or StoreOptions(),
+                vertex=vertex,
+                report=self._store_error,
+                describe=repr(self),
+            )
+            if session_key is not None
+            else None
+        )
         self._stranded: set[LiveConnection] = set()
         self._disconnected = False
         self._connecting = False
         self._realtime_sent = False
         self._closing: asyncio.Task[None] | None = None
+        self._claim_held: list[tuple[ClientMessage, ReplayScope]] | None = None
+        """Sends made while ``connect`` asks the store for a stored call (None otherwise)."""
+        self._taken_over = False
+        self._handed_over = False
+        """``hand_over`` began: the call is another process's; no send is taken any more."""
 
         self.on_audio_output: Callable[[bytes], None] | None = None
         self.on_tool_call: Callable[[Sequence[ToolCall]], None] | None = None
@@ -427,6 +480,18 @@ class GeminiLiveTransport:
         return self._s.setup_stale
 
     @property
+    def taken_over(self) -> bool:
+        """The last ``connect`` took over a call another process left in the store: the
+        session has its conversation already (a framework does not seed it again)."""
+        return self._taken_over
+
+    @property
+    def store_stats(self) -> StoreStats | None:
+        """With a session store: its writes, their bytes and the store errors; None without."""
+        p = self._persister
+        return StoreStats(p.writes, p.written_bytes, p.errors) if p is not None else None
+
+    @property
     def pending_tool_calls(self) -> tuple[str, ...]:
         """Tool calls of the live session waiting for their result (or its write)."""
         return tuple(self._tools.pending_ids() + self._tools.unsent_ids())
@@ -440,15 +505,86 @@ class GeminiLiveTransport:
         Sends made meanwhile are held (``input_buffer`` bounds them, as during a move) and
         delivered once the setup completed; a failed dial discards them.
 
+        With a store, ``connect`` first takes the call's lease (waiting up to
+        ``store_options.lease_wait``) and, when the store holds the call, takes it over: the
+        stored setup, the session resumed from the stored handle with the stored input
+        replayed first (then what was sent meanwhile) and its open tool calls re-issued
+        (``on_tool_call``), or, when the handle expired or is refused, a fresh session seeded
+        with the stored conversation; reported through ``on_move`` (reason ``takeover``).
+
         Raises ``ConnectError`` when the dial fails (its ``failure`` says why),
-        ``DialAbandonedError`` when ``abort_incumbent`` or ``disconnect`` overtook it, and
-        ``TransportError`` when already connected (or connecting).
+        ``DialAbandonedError`` when ``abort_incumbent`` or ``disconnect`` overtook it,
+        ``LeaseHeldError`` when another process drives the call, and ``TransportError`` when
+        already connected (or connecting).
         """
-        if self._active or self._connecting:
+        if self._active or self._connecting or self._claim_held is not None:
             raise TransportError(f"{self} is already connected")
-        if config is not None:
-            self._s.update_setup(self._options.updated(config))
-        await self._open_session(self._s.handle)
+        persister = self._persister
+        self._taken_over = self._handed_over = False
+        if persister is None:
+            if config is not None:
+                self._s.update_setup(self._options.updated(config))
+            await self._open_session(self._s.handle)
+            return
+        # Sends made while the store answers are held: they go after the stored input.
+        self._claim_held = []
+        self._disconnected = False
+        try:
+            stored = await persister.claim()
+            if self._disconnected:
+                raise DialAbandonedError(f"{self}: disconnect overtook connect")
+            if stored is not None:
+                self._s.update_setup(stored.setup.applied_to(self._options))
+            if config is not None:
+                self._s.update_setup(self._options.updated(config))
+            if stored is not None:
+                await self._take_over(stored)
+            else:
+                await self._open_session(self._s.handle)
+        except BaseException:
+            self._claim_held = None
+            # The stored state stays for a later attempt; only the lease is given up.
+            await persister.end(forget=False)
+            raise
+        persister.start()
+
+    async def hand_over(self, timeout: float = HANDOVER_TIMEOUT) -> None:
+        """Hand the call to another process (a deploy, a drain): once the answer in progress
+        (its tool calls included) finished, or ``timeout`` passed, save the call's state, take
+        no more input (a send raises ``NotConnectedError`` from then on: nothing accepted is
+        left out), give the lease up and close the connection without deleting the record, so
+        the next process that connects with the key takes the call over with nothing lost.
+
+        Raises ``TransportError`` without a store or a session, and ``StoreError`` when the
+        final save failed: the call then goes on here (saving again each beat).
+        """
+        persister = self._persister
+        if persister is None:
+            raise TransportError(f"{self}: hand_over needs a store and a session_key")
+        if not self._active:
+            raise NotConnectedError(f"{self} is not connected")
+        # Not in the middle of an answer (its tool calls included): the next process would
+        # have the question asked again.
+        generation_id = self._tracker.generation_id
+        if generation_id is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._s.wait_for_end(generation_id)
+        try:
+            for _ in range(_HANDOVER_SAVES):
+                await persister.hand_over()
+                if not persister.unsaved():
+                    break
+            else:
+                raise StoreError("the input kept coming faster than the store took it")
+        except StoreError:
+            persister.start()
+            raise
+        # No await since the check: whatever was accepted is stored.
+        self._handed_over = True
+        await persister.release()
+        logger.info("{}: the call {!r} is handed over", self, persister.key)
+        await self.disconnect()
 
     async def disconnect(self) -> None:
         """End the session and everything the transport runs. Idempotent; never raises but
@@ -474,6 +610,9 @@ class GeminiLiveTransport:
     async def _disconnect(self) -> None:
         try:
             async with asyncio.timeout(DISCONNECT_TIMEOUT):
+                if self._persister is not None:
+                    # The call is over: nothing is left to take over.
+                    await self._persister.end()
                 await self._close_all()
         except Exception as error:
             # Whatever is left is dropped below: disconnect must end the session regardless.
@@ -562,9 +701,12 @@ class GeminiLiveTransport:
         s.own(task)
         return task
 
-    async def _open_session(self, handle: str | None) -> None:
+    async def _open_session(
+        self, handle: str | None, preload: Sequence[tuple[ClientMessage, ReplayScope]] = ()
+    ) -> None:
         """Start a session on one dial (no retries): ``connect``, or ``reconnect`` while not
-        connected."""
+        connected. ``preload``: messages the session gets first (a call taken over: its
+        stored conversation and input), before what was sent while the store answered."""
         if self._closing is not None and not self._closing.done():
             # A disconnect still closing (its caller was cancelled): let it finish first.
             await asyncio.shield(self._closing)
@@ -578,6 +720,9 @@ class GeminiLiveTransport:
         self._realtime_sent = False
         self._disconnected = False
         self._connecting = True
+        held, self._claim_held = self._claim_held or [], None
+        for message, scope in (*preload, *held):
+            self._input.submit(message, self._now(), scope)
         try:
             conn = await self._dialler.dial(handle)
         except BaseException:
@@ -592,6 +737,97 @@ class GeminiLiveTransport:
         )
         self._s.activate()
         self._s.install(conn, *self._dialler.take(conn))
+
+    async def _take_over(self, stored: SessionSnapshot) -> None:
+        """Continue the call another process left in the store: resume its session from the
+        stored handle and replay the input it may lack, and re-issue its open tool calls; an
+        expired or refused handle rebuilds the session from the stored conversation. Reported
+        as a move (reason ``takeover``)."""
+        started = self._now()
+        self._taken_over = True
+        handle = stored.handle if stored.handle_valid(time.time()) else None
+        kind = stored.handle_kind if handle is not None else HandleKind.NONE
+        if stored.handle:
+            self._secrets.add(stored.handle)
+        self._s.call(self.on_move_started, MoveReason.TAKEOVER, kind)
+        attempts, error = 0, None
+        # What was sent while the store answered goes after the stored input, whichever dial
+        # takes the call (sends made during a failed dial go with it, as after any).
+        held, self._claim_held = self._claim_held or [], None
+        # History the framework replayed meanwhile is its own start of the call, not this
+        # call's: the stored conversation is (the session has it, or is seeded with it).
+        held = [(m, scope) for m, scope in held if scope is not ReplayScope.RESUMED]
+        stored_input = [(message, ReplayScope.SESSION) for message in stored.input]
+        strikes = 0
+        while handle is not None:
+            attempts += 1
+            try:
+                await self._open_session(handle, [*stored_input, *held])
+                break
+            except ConnectError as failed:
+                ruling = classify(failed, Stage.DIAL, strikes=strikes)
+                retry = ruling.verdict is Verdict.RETRY and attempts < TAKEOVER_ATTEMPTS
+                if ruling.verdict not in (Verdict.REFUSED, Verdict.RETRY):
+                    raise
+                error = self._s.clean(str(failed))
+                if not retry:
+                    logger.info("{}: the stored handle failed ({}); rebuilding", self, ruling.why)
+                    handle = None
+                    break
+                # A resume the service refuses while the dead process's connection is still
+                # open there (1011), or a transient failure: once more, a little later.
+                strikes += close_code(failed) == REFUSED_OR_OVERLOADED
+                await asyncio.sleep(TAKEOVER_RETRY_DELAY * attempts)
+        if handle is None:
+            if stored.handle is not None and error is None:
+                error = "the stored handle expired"
+            history = ClientMessage.history(stored.conversation)
+            preload = [
+                *([(history, ReplayScope.RESUMED)] if history is not None else []),
+                # A result answers a call the rebuilt session never issued.
+                *((m, scope) for m, scope in stored_input if m.kind != "tool_response"),
+                *held,
+            ]
+            attempts += 1
+            await self._open_session(None, preload)
+        # A later rebuild seeds a fresh session with the whole call, not just this part.
+        self._s.seeded = stored.conversation
+        replayed = len(stored.input) if handle is not None else len(preload) - len(held)
+        report = MoveReport(
+            number=1,
+            reason=MoveReason.TAKEOVER,
+            handle_kind=kind,
+            handle=redact(handle if handle is not None else stored.handle),
+            outcome=MoveOutcome.RESUMED if handle is not None else MoveOutcome.REBUILT,
+            gap_ms=max(0.0, (time.time() - stored.saved_at) * 1000),
+            messages_buffered=0,
+            messages_replayed=replayed,
+            audio_chunks_dropped=0,
+            audio_seconds_dropped=0.0,
+            attempts=attempts,
+            started_at=started,
+            finished_at=self._now(),
+            error=error,
+        )
+        logger.info(
+            "{}: took the call {!r} over ({}, {} message(s) replayed)",
+            self,
+            self._persister.key if self._persister else None,
+            report.outcome.value,
+            replayed,
+        )
+        self._s.call(self.on_move, report)
+        if handle is not None and stored.tool_calls:
+            # The resumed session still waits for these: the app runs them here.
+            conn = self._current
+            assert conn is not None
+            self._tools.calls_issued(stored.tool_calls, conn.dial_gen, self._now())
+            for call in stored.tool_calls:
+                self._history.tool_call(call)
+            self._s.call(self.on_tool_call, stored.tool_calls)
+
+    def _store_error(self, error: Exception) -> None:
+        self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
 
     # --- the connections: dial, settle, switch, retire ----------------------------------------
 
@@ -661,6 +897,9 @@ class GeminiLiveTransport:
             raise self._input.refuse(message.kind, error) from None
         if message.kind not in ("content", "tool_response"):
             self._realtime_sent = True
+        if self._claim_held is not None:
+            self._claim_held.append((message, scope))
+            return
         now = self._now()
         self._input.submit(message, now, scope)
         self._feed()
@@ -668,7 +907,11 @@ class GeminiLiveTransport:
     @property
     def _takes_input(self) -> bool:
         """A session is up, or ``connect`` is dialling its first connection."""
-        return self._active or (self._connecting and not self._disconnected)
+        return not self._handed_over and (
+            self._active
+            or (self._connecting and not self._disconnected)
+            or self._claim_held is not None
+        )
 
     def _feed(self) -> None:
         self._s.feed()
@@ -831,7 +1074,7 @@ class GeminiLiveTransport:
             validation.fits(message, "send_tool_result")
         except MessageTooLargeError as error:
             raise self._input.refuse("tool_response", error) from None
-        if not self._active:
+        if not self._active or self._handed_over:
             raise self._input.refuse("tool_response", NotConnectedError(f"{self} is not connected"))
         verdict = self._tools.result_submitted(result.id)
         if verdict is ResultVerdict.ORPHANED:

@@ -774,6 +774,28 @@ class Outbox(Generic[T]):
         logger.debug("connection {} opened a fresh session: {}", connection, replay)
         return replay
 
+    def lacking(self, handle: str | None) -> list[T]:
+        """What a session resumed from ``handle`` would lack, in order, as
+        :meth:`attach_resumed` would queue it; for None or a handle the outbox no longer
+        holds, what a session rebuilt from the history would lack, as :meth:`attach_fresh`
+        would queue it (no tool responses). Changes nothing: it is what a snapshot of the
+        session keeps for another process to replay."""
+        point = self._handles.get(handle) if handle is not None else None
+        if point is None:
+            return [
+                entry.message
+                for entry in self._log.values()
+                if entry.seq > self._turn_mark
+                and entry.scope is ReplayScope.SESSION
+                and entry.kind is not MessageKind.TOOL_RESPONSE
+            ]
+        return [
+            entry.message
+            for entry in self._log.values()
+            if entry.scope is not ReplayScope.CONNECTION
+            and self._in_state(entry, point) is not True
+        ]
+
     def clear(self) -> None:
         """Forget every message, handle and connection (the session is closed)."""
         for entry in self._log.values():

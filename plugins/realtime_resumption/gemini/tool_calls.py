@@ -159,6 +159,11 @@ class ToolCallTracker:
             self._close(call_id, ResultVerdict.ORPHANED)
         return orphaned
 
+    def known_at(self, handle: str) -> frozenset[str]:
+        """The calls a session resumed from ``handle`` knows (none for an unknown handle)."""
+        snapshot = self._snapshots.get(handle)
+        return snapshot.known if snapshot is not None else frozenset()
+
     def calls_issued(self, calls: Iterable[ToolCall], connection: int, now: float) -> bool:
         """The server asked for ``calls`` on ``connection``. Returns False (and tracks
         nothing) when that is not the live connection: those calls must not run."""

@@ -64,6 +64,7 @@ from pipecat.utils.types import NOT_GIVEN, assert_given, is_given
 
 from realtime_resumption.gemini import DEFAULT_SETUP_TIMEOUT, GeminiLiveTransport
 from realtime_resumption.gemini.failures import RetryPolicy
+from realtime_resumption.gemini.live_options import StoreOptions
 from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET
 from realtime_resumption.gemini.watchdog import DEFAULT_RESUME_WATCHDOG
@@ -80,6 +81,7 @@ from realtime_resumption.pipecat.user_input import (
 )
 from realtime_resumption.redaction import secret
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.store import SessionStore
 from realtime_resumption.transport import (
     ContentTurn,
     NotConnectedError,
@@ -117,7 +119,9 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
     move, retries), ``input_buffer`` (input held across a move), ``retry_budget`` (failed
     attempts the whole session may spend, or a ``RetryPolicy``) and ``resume_watchdog`` (how long a resumed
     connection may leave the user unanswered). ``user_audio_preroll_secs`` sizes the audio
-    kept before an activity starts with server VAD disabled.
+    kept before an activity starts with server VAD disabled. ``store`` and ``session_key``
+    (the app's id of the call; ``store_options`` tunes it) keep the call's state in a
+    ``SessionStore`` so another process can take the call over (see the transport).
 
     Generation settings (``temperature``, ``max_tokens``, ``top_p``/``top_k``, the penalties,
     ``seed``, ``media_resolution``, ``thinking``, ``enable_affective_dialog``,
@@ -150,6 +154,9 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         input_buffer: OutboxLimits | None = None,
         retry_budget: int | RetryPolicy = DEFAULT_RETRY_BUDGET,
         resume_watchdog: float | None = DEFAULT_RESUME_WATCHDOG,
+        store: SessionStore | None = None,
+        session_key: str | None = None,
+        store_options: StoreOptions | None = None,
         **kwargs: Any,
     ) -> None:
         self._api_key = secret(api_key)
@@ -192,6 +199,9 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             input_buffer=input_buffer,
             retry_budget=retry_budget,
             resume_watchdog=resume_watchdog,
+            store=store,
+            session_key=session_key,
+            store_options=store_options,
             **settings_map.live_options(self._settings),
         )
         self._frames = ResponseFrames(
@@ -252,6 +262,12 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
     def transport(self) -> GeminiLiveTransport:
         """The connection this service drives (diagnostics, ``resumption_handle``, moves)."""
         return self._transport
+
+    async def hand_over(self) -> None:
+        """Hand the call to another process (a deploy, a drain) before this pipeline ends:
+        see ``GeminiLiveTransport.hand_over`` (needs ``store`` and ``session_key``). Push the
+        ``EndFrame`` after it: the call goes on where the same key connects next."""
+        await self._transport.hand_over()
 
     @property
     def file_api(self) -> GeminiFileAPI:
@@ -619,6 +635,11 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
 
     async def _seed(self, context: LLMContext) -> None:
         if not await self._session_ready():
+            return
+        if self._transport.taken_over:
+            # The call goes on from where another process left it: the session holds the
+            # conversation and its setup, and a seed now would be answered again.
+            logger.info(f"{self}: a call taken over from the session store; not seeded")
             return
         adapter = self.get_llm_adapter()
         params = await adapter.get_llm_invocation_params(

@@ -25,11 +25,13 @@ from pipecat.services.google.gemini_live.vertex.llm import GeminiLiveVertexLLMSe
 
 from realtime_resumption.gemini import Credential, CredentialProvider
 from realtime_resumption.gemini.failures import RetryPolicy
+from realtime_resumption.gemini.live_options import StoreOptions
 from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET
 from realtime_resumption.gemini.watchdog import DEFAULT_RESUME_WATCHDOG
 from realtime_resumption.pipecat.service import GeminiLiveLLMService
 from realtime_resumption.resumption import ResumptionOptions
+from realtime_resumption.store import SessionStore
 
 _SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 _DMI_PRODUCT: Final = Path("/sys/class/dmi/id/product_name")
@@ -128,8 +130,9 @@ class GeminiLiveVertexLLMService(GeminiLiveLLMService):
 
     The stock ``GeminiLiveVertexLLMService`` 1.14 constructor, plus ``resumption``,
     ``input_buffer``, ``retry_budget``, ``resume_watchdog``, ``transparent`` (Vertex AI's
-    transparent resumption: the transport then replays exactly what a handle lacks) and
-    ``credential_provider`` (instead of ``credentials``/``credentials_path``/ADC).
+    transparent resumption: the transport then replays exactly what a handle lacks),
+    ``credential_provider`` (instead of ``credentials``/``credentials_path``/ADC) and
+    ``store``/``session_key``/``store_options`` (calls that survive the worker).
     """
 
     Settings = GeminiLiveVertexLLMSettings
@@ -161,6 +164,9 @@ class GeminiLiveVertexLLMService(GeminiLiveLLMService):
         resume_watchdog: float | None = DEFAULT_RESUME_WATCHDOG,
         transparent: bool = False,
         credential_provider: CredentialProvider | None = None,
+        store: SessionStore | None = None,
+        session_key: str | None = None,
+        store_options: StoreOptions | None = None,
         **kwargs: Any,
     ) -> None:
         if "api_key" in kwargs:
@@ -199,6 +205,9 @@ class GeminiLiveVertexLLMService(GeminiLiveLLMService):
             input_buffer=input_buffer,
             retry_budget=retry_budget,
             resume_watchdog=resume_watchdog,
+            store=store,
+            session_key=session_key,
+            store_options=store_options,
             **kwargs,
         )
 

@@ -23,7 +23,8 @@ from livekit.plugins.google.realtime.realtime_api import (
 
 from realtime_resumption import OutboxLimits, ResumptionOptions, RetryPolicy
 from realtime_resumption.gemini import DEFAULT_MODEL
-from realtime_resumption.gemini.live_options import sliding_window
+from realtime_resumption.gemini.live_options import StoreOptions, sliding_window
+from realtime_resumption.store import SessionStore
 from realtime_resumption.transport import GenerationSettings
 
 from .log import logger
@@ -50,6 +51,10 @@ class RealtimeModel(llm.RealtimeModel):
     unset is a sliding window (the Google plugin sends none, and the service ends an audio
     session at 15 minutes without one); None turns compression off. Each move is reported by a
     ``session_moved`` event (``SessionMovedEvent``) and then ``session_reconnected``.
+
+    ``store`` (a ``SessionStore``, e.g. ``RedisStore``) keeps each session's state so a call
+    survives its worker: a session made for the same key (``session_key``, by default the
+    job's room name) in another process takes the call over (``store_options`` tunes it).
 
     ``conn_options`` bounds the first connection: ``timeout`` per setup, ``max_retry``
     attempts ``retry_interval`` apart. ``session_resumption.handle`` resumes an earlier
@@ -101,6 +106,9 @@ class RealtimeModel(llm.RealtimeModel):
         retry_budget: NotGivenOr[int | RetryPolicy] = NOT_GIVEN,
         resume_watchdog: NotGivenOr[float | None] = NOT_GIVEN,
         transparent: bool = False,
+        store: SessionStore | None = None,
+        session_key: NotGivenOr[str] = NOT_GIVEN,
+        store_options: StoreOptions | None = None,
     ) -> None:
         use_vertexai = (
             vertexai
@@ -236,6 +244,9 @@ class RealtimeModel(llm.RealtimeModel):
             retry_budget=retry_budget,
             resume_watchdog=resume_watchdog,
             generation=generation,
+            store=store,
+            session_key=_given(session_key),
+            store_options=store_options,
         )
         super().__init__(
             capabilities=llm.RealtimeCapabilities(

@@ -13,7 +13,9 @@ from livekit.agents.utils import images, is_given
 
 from realtime_resumption import OutboxLimits, ResumptionOptions, RetryPolicy
 from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.gemini.live_options import StoreOptions
 from realtime_resumption.redaction import redact
+from realtime_resumption.store import SessionStore
 from realtime_resumption.telemetry import Telemetry
 from realtime_resumption.transport import GenerationSettings
 
@@ -60,6 +62,9 @@ class Options:
     retry_budget: NotGivenOr[int | RetryPolicy] = NOT_GIVEN
     resume_watchdog: NotGivenOr[float | None] = NOT_GIVEN
     generation: GenerationSettings = field(default_factory=GenerationSettings)
+    store: SessionStore | None = None
+    session_key: str | None = None
+    store_options: StoreOptions | None = None
 
     def __repr__(self) -> str:
         return (
@@ -99,6 +104,10 @@ class Options:
             extra["retry_budget"] = self.retry_budget
         if is_given(self.resume_watchdog):
             extra["resume_watchdog"] = self.resume_watchdog
+        if self.store is not None:
+            extra["store"] = self.store
+            extra["session_key"] = self.session_key or _room_name()
+            extra["store_options"] = self.store_options
         return GeminiLiveTransport(
             api_key=None if self.vertexai else self.api_key,
             vertexai=self.vertexai,
@@ -139,3 +148,16 @@ def livekit_telemetry() -> Telemetry:
     follows ``livekit.agents.telemetry.set_tracer_provider``) and its metrics to the global
     meter provider, as LiveKit's own."""
     return Telemetry(tracer=livekit_tracer)
+
+
+def _room_name() -> str:
+    """The job's room name: a session's default key in the store."""
+    from livekit.agents import get_job_context
+
+    try:
+        return get_job_context().room.name
+    except RuntimeError:
+        raise ValueError(
+            "a RealtimeModel with a store needs a session_key outside a LiveKit job "
+            "(in a job, the room's name is the default)"
+        ) from None

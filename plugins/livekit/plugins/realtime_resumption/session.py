@@ -341,6 +341,18 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         """A no-op: Gemini Live cannot truncate what it said (``message_truncation`` is
         False, so LiveKit does not call it)."""
 
+    async def hand_over(self) -> None:
+        """Hand the call to another worker (a drain, a deploy) before this session closes:
+        see ``GeminiLiveTransport.hand_over`` (the model needs a ``store``). The session
+        takes no more input; the worker that joins the room next takes the call over."""
+        # The call goes on elsewhere: its connection's close is no lost session.
+        self._fatal = True
+        try:
+            await self._transport.hand_over()
+        except BaseException:
+            self._fatal = False
+            raise
+
     async def aclose(self) -> None:
         """Close the connection and end every stream; nothing keeps running after."""
         if self._phase == "closed":

@@ -1,0 +1,324 @@
+"""Keeping one transport's session in a ``SessionStore``, so another process can take it over.
+
+:class:`Persister` does the store's I/O for a transport:
+
+- ``claim`` (at ``connect``): takes the session key's lease (waiting up to
+  ``StoreOptions.lease_wait`` for a held one; ``LeaseHeldError`` after), then loads the record
+  a previous process left. A record that cannot be read is reported and the call starts
+  fresh; an unreachable store is reported and the call starts fresh too (it goes on; the
+  saver keeps trying).
+- ``start``: an owned background task writes the session's snapshot at most once per
+  ``write_interval``, only when it changed: the whole record when anything but the input
+  changed (a new handle, a turn, a setup), else only the input sent since as a part appended
+  to it (a beat of the user talking costs a beat of audio, not the record). It renews the
+  lease every third of its time to live and never blocks the audio path: the transport's
+  sends never wait for it. A store error is counted, logged and reported through the
+  transport's ``on_error`` (recoverable) once per outage, never fatal; the next beat tries
+  again. A lease found held by another process (it took the call over while this one
+  stalled) stops the saving for good, reported.
+- ``hand_over`` and ``release`` (at ``GeminiLiveTransport.hand_over``): the final saves, then
+  the lease given up and the record kept for the next process.
+- ``end`` (at ``disconnect``: the call is over): the record is deleted (only under this
+  process's lease, and only for a call that ran here) and the lease released, within a bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Final
+
+from loguru import logger
+
+from realtime_resumption.gemini.live_options import StoreOptions
+from realtime_resumption.gemini.messages import ClientMessage
+from realtime_resumption.gemini.snapshot import RecordCodec, RecordError, SessionSnapshot
+from realtime_resumption.gemini.state import TransportState
+from realtime_resumption.moves import HandleKind
+from realtime_resumption.store import (
+    LeaseHeldError,
+    LeaseLostError,
+    SessionStore,
+    StoreError,
+    check_key,
+)
+
+END_TIMEOUT: Final = 2.0
+"""Seconds ``end`` may take to delete the record and release the lease."""
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """What a transport's session store did so far."""
+
+    writes: int
+    """Writes (whole records and appended parts)."""
+    written_bytes: int
+    errors: int
+    """Store operations that failed."""
+
+
+class Persister:
+    """The store I/O of one transport's session; see the module documentation.
+
+    ``report`` is called (on the event loop) with each error worth telling the transport's
+    user about; ``describe`` names the transport in logs.
+    """
+
+    def __init__(
+        self,
+        s: TransportState,
+        store: SessionStore,
+        key: str,
+        options: StoreOptions,
+        *,
+        vertex: bool,
+        report: Callable[[Exception], None],
+        describe: str,
+    ) -> None:
+        self._s = s
+        self._store = store
+        self.key = check_key(key)
+        self._options = options
+        self._codec = RecordCodec(options.encryption_key)
+        self._vertex = vertex
+        self._report = report
+        self._describe = describe
+        self._owner = uuid.uuid4().hex
+        self._task: asyncio.Task[None] | None = None
+        self._seen_handle: str | None = None
+        self._handle_kind = HandleKind.NONE
+        self._handle_at: float | None = None
+        self._saved: SessionSnapshot | None = None
+        """The stored snapshot (its input as appended since), None until written."""
+        self._renewed_at = -math.inf
+        self._failing = False
+        self._lost = False
+        self._driving = False
+        """The call runs here (``start`` ran, ``end`` did not): its record is ours to delete."""
+        self._ended = False
+        """``end`` ran since the last ``claim`` began: a claim still waiting gives up."""
+        self.writes = 0
+        """Writes to the store (whole records and appended parts)."""
+        self.written_bytes = 0
+        """Bytes of those writes."""
+        self.errors = 0
+        """Store operations that failed."""
+
+    def __repr__(self) -> str:
+        return f"Persister({self._describe}, key={self.key!r}, writes={self.writes})"
+
+    # --- connect ------------------------------------------------------------------------------
+
+    async def claim(self) -> SessionSnapshot | None:
+        """Take the lease and load the record left by a previous process; see the module
+        documentation. Raises ``LeaseHeldError`` when another process holds the lease."""
+        options = self._options
+        self._lost, self._saved, self._ended = False, None, False
+        try:
+            deadline = asyncio.get_running_loop().time() + options.lease_wait
+            while not await self._store.acquire(self.key, self._owner, options.lease_ttl):
+                if self._ended:
+                    return None  # the transport disconnected meanwhile
+                if asyncio.get_running_loop().time() >= deadline:
+                    raise LeaseHeldError(
+                        f"another process drives the call {self.key!r} (its lease is held"
+                        + (f" after waiting {options.lease_wait:g} s" if options.lease_wait else "")
+                        + "): it is not taken over twice"
+                    )
+                await asyncio.sleep(min(0.1, options.lease_ttl / 10))
+            self._renewed_at = asyncio.get_running_loop().time()
+            record = await self._store.load(self.key)
+        except LeaseHeldError:
+            raise
+        except StoreError as error:
+            self._failed(error, "the call starts without its stored state")
+            return None
+        if record is None:
+            return None
+        try:
+            snapshot = self._codec.decode(record)
+        except RecordError as error:
+            logger.warning(
+                "{}: the stored state of {!r} is unusable ({}); the call starts fresh",
+                self._describe,
+                self.key,
+                error,
+            )
+            self._report(error)
+            return None
+        self._seen_handle = snapshot.handle
+        self._handle_kind = snapshot.handle_kind
+        self._handle_at = snapshot.handle_issued_at
+        return snapshot
+
+    def start(self) -> None:
+        """Start saving in the background (after ``connect`` succeeded)."""
+        self._driving = True
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"session-store-{self._describe}"
+            )
+
+    # --- saving -------------------------------------------------------------------------------
+
+    def snapshot(self) -> SessionSnapshot:
+        """The session's state now."""
+        s = self._s
+        now = time.time()
+        if s.handle != self._seen_handle:
+            self._seen_handle = s.handle
+            # Noted up to one beat after it arrived: its age is counted from the beat before.
+            self._handle_at = now - self._options.write_interval
+            self._handle_kind = (
+                HandleKind.AFTER_TURN if s.tracker.generation_id is None else HandleKind.MID_TURN
+            )
+        return SessionSnapshot.capture(
+            s,
+            handle_kind=self._handle_kind,
+            handle_issued_at=self._handle_at,
+            vertex=self._vertex,
+            now=now,
+        )
+
+    async def _run(self) -> None:
+        interval = self._options.write_interval
+        while True:
+            await asyncio.sleep(interval)
+            if not self._s.active:
+                continue
+            try:
+                if not await self.save():
+                    return
+            except StoreError as error:
+                self._failed(error, "retrying on the next beat")
+            except Exception as error:
+                # Never fatal to the call, and never a saver that died unseen. No traceback:
+                # its frames hold the session's state, handles included.
+                self._failed(StoreError(f"saving failed: {type(error).__name__}"), "retrying")
+
+    async def save(self) -> bool:
+        """Renew the lease when due and write what changed (see the module documentation).
+        False when the lease was lost (saving stops). Raises ``StoreError``."""
+        snapshot = self.snapshot()
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._renewed_at >= self._options.lease_ttl / 3:
+            if not await self._store.acquire(self.key, self._owner, self._options.lease_ttl):
+                return self._lease_lost()
+            self._renewed_at = loop.time()
+        ttl = snapshot.ttl(snapshot.saved_at)
+        added = _added_input(self._saved, snapshot)
+        if added is None:
+            record = self._codec.encode(snapshot)
+            if not await self._store.save(self.key, record, ttl, lease=self._owner):
+                return self._lease_lost()
+            self._saved = snapshot
+            self.writes += 1
+            self.written_bytes += len(record)
+        elif added:
+            part = self._codec.encode_part(added, snapshot.saved_at)
+            # False: the record is gone (Redis restarted empty) or the lease is: write it whole.
+            if not await self._store.append(self.key, part, ttl, lease=self._owner):
+                self._saved = None
+                return True
+            self._saved = snapshot
+            self.writes += 1
+            self.written_bytes += len(part)
+        if self._failing:
+            self._failing = False
+            logger.info("{}: the session store answers again; state saved", self._describe)
+        return True
+
+    def _lease_lost(self) -> bool:
+        self._lost = True
+        error = LeaseLostError(
+            f"another process took the call {self.key!r} over: this one no longer saves it"
+        )
+        logger.warning("{}: {}", self._describe, error)
+        self._report(error)
+        return False
+
+    def _failed(self, error: StoreError, then: str) -> None:
+        self.errors += 1
+        if self._failing:
+            logger.debug("{}: session store error ({}); {}", self._describe, error, then)
+            return
+        self._failing = True
+        logger.warning("{}: session store error ({}); {}", self._describe, error, then)
+        self._report(error)
+
+    # --- the end ------------------------------------------------------------------------------
+
+    def unsaved(self) -> bool:
+        """Whether the session's state differs from what was last written."""
+        return _added_input(self._saved, self.snapshot()) != ()
+
+    async def hand_over(self) -> None:
+        """The final save before another process takes the call over: stop the beats and
+        write what changed (``save``); the caller checks ``unsaved`` and calls again until
+        nothing is left. Raises ``StoreError``, and ``LeaseLostError`` when another process
+        drives the call already."""
+        await self.stop()
+        if not await self.save():
+            raise LeaseLostError(f"another process took the call {self.key!r} over already")
+
+    async def release(self) -> None:
+        """The call goes on in another process: give the lease up and keep the record (a later
+        ``end`` leaves it be). Within ``END_TIMEOUT``; a failure is logged (the lease then
+        expires by itself)."""
+        self._driving = False
+        await self.end(forget=False)
+
+    async def stop(self) -> None:
+        """Stop saving (the task is cancelled and awaited)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def end(self, *, forget: bool = True) -> None:
+        """Stop saving and release the lease; with ``forget`` (the call is over) delete the
+        record first. Within ``END_TIMEOUT``; a failure is logged, and the lease then expires
+        by itself."""
+        self._ended = True
+        await self.stop()
+        driving, self._driving = self._driving, False
+        if self._lost:
+            return  # the call is another process's now: its record stays
+        try:
+            async with asyncio.timeout(END_TIMEOUT):
+                # Only under this process's lease: a process that took the call over (after
+                # this one stalled past the lease) keeps its record.
+                if await self._store.acquire(self.key, self._owner, self._options.lease_ttl):
+                    # A call that never ran here (a connect that failed or was overtaken)
+                    # keeps its record for a later attempt.
+                    if forget and driving:
+                        await self._store.delete(self.key, lease=self._owner)
+                    await self._store.release(self.key, self._owner)
+        except (StoreError, TimeoutError) as error:
+            self.errors += 1
+            logger.warning(
+                "{}: the ended call's state was not removed from the store ({})",
+                self._describe,
+                type(error).__name__,
+            )
+
+
+def _added_input(
+    saved: SessionSnapshot | None, now: SessionSnapshot
+) -> Sequence[ClientMessage] | None:
+    """The input ``now`` adds to what is stored, when only input was added since (empty when
+    nothing changed); None when the record must be written whole."""
+    if saved is None or replace(saved, input=(), saved_at=0.0) != replace(
+        now, input=(), saved_at=0.0
+    ):
+        return None
+    stored, current = saved.input, now.input
+    # The same message objects of the outbox: what was stored must still lead the input.
+    if len(current) < len(stored) or any(a is not b for a, b in zip(stored, current, strict=False)):
+        return None
+    return current[len(stored) :]

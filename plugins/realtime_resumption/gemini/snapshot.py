@@ -1,0 +1,419 @@
+"""What a call keeps in a ``SessionStore`` so another process can take it over, and the record
+format it is kept in.
+
+A :class:`SessionSnapshot` holds what survives the worker:
+
+- the latest resumable handle, its kind and when it arrived (its age: a handle is valid for
+  ``HANDLE_VALIDITY`` after its session's connection ended, so the record expires with it);
+- the input a session resumed from that handle would lack (the outbox's own answer,
+  ``Outbox.lacking``), replayed by the process that takes over;
+- the tool calls in flight that the handle's session knows (the session that issued them
+  still waits for their results);
+- the conversation (what a rebuilt session is seeded with) and the setup (model, voice,
+  language, modality, instructions, tools, generation settings).
+
+:class:`RecordCodec` turns a snapshot into the bytes stored and back: a 5-byte header (``RRS``,
+the format version, the encryption) then JSON; the input sent since is appended as parts
+(``RRP``, the same header, the messages). Each is encrypted as a whole with Fernet
+(``cryptography``: AES-128-CBC with HMAC-SHA256, authenticated) when a key is given. Without a
+key everything is stored in clear, handles included. A record this version cannot read (not a
+record, another version, corrupt, encrypted with another key, in clear while a key is set)
+raises :class:`RecordError`; the transport then starts the call fresh and reports why.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any, Final
+
+import pydantic
+from google.genai import types
+
+from realtime_resumption.gemini.live_options import HANDLE_VALIDITY, LiveOptions
+from realtime_resumption.gemini.messages import ClientMessage, Content, Media, ToolResponse
+from realtime_resumption.gemini.state import TransportState
+from realtime_resumption.moves import HandleKind
+from realtime_resumption.redaction import redact
+from realtime_resumption.transport import (
+    GenerationSettings,
+    ReplayItem,
+    ResponseModality,
+    SendKind,
+    ToolCall,
+    ToolResult,
+)
+
+RECORD_VERSION: Final = 1
+_MAGIC: Final = b"RRS"
+_PART_MAGIC: Final = b"RRP"
+_CLEAR: Final = 0
+_FERNET: Final = 1
+_MIN_TTL: Final = 1.0
+
+
+class RecordError(ValueError):
+    """A stored record this version cannot read. The message says why, never what it holds."""
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The setup a session runs with, as a record keeps it (tools and generation settings in
+    their dict forms, which the transport takes back as they are)."""
+
+    model: str
+    voice: str | None = None
+    language: str | None = None
+    response_modality: str = "audio"
+    system_instruction: str | None = None
+    tools: tuple[dict[str, Any], ...] = ()
+    generation: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, options: LiveOptions) -> Setup:
+        """The setup of ``options``."""
+        return cls(
+            model=options.model,
+            voice=options.voice,
+            language=options.language,
+            response_modality=options.response_modality,
+            system_instruction=options.system_instruction,
+            tools=tuple(tool.model_dump(mode="json", exclude_none=True) for tool in options.tools),
+            generation={
+                name: _plain(value)
+                for name, value in vars(options.generation).items()
+                if value is not None
+            },
+        )
+
+    def applied_to(self, options: LiveOptions) -> LiveOptions:
+        """``options`` with this setup (what the call ran with, updates included)."""
+        modality: ResponseModality = "text" if self.response_modality == "text" else "audio"
+        return replace(
+            options,
+            model=self.model,
+            voice=self.voice,
+            language=self.language,
+            response_modality=modality,
+            system_instruction=self.system_instruction,
+            tools=tuple(types.Tool.model_validate(tool) for tool in self.tools),
+            generation=GenerationSettings(**self.generation),
+        )
+
+
+@dataclass(frozen=True)
+class SessionSnapshot:
+    """One session's state, as kept for another process; see the module documentation.
+
+    ``handle_issued_at`` and ``saved_at`` are wall-clock times (``time.time()``): they are
+    compared across processes and machines.
+    """
+
+    handle: str | None = field(repr=False)
+    handle_kind: HandleKind
+    handle_issued_at: float | None
+    vertex: bool
+    input: tuple[ClientMessage, ...]
+    tool_calls: tuple[ToolCall, ...]
+    conversation: tuple[ReplayItem, ...]
+    setup: Setup
+    saved_at: float
+
+    def __repr__(self) -> str:
+        return (
+            f"SessionSnapshot(handle={redact(self.handle)}, kind={self.handle_kind.value}, "
+            f"input={len(self.input)}, tool_calls={len(self.tool_calls)}, "
+            f"conversation={len(self.conversation)})"
+        )
+
+    @classmethod
+    def capture(
+        cls,
+        s: TransportState,
+        *,
+        handle_kind: HandleKind,
+        handle_issued_at: float | None,
+        vertex: bool,
+        now: float,
+    ) -> SessionSnapshot:
+        """The state of session ``s`` now (``now``: wall-clock time)."""
+        handle = s.handle
+        known = s.tools.known_at(handle) if handle is not None else frozenset()
+        calls = tuple(
+            call
+            for call_id in s.tools.pending_ids()
+            if call_id in known and (call := s.history.call(call_id)) is not None
+        )
+        answered = {call.id for call in calls}
+        pending = tuple(
+            message
+            for message in s.input.outbox.lacking(handle)
+            # A result is replayed only to the session that issued its call.
+            if not isinstance(message.payload, ToolResponse)
+            or all(r.id in known and r.id not in answered for r in message.payload.responses)
+        )
+        return cls(
+            handle=handle,
+            handle_kind=handle_kind if handle is not None else HandleKind.NONE,
+            handle_issued_at=handle_issued_at if handle is not None else None,
+            vertex=vertex,
+            input=pending,
+            tool_calls=calls,
+            conversation=tuple(s.seeded) + tuple(s.history.replay_items()),
+            setup=Setup.of(s.options),
+            saved_at=now,
+        )
+
+    @property
+    def validity(self) -> float:
+        """How long a handle of this session's service stays valid (seconds)."""
+        return HANDLE_VALIDITY["vertex" if self.vertex else "gemini"]
+
+    def handle_valid(self, now: float) -> bool:
+        """Whether the handle may still resume its session at wall-clock time ``now``."""
+        return (
+            self.handle is not None
+            and self.handle_issued_at is not None
+            and now < self.handle_issued_at + self.validity
+        )
+
+    def ttl(self, now: float) -> float:
+        """How long the record is worth keeping from ``now``: as long as its handle is valid
+        (a record without a handle: as long as a handle issued now would be)."""
+        start = self.handle_issued_at if self.handle_issued_at is not None else self.saved_at
+        return max(_MIN_TTL, start + self.validity - now)
+
+
+class RecordCodec:
+    """Snapshots to stored bytes and back, encrypted with ``key`` (a Fernet key, or several:
+    the first encrypts, any decrypts) when one is given. Keys never show in its repr."""
+
+    def __init__(self, key: str | bytes | Sequence[str | bytes] | None = None) -> None:
+        self._fernet: Any = None
+        if key is not None:
+            try:
+                from cryptography.fernet import Fernet, MultiFernet
+            except ImportError:  # pragma: no cover - the [redis] extra brings it
+                raise ImportError(
+                    "encrypting session records needs cryptography: "
+                    "pip install 'realtime-resumption[redis]'"
+                ) from None
+            keys = [key] if isinstance(key, str | bytes) else list(key)
+            if not keys:
+                raise ValueError("encryption_key: give at least one key")
+            try:
+                self._fernet = MultiFernet([Fernet(k) for k in keys])
+            except (ValueError, TypeError):
+                raise ValueError(
+                    "encryption_key must be a Fernet key (32 url-safe base64-encoded bytes: "
+                    "cryptography.fernet.Fernet.generate_key())"
+                ) from None
+
+    def __repr__(self) -> str:
+        return f"RecordCodec(encrypted={self._fernet is not None})"
+
+    @property
+    def encrypted(self) -> bool:
+        """Whether records are encrypted."""
+        return self._fernet is not None
+
+    def encode(self, snapshot: SessionSnapshot) -> bytes:
+        """The bytes to store for ``snapshot``."""
+        return self._seal(_MAGIC, _snapshot_dict(snapshot))
+
+    def encode_part(self, messages: Sequence[ClientMessage], now: float) -> bytes:
+        """The bytes to append to a stored record for input sent since (``now``: wall-clock
+        time): the record's input goes on with ``messages``."""
+        return self._seal(_PART_MAGIC, {"at": now, "input": [_message_dict(m) for m in messages]})
+
+    def decode(self, record: bytes | Sequence[bytes]) -> SessionSnapshot:
+        """The snapshot a stored record holds (with the parts appended to it, in order);
+        :class:`RecordError` when it cannot be read."""
+        parts = [record] if isinstance(record, bytes) else list(record)
+        if not parts:
+            raise RecordError("not a session record of realtime-resumption")
+        try:
+            snapshot = _snapshot_from(self._open(_MAGIC, parts[0]))
+            for part in parts[1:]:
+                data = self._open(_PART_MAGIC, part)
+                snapshot = replace(
+                    snapshot,
+                    input=snapshot.input + tuple(_message_from(m) for m in data["input"]),
+                    saved_at=float(data["at"]),
+                )
+        except (ValueError, TypeError, KeyError, AttributeError, pydantic.ValidationError) as error:
+            if isinstance(error, RecordError):
+                raise
+            raise RecordError("the session record is corrupt") from None
+        return snapshot
+
+    def _seal(self, magic: bytes, data: Mapping[str, Any]) -> bytes:
+        body = json.dumps(data, separators=(",", ":")).encode()
+        if self._fernet is None:
+            return magic + bytes((RECORD_VERSION, _CLEAR)) + body
+        token: bytes = self._fernet.encrypt(body)
+        return magic + bytes((RECORD_VERSION, _FERNET)) + token
+
+    def _open(self, magic: bytes, record: bytes) -> Any:
+        if len(record) < 5 or record[:3] != magic:
+            raise RecordError("not a session record of realtime-resumption")
+        version, encryption, body = record[3], record[4], record[5:]
+        if version != RECORD_VERSION:
+            raise RecordError(
+                f"a session record of format version {version}; this version reads {RECORD_VERSION}"
+            )
+        if encryption == _FERNET:
+            if self._fernet is None:
+                raise RecordError("the session record is encrypted and no encryption_key is set")
+            from cryptography.fernet import InvalidToken
+
+            try:
+                body = self._fernet.decrypt(body)
+            except InvalidToken:
+                raise RecordError(
+                    "the session record cannot be decrypted with the encryption_key given"
+                ) from None
+        elif encryption == _CLEAR:
+            if self._fernet is not None:
+                raise RecordError(
+                    "the session record is stored in clear while an encryption_key is set"
+                )
+        else:
+            raise RecordError(f"unknown record encryption {encryption}")
+        return json.loads(body)
+
+
+# --- the JSON shape ---------------------------------------------------------------------------
+
+
+def _plain(value: object) -> Any:
+    """A setting as JSON takes it (the provider's objects in their dict forms)."""
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump(mode="json", exclude_none=True)
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+def _snapshot_dict(snap: SessionSnapshot) -> dict[str, Any]:
+    return {
+        "handle": snap.handle,
+        "kind": snap.handle_kind.value,
+        "issued_at": snap.handle_issued_at,
+        "vertex": snap.vertex,
+        "saved_at": snap.saved_at,
+        "input": [_message_dict(m) for m in snap.input],
+        "tool_calls": [{"id": c.id, "name": c.name, "args": c.args} for c in snap.tool_calls],
+        "conversation": [_item_dict(item) for item in snap.conversation],
+        "setup": {
+            "model": snap.setup.model,
+            "voice": snap.setup.voice,
+            "language": snap.setup.language,
+            "response_modality": snap.setup.response_modality,
+            "system_instruction": snap.setup.system_instruction,
+            "tools": list(snap.setup.tools),
+            "generation": snap.setup.generation,
+        },
+    }
+
+
+def _snapshot_from(data: Mapping[str, Any]) -> SessionSnapshot:
+    setup = data["setup"]
+    handle = data["handle"]
+    issued_at = data["issued_at"]
+    if handle is not None and not isinstance(handle, str):
+        raise TypeError("handle")
+    return SessionSnapshot(
+        handle=handle,
+        handle_kind=HandleKind(data["kind"]),
+        handle_issued_at=float(issued_at) if issued_at is not None else None,
+        vertex=bool(data["vertex"]),
+        input=tuple(_message_from(m) for m in data["input"]),
+        tool_calls=tuple(
+            ToolCall(str(c["id"]), str(c["name"]), dict(c["args"])) for c in data["tool_calls"]
+        ),
+        conversation=tuple(_item_from(item) for item in data["conversation"]),
+        setup=Setup(
+            model=str(setup["model"]),
+            voice=setup["voice"],
+            language=setup["language"],
+            response_modality=str(setup["response_modality"]),
+            system_instruction=setup["system_instruction"],
+            tools=tuple(dict(tool) for tool in setup["tools"]),
+            generation=dict(setup["generation"]),
+        ),
+        saved_at=float(data["saved_at"]),
+    )
+
+
+def _message_dict(message: ClientMessage) -> dict[str, Any]:
+    payload = message.payload
+    out: dict[str, Any] = {"kind": message.kind}
+    if isinstance(payload, Media):
+        out["data"] = base64.b64encode(payload.data).decode()
+        out["mime"] = payload.mime_type
+    elif isinstance(payload, str):
+        out["text"] = payload
+    elif isinstance(payload, Content):
+        out["turns"] = [t.model_dump(mode="json", exclude_none=True) for t in payload.turns]
+        out["turn_complete"] = payload.turn_complete
+    elif isinstance(payload, ToolResponse):
+        out["responses"] = [r.model_dump(mode="json", exclude_none=True) for r in payload.responses]
+        out["size"] = message.size
+    return out
+
+
+_BARE: Final = {
+    "audio_stream_end": ClientMessage.audio_stream_end,
+    "activity_start": ClientMessage.activity_start,
+    "activity_end": ClientMessage.activity_end,
+}
+
+
+def _message_from(data: Mapping[str, Any]) -> ClientMessage:
+    kind: SendKind = data["kind"]
+    if kind in ("audio", "video"):
+        return ClientMessage.media(kind, base64.b64decode(data["data"]), str(data["mime"]))
+    if kind == "text":
+        return ClientMessage.text(str(data["text"]))
+    if kind == "content":
+        turns = tuple(types.Content.model_validate(t) for t in data["turns"])
+        return ClientMessage.content(turns, bool(data["turn_complete"]))
+    if kind == "tool_response":
+        responses = tuple(types.FunctionResponse.model_validate(r) for r in data["responses"])
+        return ClientMessage.tool_response(responses, int(data["size"]))
+    if kind in _BARE:
+        return _BARE[kind]()
+    raise ValueError(f"unknown message kind {kind!r}")
+
+
+def _item_dict(item: ReplayItem) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": item.role}
+    if item.text is not None:
+        out["text"] = item.text
+    if item.tool_call is not None:
+        call = item.tool_call
+        out["tool_call"] = {"id": call.id, "name": call.name, "args": call.args}
+    if item.tool_result is not None:
+        result = item.tool_result
+        out["tool_result"] = {"id": result.id, "name": result.name, "response": result.response}
+    return out
+
+
+def _item_from(data: Mapping[str, Any]) -> ReplayItem:
+    role = data["role"]
+    if role not in ("user", "model"):
+        raise ValueError("role")
+    call = data.get("tool_call")
+    result = data.get("tool_result")
+    return ReplayItem(
+        role=role,
+        text=data.get("text"),
+        tool_call=ToolCall(call["id"], call["name"], dict(call["args"])) if call else None,
+        tool_result=(
+            ToolResult(result["id"], result["name"], dict(result["response"])) if result else None
+        ),
+    )

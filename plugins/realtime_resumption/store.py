@@ -1,0 +1,210 @@
+"""Where a call's state outlives its worker process: the ``SessionStore`` protocol.
+
+A store keeps, per session key, one opaque record (bytes, with a time to live, and the parts
+appended to it since it was written: a call's newest input costs a small append, not a rewrite
+of the whole record) and a *lease*:
+the right to drive that session. A process that drives a call holds the lease under an owner
+token of its own, renews it while the call runs and releases it when the call ends; a second
+process asking for the same key while the lease is held is refused, so two processes never
+drive one session. A lease that is not renewed expires, so a crashed process frees its calls
+after the lease's time to live.
+
+Writes can be *fenced*: ``save(..., lease=owner)`` writes only while ``owner`` holds the lease,
+so a process that lost its lease (it stalled past the lease's time to live and another took
+over) cannot overwrite the new owner's record.
+
+Two implementations: :class:`MemoryStore` (this process only: the default, and what the tests
+run with an injected clock) and ``realtime_resumption.redis_store.RedisStore`` (any
+Redis-protocol server). Keys are the application's session keys (a room's name, a call id):
+they appear in the store's key names, so they must not be secrets.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, Protocol, runtime_checkable
+
+MAX_KEY_CHARS: Final = 256
+
+
+class StoreError(Exception):
+    """The store could not do what was asked (unreachable, timed out, a key of the wrong
+    type). The message says which operation failed; it never holds a record's content."""
+
+
+class LeaseHeldError(StoreError):
+    """Another live process holds the lease of this session key: it drives the call."""
+
+
+class LeaseLostError(StoreError):
+    """Another process holds this session's lease now (this one stalled past it, and that one
+    took the call over): this one stopped saving the call's state."""
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Records of sessions and the leases that say who drives them; see the module docs.
+
+    Every method may raise :class:`StoreError`. ``ttl`` values are seconds, finite and > 0.
+    """
+
+    async def load(self, key: str) -> list[bytes] | None:
+        """The record saved under ``key`` followed by the parts appended to it, in order; None
+        when there is none (or it expired)."""
+        ...
+
+    async def save(self, key: str, record: bytes, ttl: float, *, lease: str | None = None) -> bool:
+        """Store ``record`` under ``key`` for ``ttl`` seconds, replacing the record and its
+        parts. With ``lease``, only while that owner token holds the key's lease: False
+        (nothing written) when it does not."""
+        ...
+
+    async def append(self, key: str, part: bytes, ttl: float, *, lease: str | None = None) -> bool:
+        """Append ``part`` to the record of ``key`` and keep both for ``ttl`` seconds from now.
+        False (nothing written) when there is no record, or ``lease`` does not hold the lease."""
+        ...
+
+    async def delete(self, key: str, *, lease: str | None = None) -> bool:
+        """Forget the record of ``key`` (the lease is left alone). With ``lease``, only while
+        that owner token holds the lease: False (nothing deleted) when it does not."""
+        ...
+
+    async def acquire(self, key: str, owner: str, ttl: float) -> bool:
+        """Take the lease of ``key`` for ``owner`` for ``ttl`` seconds: True when it was free
+        (or expired, or already ``owner``'s, then renewed), False when another holds it."""
+        ...
+
+    async def renew(self, key: str, owner: str, ttl: float) -> bool:
+        """Extend ``owner``'s lease of ``key`` to ``ttl`` seconds from now; False (nothing
+        changed) when ``owner`` does not hold it."""
+        ...
+
+    async def release(self, key: str, owner: str) -> bool:
+        """Give the lease of ``key`` up; False (nothing changed) when ``owner`` does not hold
+        it."""
+        ...
+
+
+def check_key(key: str) -> str:
+    """``key`` when it is usable as a session key; ValueError otherwise."""
+    if not isinstance(key, str) or not key:
+        raise ValueError("a session key must be a non-empty str")
+    if len(key) > MAX_KEY_CHARS or not key.isprintable():
+        raise ValueError(f"a session key must be printable and at most {MAX_KEY_CHARS} chars")
+    return key
+
+
+def check_ttl(ttl: float) -> float:
+    """``ttl`` when it is a usable time to live; ValueError otherwise."""
+    if not isinstance(ttl, int | float) or not math.isfinite(ttl) or ttl <= 0:
+        raise ValueError(f"a time to live must be a finite number of seconds > 0, not {ttl!r}")
+    return float(ttl)
+
+
+@dataclass
+class _Expiring:
+    value: list[bytes] | str
+    expires_at: float
+
+
+class MemoryStore:
+    """A :class:`SessionStore` in this process's memory: the default. It keeps calls across
+    connections and transports of one process (a transport closed and another connected with
+    the same key), not across processes. ``clock``: seconds, monotonic (injectable for
+    tests)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._records: dict[str, _Expiring] = {}
+        self._leases: dict[str, _Expiring] = {}
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(records={len(self._records)}, leases={len(self._leases)})"
+
+    def _live(self, table: dict[str, _Expiring], key: str) -> _Expiring | None:
+        item = table.get(key)
+        if item is not None and item.expires_at <= self._clock():
+            del table[key]
+            return None
+        return item
+
+    async def load(self, key: str) -> list[bytes] | None:
+        """See :meth:`SessionStore.load`."""
+        item = self._live(self._records, check_key(key))
+        return list(item.value) if item is not None and isinstance(item.value, list) else None
+
+    async def save(self, key: str, record: bytes, ttl: float, *, lease: str | None = None) -> bool:
+        """See :meth:`SessionStore.save`."""
+        check_key(key)
+        ttl = check_ttl(ttl)
+        if lease is not None and not self._holds(key, lease):
+            return False
+        self._records[key] = _Expiring([bytes(record)], self._clock() + ttl)
+        return True
+
+    async def append(self, key: str, part: bytes, ttl: float, *, lease: str | None = None) -> bool:
+        """See :meth:`SessionStore.append`."""
+        check_key(key)
+        ttl = check_ttl(ttl)
+        item = self._live(self._records, key)
+        if item is None or not isinstance(item.value, list):
+            return False
+        if lease is not None and not self._holds(key, lease):
+            return False
+        item.value.append(bytes(part))
+        item.expires_at = self._clock() + ttl
+        return True
+
+    async def delete(self, key: str, *, lease: str | None = None) -> bool:
+        """See :meth:`SessionStore.delete`."""
+        check_key(key)
+        if lease is not None and not self._holds(key, lease):
+            return False
+        self._records.pop(key, None)
+        return True
+
+    async def acquire(self, key: str, owner: str, ttl: float) -> bool:
+        """See :meth:`SessionStore.acquire`."""
+        check_key(key)
+        ttl = check_ttl(ttl)
+        held = self._live(self._leases, key)
+        if held is not None and held.value != owner:
+            return False
+        self._leases[key] = _Expiring(owner, self._clock() + ttl)
+        return True
+
+    async def renew(self, key: str, owner: str, ttl: float) -> bool:
+        """See :meth:`SessionStore.renew`."""
+        check_key(key)
+        ttl = check_ttl(ttl)
+        if not self._holds(key, owner):
+            return False
+        self._leases[key] = _Expiring(owner, self._clock() + ttl)
+        return True
+
+    async def release(self, key: str, owner: str) -> bool:
+        """See :meth:`SessionStore.release`."""
+        if not self._holds(check_key(key), owner):
+            return False
+        del self._leases[key]
+        return True
+
+    def _holds(self, key: str, owner: str) -> bool:
+        held = self._live(self._leases, key)
+        return held is not None and held.value == owner
+
+
+_PROCESS_STORE: MemoryStore | None = None
+
+
+def process_store() -> MemoryStore:
+    """The process-wide :class:`MemoryStore` a transport uses when given a ``session_key``
+    and no store: a call survives its transport (a pipeline rebuilt in the same process),
+    not its process."""
+    global _PROCESS_STORE
+    if _PROCESS_STORE is None:
+        _PROCESS_STORE = MemoryStore()
+    return _PROCESS_STORE

@@ -1,0 +1,60 @@
+"""Helpers for the takeover tests: transports with a store, and a worker that dies mid-call."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.gemini.live_options import StoreOptions
+from realtime_resumption.store import SessionStore
+from realtime_resumption.testing.emulator import Emulator, user_audio
+
+from ..transport.transport_helpers import GRACE, MODEL
+
+KEY = "call-7"
+CHUNK = 0.02
+"""Seconds of user audio per chunk (a microphone's real-time pace)."""
+OPTIONS = StoreOptions(write_interval=0.25, lease_ttl=1.0, lease_wait=3.0)
+
+
+def make_transport(
+    emu: Emulator, store: SessionStore, options: StoreOptions = OPTIONS, **more: Any
+) -> GeminiLiveTransport:
+    """A transport on ``emu`` keeping its call in ``store`` under ``KEY``."""
+    more.setdefault("model", MODEL)
+    more.setdefault("tool_call_grace", GRACE)
+    return GeminiLiveTransport(
+        client=emu.client(vertex=emu.config.profile == "vertex"),
+        store=store,
+        session_key=KEY,
+        store_options=options,
+        **more,
+    )
+
+
+async def stream_speech(transport: GeminiLiveTransport, first: int, count: int) -> None:
+    """The user talking: ``count`` 20 ms chunks numbered from ``first``, in real time."""
+    for seq in range(first, first + count):
+        transport.send_audio(user_audio(seq, speech=True))
+        await asyncio.sleep(CHUNK)
+
+
+async def crash(transport: GeminiLiveTransport, *, hung: bool = False) -> None:
+    """The worker dies: nothing it runs goes on (its saver stops where it is, its connection
+    is cut without a close handshake) and it never disconnects, so its lease and record stay
+    in the store. ``hung``: it stops without dying, its connection left open. This reaches
+    into the transport: a process that dies has no API for it."""
+    persister = transport._persister
+    assert persister is not None
+    await persister.stop()
+    # A dead process runs no teardown: whatever later closes its objects leaves the store be.
+    transport._persister = None
+    conn = transport._s.current
+    assert conn is not None
+    if not hung:
+        conn._abort_socket()  # the kernel drops a killed process's sockets: no close handshake
+    transport.abort_incumbent()
+    # What the process still ran dies with it.
+    for task in transport._s.tasks:
+        task.cancel()

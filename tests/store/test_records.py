@@ -1,0 +1,187 @@
+"""The record a call keeps in the store: every part survives the round trip, encrypted or in
+clear; what cannot be read is a clear ``RecordError``; it expires with its handle."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cryptography.fernet import Fernet
+from google.genai import types
+
+from realtime_resumption.gemini.live_options import HANDLE_VALIDITY, LiveOptions, normalise_tools
+from realtime_resumption.gemini.messages import ClientMessage
+from realtime_resumption.gemini.snapshot import (
+    RECORD_VERSION,
+    RecordCodec,
+    RecordError,
+    SessionSnapshot,
+    Setup,
+)
+from realtime_resumption.moves import HandleKind
+from realtime_resumption.transport import GenerationSettings, ReplayItem, ToolCall, ToolResult
+
+HANDLE = "CiQ5ZTk3ZjVjNi1zZWNyZXQtcmVzdW1wdGlvbi1oYW5kbGUtMDAwMQ"
+WORDS = "my card number is 4111"
+
+
+def snapshot(handle: str | None = HANDLE, issued_at: float | None = 1000.0) -> SessionSnapshot:
+    options = LiveOptions(
+        model="gemini-live-2.5-flash-preview",
+        voice="Puck",
+        language="en-GB",
+        system_instruction="be brief",
+        tools=normalise_tools([{"name": "lookup", "description": "find flights"}]),
+        generation=GenerationSettings(
+            temperature=0.3,
+            thinking=types.ThinkingConfig(thinking_budget=128),
+            media_resolution=types.MediaResolution.MEDIA_RESOLUTION_LOW,
+        ),
+    )
+    return SessionSnapshot(
+        handle=handle,
+        handle_kind=HandleKind.AFTER_TURN,
+        handle_issued_at=issued_at,
+        vertex=False,
+        input=(
+            ClientMessage.audio(b"\x01\x02" * 320),
+            ClientMessage.text(WORDS),
+            ClientMessage.content(
+                (types.Content(role="user", parts=[types.Part(text="typed")]),), True
+            ),
+            ClientMessage.tool_response(
+                (types.FunctionResponse(id="c1", name="lookup", response={"n": 2}),), 10
+            ),
+            ClientMessage.activity_start(),
+            ClientMessage.activity_end(),
+            ClientMessage.audio_stream_end(),
+        ),
+        tool_calls=(ToolCall("c2", "lookup", {"to": "Oslo"}),),
+        conversation=(
+            ReplayItem("user", text=WORDS),
+            ReplayItem("model", tool_call=ToolCall("c0", "lookup", {"to": "Rome"})),
+            ReplayItem("user", tool_result=ToolResult("c0", "lookup", {"flights": 1})),
+            ReplayItem("model", text="one flight"),
+        ),
+        setup=Setup.of(options),
+        saved_at=1001.5,
+    )
+
+
+@pytest.mark.parametrize("key", [None, Fernet.generate_key()])
+def test_every_part_survives_the_round_trip(key: bytes | None) -> None:
+    codec = RecordCodec(key)
+    original = snapshot()
+    restored = codec.decode(codec.encode(original))
+    assert restored == original
+    options = restored.setup.applied_to(LiveOptions())
+    assert options.voice == "Puck" and options.system_instruction == "be brief"
+    assert options.tools[0].function_declarations[0].name == "lookup"  # type: ignore[index]
+    assert options.generation.temperature == 0.3
+    assert options.live_connect_config().thinking_config == types.ThinkingConfig(
+        thinking_budget=128
+    )
+
+
+@pytest.mark.parametrize("key", [None, Fernet.generate_key()])
+def test_parts_appended_carry_the_input_on(key: bytes | None) -> None:
+    codec = RecordCodec(key)
+    base = snapshot()
+    more = (ClientMessage.audio(b"\x05" * 640), ClientMessage.text("and then"))
+    restored = codec.decode(
+        [
+            codec.encode(base),
+            codec.encode_part(more[:1], 1002.0),
+            codec.encode_part(more[1:], 1003.0),
+        ]
+    )
+    assert restored.input == base.input + more
+    assert restored.saved_at == 1003.0
+    assert restored.handle == base.handle
+    with pytest.raises(RecordError, match="not a session record"):
+        codec.decode([codec.encode_part(more, 1002.0)])  # a part is no record
+    with pytest.raises(RecordError, match="not a session record"):
+        codec.decode([codec.encode(base), codec.encode(base)])  # nor a record a part
+    if key is None:
+        with pytest.raises(RecordError, match="corrupt"):
+            codec.decode([codec.encode(base), b"RRP\x01\x00{}"])
+    with pytest.raises(RecordError, match="not a session record"):
+        codec.decode([])
+
+
+def test_an_encrypted_record_holds_neither_the_handle_nor_the_conversation() -> None:
+    record = RecordCodec(Fernet.generate_key()).encode(snapshot())
+    for secret in (HANDLE, WORDS, "Oslo", "be brief"):
+        assert secret.encode() not in record
+    clear = RecordCodec().encode(snapshot())
+    assert HANDLE.encode() in clear  # the README says so: without a key, all is in clear
+
+
+def test_a_rotated_key_still_reads_records_of_the_old_one() -> None:
+    old, new = Fernet.generate_key(), Fernet.generate_key()
+    record = RecordCodec(old).encode(snapshot())
+    assert RecordCodec([new, old]).decode(record) == snapshot()
+
+
+def _body(record: bytes) -> bytes:
+    return record[5:]
+
+
+@pytest.mark.parametrize(
+    ("record", "key", "match"),
+    [
+        (b"", None, "not a session record"),
+        (b'{"handle": "x"}', None, "not a session record"),
+        (b"RRS\x02\x00{}", None, "format version 2; this version reads 1"),
+        (b"RRS\x01\x00{not json", None, "corrupt"),
+        (b"RRS\x01\x00" + json.dumps({"handle": 5}).encode(), None, "corrupt"),
+        (b"RRS\x01\x07{}", None, "unknown record encryption"),
+        (b"RRS\x01\x01gAAAAA", None, "encrypted and no encryption_key"),
+        (b"RRS\x01\x01gAAAAA", Fernet.generate_key(), "cannot be decrypted"),
+        (b"RRS\x01\x00{}", Fernet.generate_key(), "in clear while an encryption_key is set"),
+    ],
+)
+def test_a_record_it_cannot_read_is_a_clear_error(
+    record: bytes, key: bytes | None, match: str
+) -> None:
+    with pytest.raises(RecordError, match=match):
+        RecordCodec(key).decode(record)
+
+
+def test_a_record_of_another_key_is_refused_and_says_nothing_of_its_content() -> None:
+    record = RecordCodec(Fernet.generate_key()).encode(snapshot())
+    with pytest.raises(RecordError) as error:
+        RecordCodec(Fernet.generate_key()).decode(record)
+    assert HANDLE not in str(error.value) and error.value.__cause__ is None
+
+
+def test_a_bad_key_is_refused_at_once_and_never_shown() -> None:
+    with pytest.raises(ValueError, match="Fernet key") as error:
+        RecordCodec("not-a-key-at-all")
+    assert "not-a-key" not in str(error.value)
+    assert "encrypted=True" in repr(RecordCodec(Fernet.generate_key()))
+
+
+def test_the_version_is_the_records_fifth_byte_header() -> None:
+    record = RecordCodec().encode(snapshot())
+    assert record[:4] == b"RRS" + bytes((RECORD_VERSION,))
+
+
+def test_no_repr_holds_the_handle_whole() -> None:
+    text = repr(snapshot())
+    assert HANDLE not in text and HANDLE[:4] in text
+
+
+def test_the_record_expires_with_its_handle() -> None:
+    snap = snapshot(issued_at=1000.0)
+    gemini = HANDLE_VALIDITY["gemini"]
+    assert snap.ttl(1000.0 + 60) == pytest.approx(gemini - 60)
+    assert snap.handle_valid(1000.0 + gemini - 1)
+    assert not snap.handle_valid(1000.0 + gemini)
+    vertex = SessionSnapshot(**{**vars(snap), "vertex": True})
+    assert vertex.ttl(1000.0) == HANDLE_VALIDITY["vertex"] == 86400.0
+    assert gemini == 7200.0
+    assert snap.ttl(1000.0 + gemini + 5) == 1.0  # past its handle: kept briefly, to rebuild
+    without = snapshot(handle=None, issued_at=None)
+    assert not without.handle_valid(1001.5)
+    assert without.ttl(1001.5) == gemini

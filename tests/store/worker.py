@@ -1,0 +1,90 @@
+"""A worker process for the SIGKILL tests: it takes a call keeping its state in Redis (a bare
+transport, a real Pipecat pipeline around our service, or a real LiveKit AgentSession with our
+model), streams the user's speech, says
+each speech chunk it sent (``sent SEQ``), and then idles until it is killed.
+
+    python -m tests.store.worker transport|pipecat|livekit BASE_URL CA_FILE REDIS_URL KEY COUNT
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import sys
+
+from google import genai
+from google.genai import types
+
+from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.redis_store import RedisStore
+from realtime_resumption.testing.emulator import user_audio
+
+from ..transport.transport_helpers import GRACE, MODEL
+from .takeover_helpers import CHUNK, OPTIONS
+
+
+def http_options(base_url: str, ca_file: str) -> types.HttpOptions:
+    return types.HttpOptions(
+        base_url=base_url, async_client_args={"ssl": ssl.create_default_context(cafile=ca_file)}
+    )
+
+
+async def transport_call(
+    options: types.HttpOptions, store: RedisStore, key: str, count: int
+) -> None:
+    transport = GeminiLiveTransport(
+        client=genai.Client(api_key="emulator-key", http_options=options),
+        model=MODEL,
+        tool_call_grace=GRACE,
+        store=store,
+        session_key=key,
+        store_options=OPTIONS,
+    )
+    handle = asyncio.Event()
+    transport.on_resumption_update = lambda *_: handle.set()
+    await transport.connect()
+    await asyncio.wait_for(handle.wait(), 10)
+    for seq in range(1, count + 1):
+        transport.send_audio(user_audio(seq, speech=True))
+        print(f"sent {seq}", flush=True)
+        await asyncio.sleep(CHUNK)
+    await asyncio.Event().wait()  # a call in progress, until the process is killed
+
+
+async def pipecat_call(options: types.HttpOptions, store: RedisStore, key: str, count: int) -> None:
+    from pipecat.frames.frames import InputAudioRawFrame
+
+    from realtime_resumption.frames import SessionResumptionUpdateFrame
+    from realtime_resumption.pipecat import GeminiLiveLLMService
+
+    from ..pipecat.rig import Rig
+
+    service = GeminiLiveLLMService(
+        api_key="emulator-key",
+        http_options=options,
+        settings=GeminiLiveLLMService.Settings(model=MODEL),
+        store=store,
+        session_key=key,
+        store_options=OPTIONS,
+    )
+    async with Rig([service]) as rig:
+        await rig.context()
+        await rig.wait(lambda: rig.count(SessionResumptionUpdateFrame) >= 1)
+        for seq in range(1, count + 1):
+            audio = user_audio(seq, speech=True)
+            await rig.queue(InputAudioRawFrame(audio=audio, sample_rate=16_000, num_channels=1))
+            print(f"sent {seq}", flush=True)
+            await asyncio.sleep(CHUNK)
+        await asyncio.Event().wait()  # a call in progress, until the process is killed
+
+
+async def main(
+    mode: str, base_url: str, ca_file: str, redis_url: str, key: str, count: int
+) -> None:
+    call = transport_call if mode == "transport" else pipecat_call
+    await call(http_options(base_url, ca_file), RedisStore(url=redis_url), key, count)
+
+
+if __name__ == "__main__":
+    mode, base_url, ca_file, redis_url, key, count = sys.argv[1:]
+    asyncio.run(main(mode, base_url, ca_file, redis_url, key, int(count)))
