@@ -246,6 +246,24 @@ def test_an_endpoint_known_to_refuse_breaks_first_at_once() -> None:
     assert m.RefusedWhileOpen() not in actions
 
 
+def test_once_the_incumbent_is_broken_the_move_holds_input_and_never_yields() -> None:
+    """After the Break the incumbent is gone: a turn that begins (on what the user says
+    meanwhile) neither abandons the move nor gates input again, a loss of the old connection
+    changes nothing, a 1011 is a strike against the handle, not a refusal while open, and the
+    next attempt dials without breaking again."""
+    mm = machine()
+    mm.send(
+        m.Due(0.0, MoveReason.PLANNED, H1, HandleKind.AFTER_TURN, True, True, break_first=True)
+    )
+    assert mm.send(m.TurnStarted()) == []
+    assert mm.send(lost(0.5)) == []
+    actions = mm.send(m.Failed(1.0, Stage.DIAL, closed(1011)))
+    assert m.RefusedWhileOpen() not in actions
+    assert mm.strikes == {H1: 1}
+    assert mm.phase is m.Phase.BACKOFF
+    assert mm.send(m.BackoffOver()) == [m.Dial(H1)], "broken once: no second Break"
+
+
 def test_1011_with_the_incumbent_open_switches_to_break_before_make_once() -> None:
     mm = machine()
     mm.send(due())
