@@ -256,12 +256,12 @@ def test_once_the_incumbent_is_broken_the_move_holds_input_and_never_yields() ->
         m.Due(0.0, MoveReason.PLANNED, H1, HandleKind.AFTER_TURN, True, True, break_first=True)
     )
     assert mm.send(m.TurnStarted()) == []
-    assert mm.send(lost(0.5)) == []
     actions = mm.send(m.Failed(1.0, Stage.DIAL, closed(1011)))
     assert m.RefusedWhileOpen() not in actions
     assert mm.strikes == {H1: 1}
     assert mm.phase is m.Phase.BACKOFF
     assert mm.send(m.BackoffOver()) == [m.Dial(H1)], "broken once: no second Break"
+    assert mm.send(lost(1.5)) == []
 
 
 def test_1011_with_the_incumbent_open_switches_to_break_before_make_once() -> None:
