@@ -156,3 +156,37 @@ def test_production_imports_need_no_testing_extra() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert "pip install 'realtime-resumption[testing]'" in out.stdout
+
+
+PUBLIC_CORE = {
+    "realtime_resumption",
+    "realtime_resumption.frames",
+    "realtime_resumption.gemini",
+    "realtime_resumption.generation",
+    "realtime_resumption.moves",
+    "realtime_resumption.redaction",
+    "realtime_resumption.resumption",
+    "realtime_resumption.store",
+    "realtime_resumption.telemetry",
+    "realtime_resumption.transport",
+}
+"""What the framework adapters may import of the core: its public modules, and the Gemini
+transport's package (never its parts)."""
+
+
+def test_the_adapters_use_only_the_cores_public_modules() -> None:
+    adapters = [
+        name
+        for name in MODULES
+        if name.startswith(("realtime_resumption.pipecat", "livekit.plugins.realtime_resumption"))
+    ]
+    assert adapters
+    for name in adapters:
+        core = {
+            dep
+            for dep in _imports(name, MODULES[name])
+            if dep in MODULES
+            and dep.startswith("realtime_resumption")
+            and not dep.startswith("realtime_resumption.pipecat")
+        }
+        assert core <= PUBLIC_CORE, (name, sorted(core - PUBLIC_CORE))

@@ -62,12 +62,15 @@ from pipecat.services.settings import ServiceSettings
 from pipecat.transcriptions.language import Language
 from pipecat.utils.types import NOT_GIVEN, assert_given, is_given
 
-from realtime_resumption.gemini import DEFAULT_SETUP_TIMEOUT, GeminiLiveTransport
-from realtime_resumption.gemini.failures import RetryPolicy
-from realtime_resumption.gemini.live_options import StoreOptions
-from realtime_resumption.gemini.outbox import OutboxLimits
-from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET
-from realtime_resumption.gemini.watchdog import DEFAULT_RESUME_WATCHDOG
+from realtime_resumption.gemini import (
+    DEFAULT_RESUME_WATCHDOG,
+    DEFAULT_RETRY_BUDGET,
+    DEFAULT_SETUP_TIMEOUT,
+    GeminiLiveTransport,
+    OutboxLimits,
+    RetryPolicy,
+    StoreOptions,
+)
 from realtime_resumption.pipecat import settings as settings_map
 from realtime_resumption.pipecat import updates
 from realtime_resumption.pipecat.output import ResponseFrames
@@ -127,6 +130,14 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
     ``seed``, ``media_resolution``, ``thinking``, ``enable_affective_dialog``,
     ``proactivity``) reach the setup as stock sends them; a change mid-call moves the session.
     """
+
+    # Pipecat's protected members this service uses, as Pipecat's own services do (Pipecat
+    # offers no public form of them): ``_settings`` and the ``_update_settings`` override (the
+    # settings machinery of every LLMService), ``_sync_registered_tool_handlers``,
+    # ``_function_is_async`` (tool registration and non-blocking tools),
+    # ``_warn_if_realtime_service_emits_no_turn_frames``, ``_warn_unhandled_updated_settings``,
+    # ``_log_llm_conversation_setup`` (the stock warnings and logs, same texts) and
+    # ``_tracing_context`` (the pipeline's trace, for the session's spans).
 
     Settings = GeminiLiveLLMSettings
     _settings: GeminiLiveLLMSettings

@@ -24,7 +24,7 @@ from pipecat.services.google.gemini_live.llm import (
 from pipecat.transcriptions.language import Language
 from pipecat.utils.types import NotGiven, is_given
 
-from realtime_resumption.gemini.live_options import sliding_window
+from realtime_resumption.gemini import sliding_window
 from realtime_resumption.transport import GenerationSettings, ResponseModality
 
 DEFAULT_VOICE: Final = "Charon"

@@ -17,7 +17,7 @@ from typing import Any, Final
 from pipecat.services.google.gemini_live.llm import GeminiLiveLLMSettings, GeminiModalities
 from pipecat.utils.types import is_given
 
-from realtime_resumption.gemini.live_options import LiveOptions
+from realtime_resumption.gemini import LiveOptions
 from realtime_resumption.pipecat import settings as settings_map
 
 MAX_INSTRUCTION_BYTES: Final = 15 * 2**20

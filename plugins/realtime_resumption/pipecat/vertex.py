@@ -23,12 +23,15 @@ from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.services.google.gemini_live.llm import InputParams
 from pipecat.services.google.gemini_live.vertex.llm import GeminiLiveVertexLLMSettings
 
-from realtime_resumption.gemini import Credential, CredentialProvider
-from realtime_resumption.gemini.failures import RetryPolicy
-from realtime_resumption.gemini.live_options import StoreOptions
-from realtime_resumption.gemini.outbox import OutboxLimits
-from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET
-from realtime_resumption.gemini.watchdog import DEFAULT_RESUME_WATCHDOG
+from realtime_resumption.gemini import (
+    DEFAULT_RESUME_WATCHDOG,
+    DEFAULT_RETRY_BUDGET,
+    Credential,
+    CredentialProvider,
+    OutboxLimits,
+    RetryPolicy,
+    StoreOptions,
+)
 from realtime_resumption.pipecat.service import GeminiLiveLLMService
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.store import SessionStore

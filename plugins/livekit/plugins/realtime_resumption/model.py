@@ -22,8 +22,7 @@ from livekit.plugins.google.realtime.realtime_api import (
 )
 
 from realtime_resumption import OutboxLimits, ResumptionOptions, RetryPolicy
-from realtime_resumption.gemini import DEFAULT_MODEL
-from realtime_resumption.gemini.live_options import StoreOptions, sliding_window
+from realtime_resumption.gemini import DEFAULT_MODEL, StoreOptions, sliding_window
 from realtime_resumption.store import SessionStore
 from realtime_resumption.transport import GenerationSettings
 

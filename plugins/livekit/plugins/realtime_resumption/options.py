@@ -12,8 +12,7 @@ from livekit.agents.types import NOT_GIVEN, APIConnectOptions, NotGivenOr
 from livekit.agents.utils import images, is_given
 
 from realtime_resumption import OutboxLimits, ResumptionOptions, RetryPolicy
-from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.gemini.live_options import StoreOptions
+from realtime_resumption.gemini import GeminiLiveTransport, StoreOptions
 from realtime_resumption.redaction import redact
 from realtime_resumption.store import SessionStore
 from realtime_resumption.telemetry import Telemetry
