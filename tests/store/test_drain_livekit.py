@@ -34,7 +34,7 @@ from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.store import MemoryStore
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
-from ..livekit.lk_helpers import VoiceCall, until, voice_call
+from ..livekit.lk_helpers import VoiceCall, make_model, until, voice_call
 from .takeover_helpers import OPTIONS
 
 SCALE = 0.25
@@ -135,3 +135,26 @@ async def test_a_job_shut_down_for_another_reason_ends_the_call() -> None:
             await shut_down(ctx, "room disconnected")
         assert await store.load(ROOM) is None  # the call is over: nothing to take over
         assert await store.acquire(ROOM, "another worker", 1.0)  # and its lease is free
+
+
+async def test_an_agent_handing_off_to_another_is_no_hand_over() -> None:
+    """An agent handoff that closes the RealtimeSession (the next agent has a model of its
+    own, with the same store) while the AgentSession goes on is not the job's shutdown:
+    nothing is handed over, the next agent's session is its own."""
+    store = MemoryStore()
+    async with Emulator(EmulatorConfig(time_scale=SCALE)) as emu:
+        async with job_call(emu, store) as (ctx, a):
+            a.mic.say(["my", "name", "is", "Ada"])
+            await a.settled(messages=2)
+            first = a.agent.realtime_llm_session
+            model = make_model("ours", emu, store=store, store_options=OPTIONS)
+            nxt = Agent(instructions="Be terse.", llm=model)
+            a.session.update_agent(nxt)
+            await until(lambda: nxt._activity is not None and nxt._activity.realtime_llm_session)
+            second = nxt.realtime_llm_session
+            assert second is not first
+            await until(lambda: second._transport.is_connected)
+            assert not second._transport.taken_over
+            await shut_down(ctx, "room disconnected")
+
+    assert len(emu.ledger.sessions) == 2  # the next agent's session is its own
