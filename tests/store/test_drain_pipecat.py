@@ -6,6 +6,7 @@ lost and the answer in progress told once. Real Pipecat pipelines on the emulato
 from __future__ import annotations
 
 import asyncio
+import signal
 
 from pipecat.frames.frames import (
     EndFrame,
@@ -18,7 +19,7 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 
 from realtime_resumption.frames import HANDOVER, GenerationEndedFrame, SessionMovedFrame
 from realtime_resumption.moves import MoveOutcome, MoveReason
-from realtime_resumption.store import MemoryStore
+from realtime_resumption.store import MemoryStore, hand_over_on
 from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import GenerationEndReason
 
@@ -101,3 +102,41 @@ async def test_a_plain_end_frame_still_ends_the_call() -> None:
             await asyncio.sleep(2 * OPTIONS.write_interval)
             assert await store.load(KEY) is not None  # saved while the call runs
         assert await store.load(KEY) is None  # the call is over: nothing to take over
+
+
+async def test_a_signal_hands_the_service_s_call_over_then_the_pipeline_ends() -> None:
+    """As the README says for Pipecat's WorkerRunner run with ``handle_sigterm=False``: the
+    signal hands the service's call over, then ``then`` ends the pipeline with a plain
+    EndFrame (SIGUSR1 here, raised in this process: SIGTERM would end the test run)."""
+    store = MemoryStore()
+    async with Emulator(emulator_config()) as emu:
+        a = bot(emu, store)
+        async with Rig([a]) as rig_a:
+            await rig_a.context()
+            await rig_a.wait(lambda: rig_a.count(LLMFullResponseEndFrame) >= 1)
+            await stream_audio(rig_a, 1, 20, speech=True)
+            ended = asyncio.Event()
+
+            async def end_pipeline() -> None:
+                await rig_a.worker.queue_frame(EndFrame())
+                ended.set()
+
+            uninstall = hand_over_on(signal.SIGUSR1, a, then=end_pipeline)
+            try:
+                signal.raise_signal(signal.SIGUSR1)
+                async with asyncio.timeout(10):
+                    await ended.wait()
+            finally:
+                uninstall()
+        assert await store.load(KEY) is not None
+        b = bot(emu, store)
+        async with Rig([b]) as rig_b:
+            await rig_b.context(LLMContext())
+            await stream_audio(rig_b, 1000, 10, speech=True)
+
+    (moved,) = rig_b.of(SessionMovedFrame)
+    assert moved.report.reason == MoveReason.TAKEOVER
+    (session,) = emu.ledger.sessions.values()
+    summary = emu.ledger.summary().sessions[session.session_id]
+    assert summary.speech_lost == ()
+    assert set(range(1, 21)) <= set(summary.audio_consumed)

@@ -333,7 +333,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         ``EndFrame`` whose ``reason`` is ``HANDOVER`` hands the call over first (see
         ``hand_over``): the next pipeline with the same ``session_key`` continues it."""
         await super().stop(frame)
-        if frame.reason == HANDOVER and not self._closed:
+        if frame.reason == HANDOVER and not self._closed and self._transport.is_connected:
             await self._hand_over_at_end()
         await self._close(drain=True)
 
