@@ -88,14 +88,48 @@ async def pipecat_call(options: types.HttpOptions, store: RedisStore, key: str, 
         await asyncio.Event().wait()  # a call in progress, until the process is killed
 
 
+async def livekit_call(options: types.HttpOptions, store: RedisStore, key: str, count: int) -> None:
+    from livekit.agents import Agent, AgentSession
+    from livekit.plugins import realtime_resumption as rr
+
+    from ..livekit.lk_helpers import Microphone, Speaker
+
+    mic = Microphone(pace=1.0)
+    model = rr.RealtimeModel(
+        api_key="emulator-key",
+        http_options=options,
+        store=store,
+        session_key=key,
+        store_options=OPTIONS,
+    )
+    session = AgentSession(llm=model, aec_warmup_duration=None)
+    session.input.audio = mic
+    session.output.audio = Speaker()
+    agent = Agent(instructions="Be brief.")
+    await session.start(agent)
+    async with asyncio.timeout(10):
+        while agent.realtime_llm_session._transport.resumption_handle is None:  # noqa: ASYNC110
+            await asyncio.sleep(CHUNK)
+    mic.say(["hello"], speech_chunks=count)
+    told = 0
+    while True:  # a call in progress, until the process is killed
+        # The microphone's frames reach the session as they are captured.
+        for seq in mic.spoken[told:]:
+            print(f"sent {seq}", flush=True)
+        told = len(mic.spoken)
+        await asyncio.sleep(CHUNK / 2)
+
+
 async def main(
     mode: str, base_url: str, ca_file: str, redis_url: str, key: str, count: int
 ) -> None:
     options, store = http_options(base_url, ca_file), RedisStore(url=redis_url)
     if mode in ("transport", "drain"):
         await transport_call(options, store, key, count, drain=mode == "drain")
-    else:
+    elif mode == "pipecat":
         await pipecat_call(options, store, key, count)
+    else:
+        await livekit_call(options, store, key, count)
 
 
 if __name__ == "__main__":
