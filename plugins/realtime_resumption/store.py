@@ -311,9 +311,12 @@ async def _drain(
                     outcome,
                 )
     if then is not None:
-        done = then()
-        if inspect.isawaitable(done):
-            await done
+        try:
+            done = then()
+            if inspect.isawaitable(done):
+                await done
+        except Exception as error:
+            logger.warning("{}: then= failed ({}: {})", signum.name, type(error).__name__, error)
         return
     # As if this handler had never been installed: the signal's default (SIGTERM ends the
     # process, SIGINT raises KeyboardInterrupt).

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from loguru import logger
 
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.live_options import StoreOptions
@@ -126,3 +127,26 @@ async def test_the_signal_hands_over_every_call_of_the_collection_then_runs_then
 async def test_a_bound_that_is_not_a_positive_number_is_refused() -> None:
     with pytest.raises(ValueError, match="finite number"):
         hand_over_on(signal.SIGUSR1, [], within=0)
+
+
+async def test_a_then_that_fails_is_logged_and_the_handler_stays_sound() -> None:
+    warnings: list[str] = []
+    sink = logger.add(lambda m: warnings.append(m.record["message"]), level="WARNING")
+    done = asyncio.Event()
+
+    def then() -> None:
+        done.set()
+        raise RuntimeError("the app's stop failed")
+
+    uninstall = hand_over_on(signal.SIGUSR1, [], within=1, then=then)
+    try:
+        signal.raise_signal(signal.SIGUSR1)
+        async with asyncio.timeout(5):
+            await done.wait()
+        async with asyncio.timeout(5):
+            while not warnings:  # noqa: ASYNC110  # the handler's task logs right after
+                await asyncio.sleep(0.01)
+    finally:
+        uninstall()
+        logger.remove(sink)
+    assert warnings == ["SIGUSR1: then= failed (RuntimeError: the app's stop failed)"]
