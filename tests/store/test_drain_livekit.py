@@ -121,7 +121,9 @@ async def test_a_call_handed_over_at_the_worker_drain_goes_on_in_the_next_worker
     summary = emu.ledger.summary().sessions[session.session_id]
     assert summary.speech_lost == ()
     assert set(spoken_a) <= set(summary.audio_consumed)  # all A heard, the server has
-    assert summary.turns[0].outcome == "complete"
+    outcomes = [t.outcome for t in summary.turns]
+    # Every answer whole (none cut by the hand-over), B's question answered too.
+    assert len(outcomes) >= 2 and set(outcomes) == {"complete"}
 
 
 async def test_a_job_shut_down_for_another_reason_ends_the_call() -> None:
