@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         MemoryStore,
         SessionStore,
         StoreError,
+        hand_over_on,
     )
     from realtime_resumption.telemetry import Telemetry
     from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
@@ -86,6 +87,7 @@ _EXPORTS: Final[dict[str, str]] = {
     "StoreOptions": "realtime_resumption.gemini.live_options",
     "StoreError": "realtime_resumption.store",
     "LeaseHeldError": "realtime_resumption.store",
+    "hand_over_on": "realtime_resumption.store",
     "RecordError": "realtime_resumption.gemini.snapshot",
     # moves
     "MoveReport": "realtime_resumption.moves",
@@ -175,6 +177,7 @@ __all__ = [
     "TransportError",
     "TransportErrorEvent",
     "UnknownToolCallError",
+    "hand_over_on",
     "redact",
 ]
 

@@ -13,6 +13,9 @@ Writes can be *fenced*: ``save(..., lease=owner)`` writes only while ``owner`` h
 so a process that lost its lease (it stalled past the lease's time to live and another took
 over) cannot overwrite the new owner's record.
 
+:func:`hand_over_on` hands a process's calls over when it is told to stop (SIGTERM at a
+deploy or a scale-down), so the next process takes them over with nothing lost.
+
 Two implementations: :class:`MemoryStore` (this process only: the default, and what the tests
 run with an injected clock) and ``realtime_resumption.redis_store.RedisStore`` (any
 Redis-protocol server). Keys are the application's session keys (a room's name, a call id):
@@ -21,13 +24,23 @@ they appear in the store's key names, so they must not be secrets.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import math
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
+from loguru import logger
+
+from realtime_resumption.transport import NotConnectedError
+
 MAX_KEY_CHARS: Final = 256
+HAND_OVER_BOUND: Final = 15.0
+"""Seconds :func:`hand_over_on` gives its calls' hand-overs (half of the 30 s a Kubernetes pod
+gets between SIGTERM and SIGKILL)."""
 
 
 class StoreError(Exception):
@@ -208,3 +221,104 @@ def process_store() -> MemoryStore:
     if _PROCESS_STORE is None:
         _PROCESS_STORE = MemoryStore()
     return _PROCESS_STORE
+
+
+@runtime_checkable
+class HandsOver(Protocol):
+    """A call that can be handed to another process: ``GeminiLiveTransport``, the Pipecat
+    ``GeminiLiveLLMService``, the LiveKit ``RealtimeSession``."""
+
+    async def hand_over(self) -> None:
+        """Save the call's state, give its lease up and close without ending the call."""
+        ...
+
+
+_DRAINS: Final[set[asyncio.Task[None]]] = set()
+"""Hand-overs in progress (the loop keeps weak references to tasks only)."""
+
+
+def hand_over_on(
+    signum: signal.Signals,
+    calls: HandsOver | Iterable[HandsOver],
+    *,
+    within: float = HAND_OVER_BOUND,
+    then: Callable[[], object] | None = None,
+) -> Callable[[], None]:
+    """On ``signum`` (e.g. ``signal.SIGTERM``), hand ``calls`` over to the next process, all
+    at once, each at its next resumable point (the answer in progress finished), within
+    ``within`` seconds; then call ``then`` (a function or a coroutine function: stop the app),
+    or, without one, let the signal do what it did before (SIGTERM ends the process).
+
+    ``calls`` is one call, or a collection the app keeps current (a set it adds each call to
+    and removes it from): it is read when the signal comes. A call that is over already is
+    skipped; one whose hand-over failed or ran past ``within`` is logged and left as after a
+    crash (the next process takes it over once its lease expired, from its last save). A
+    second signal while the calls are handed over is ignored. Install it from the event
+    loop's thread, the main one (``loop.add_signal_handler``). Returns a function that
+    uninstalls it."""
+    if not isinstance(within, int | float) or not math.isfinite(within) or within <= 0:
+        raise ValueError(f"within must be a finite number of seconds > 0, not {within!r}")
+    loop = asyncio.get_running_loop()
+    draining = False
+
+    def on_signal() -> None:
+        nonlocal draining
+        if draining:
+            logger.info("{} again: the calls are being handed over", signum.name)
+            return
+        draining = True
+        targets = [calls] if isinstance(calls, HandsOver) else list(calls)
+        logger.info("{}: handing {} call(s) over", signum.name, len(targets))
+        task = loop.create_task(_drain(signum, targets, within, then), name="hand-over-on-signal")
+        _DRAINS.add(task)
+        task.add_done_callback(_DRAINS.discard)
+
+    loop.add_signal_handler(signum, on_signal)
+    return lambda: _uninstall(loop, signum)
+
+
+def _uninstall(loop: asyncio.AbstractEventLoop, signum: signal.Signals) -> None:
+    if not loop.is_closed():
+        loop.remove_signal_handler(signum)
+
+
+async def _drain(
+    signum: signal.Signals,
+    calls: list[HandsOver],
+    within: float,
+    then: Callable[[], object] | None,
+) -> None:
+    try:
+        async with asyncio.timeout(within):
+            outcomes = await asyncio.gather(
+                *(call.hand_over() for call in calls), return_exceptions=True
+            )
+    except TimeoutError:
+        logger.warning(
+            "{}: the calls were not all handed over within {:g} s; the rest are taken over "
+            "as after a crash",
+            signum.name,
+            within,
+        )
+    else:
+        for call, outcome in zip(calls, outcomes, strict=True):
+            if isinstance(outcome, BaseException) and not isinstance(outcome, NotConnectedError):
+                logger.warning(
+                    "{}: {} was not handed over ({}: {}); it is taken over as after a crash",
+                    signum.name,
+                    call,
+                    type(outcome).__name__,
+                    outcome,
+                )
+    if then is not None:
+        try:
+            done = then()
+            if inspect.isawaitable(done):
+                await done
+        except Exception as error:
+            logger.warning("{}: then= failed ({}: {})", signum.name, type(error).__name__, error)
+        return
+    # As if this handler had never been installed: the signal's default (SIGTERM ends the
+    # process, SIGINT raises KeyboardInterrupt).
+    _uninstall(asyncio.get_running_loop(), signum)
+    signal.raise_signal(signum)

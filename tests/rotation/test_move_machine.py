@@ -252,9 +252,7 @@ def test_once_the_incumbent_is_broken_the_move_holds_input_and_never_yields() ->
     changes nothing, a 1011 is a strike against the handle, not a refusal while open, and the
     next attempt dials without breaking again."""
     mm = machine()
-    mm.send(
-        m.Due(0.0, MoveReason.PLANNED, H1, HandleKind.AFTER_TURN, True, True, break_first=True)
-    )
+    mm.send(m.Due(0.0, MoveReason.PLANNED, H1, HandleKind.AFTER_TURN, True, True, break_first=True))
     assert mm.send(m.TurnStarted()) == []
     actions = mm.send(m.Failed(1.0, Stage.DIAL, closed(1011)))
     assert m.RefusedWhileOpen() not in actions

@@ -35,7 +35,7 @@ def free_port() -> int:
 class RedisServer:
     """One ``redis-server`` process: ``start`` waits (bounded) until it answers, ``stop`` ends
     it (SIGTERM, then SIGKILL) and ``start`` again brings it back on the same port (empty:
-    nothing is persisted)."""
+    nothing is persisted); ``kill`` ends it with SIGKILL."""
 
     def __init__(self, workdir: Path) -> None:
         self.port = free_port()
@@ -75,6 +75,13 @@ class RedisServer:
                         await asyncio.sleep(0.02)
         finally:
             await client.aclose()
+
+    async def kill(self) -> None:
+        """Kill the server (SIGKILL: no shutdown, its clients' connections cut)."""
+        process, self._process = self._process, None
+        if process is not None:
+            process.kill()
+            await asyncio.wait_for(process.wait(), 5.0)
 
     async def stop(self) -> None:
         process, self._process = self._process, None

@@ -1,14 +1,17 @@
 """A worker process for the SIGKILL tests: it takes a call keeping its state in Redis (a bare
 transport, a real Pipecat pipeline around our service, or a real LiveKit AgentSession with our
 model), streams the user's speech, says
-each speech chunk it sent (``sent SEQ``), and then idles until it is killed.
+each speech chunk it sent (``sent SEQ``), and then idles until it is killed. ``drain``: a bare
+transport that hands its call over on SIGTERM (``hand_over_on``), saying only the chunks the
+transport accepted.
 
-    python -m tests.store.worker transport|pipecat|livekit BASE_URL CA_FILE REDIS_URL KEY COUNT
+    python -m tests.store.worker transport|drain|pipecat|livekit BASE_URL CA_FILE REDIS_URL KEY COUNT
 """
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import ssl
 import sys
 
@@ -17,7 +20,9 @@ from google.genai import types
 
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.redis_store import RedisStore
+from realtime_resumption.store import hand_over_on
 from realtime_resumption.testing.emulator import user_audio
+from realtime_resumption.transport import NotConnectedError
 
 from ..transport.transport_helpers import GRACE, MODEL
 from .takeover_helpers import CHUNK, OPTIONS
@@ -30,7 +35,7 @@ def http_options(base_url: str, ca_file: str) -> types.HttpOptions:
 
 
 async def transport_call(
-    options: types.HttpOptions, store: RedisStore, key: str, count: int
+    options: types.HttpOptions, store: RedisStore, key: str, count: int, *, drain: bool = False
 ) -> None:
     transport = GeminiLiveTransport(
         client=genai.Client(api_key="emulator-key", http_options=options),
@@ -42,10 +47,15 @@ async def transport_call(
     )
     handle = asyncio.Event()
     transport.on_resumption_update = lambda *_: handle.set()
+    if drain:
+        hand_over_on(signal.SIGTERM, transport)
     await transport.connect()
     await asyncio.wait_for(handle.wait(), 10)
     for seq in range(1, count + 1):
-        transport.send_audio(user_audio(seq, speech=True))
+        try:
+            transport.send_audio(user_audio(seq, speech=True))
+        except NotConnectedError:
+            break  # handed over: the next process takes the user's audio
         print(f"sent {seq}", flush=True)
         await asyncio.sleep(CHUNK)
     await asyncio.Event().wait()  # a call in progress, until the process is killed
@@ -78,11 +88,48 @@ async def pipecat_call(options: types.HttpOptions, store: RedisStore, key: str, 
         await asyncio.Event().wait()  # a call in progress, until the process is killed
 
 
+async def livekit_call(options: types.HttpOptions, store: RedisStore, key: str, count: int) -> None:
+    from livekit.agents import Agent, AgentSession
+    from livekit.plugins import realtime_resumption as rr
+
+    from ..livekit.lk_helpers import Microphone, Speaker
+
+    mic = Microphone(pace=1.0)
+    model = rr.RealtimeModel(
+        api_key="emulator-key",
+        http_options=options,
+        store=store,
+        session_key=key,
+        store_options=OPTIONS,
+    )
+    session = AgentSession(llm=model, aec_warmup_duration=None)
+    session.input.audio = mic
+    session.output.audio = Speaker()
+    agent = Agent(instructions="Be brief.")
+    await session.start(agent)
+    async with asyncio.timeout(10):
+        while agent.realtime_llm_session._transport.resumption_handle is None:  # noqa: ASYNC110
+            await asyncio.sleep(CHUNK)
+    mic.say(["hello"], speech_chunks=count)
+    told = 0
+    while True:  # a call in progress, until the process is killed
+        # The microphone's frames reach the session as they are captured.
+        for seq in mic.spoken[told:]:
+            print(f"sent {seq}", flush=True)
+        told = len(mic.spoken)
+        await asyncio.sleep(CHUNK / 2)
+
+
 async def main(
     mode: str, base_url: str, ca_file: str, redis_url: str, key: str, count: int
 ) -> None:
-    call = transport_call if mode == "transport" else pipecat_call
-    await call(http_options(base_url, ca_file), RedisStore(url=redis_url), key, count)
+    options, store = http_options(base_url, ca_file), RedisStore(url=redis_url)
+    if mode in ("transport", "drain"):
+        await transport_call(options, store, key, count, drain=mode == "drain")
+    elif mode == "pipecat":
+        await pipecat_call(options, store, key, count)
+    else:
+        await livekit_call(options, store, key, count)
 
 
 if __name__ == "__main__":

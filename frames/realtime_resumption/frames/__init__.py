@@ -28,11 +28,16 @@ this order:
 With the pipeline's metrics on (``PipelineParams(enable_metrics=True)``), every move's
 figures also ride a stock ``MetricsFrame`` (``SessionMoveMetricsData``), right after the
 move's ``SessionMovedFrame`` (or, for a lost session, before ``SessionLostFrame``).
+
+``HANDOVER`` marks an ``EndFrame`` (its ``reason``) that hands the call over to the process
+that runs it next, as at a deploy or a drain: ``EndFrame(reason=HANDOVER)`` queued on the
+pipeline's worker, or ``EndWorkerFrame(reason=HANDOVER)`` pushed upstream by a processor.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 from pipecat.frames.frames import ControlFrame, SystemFrame
 from pipecat.metrics.metrics import MetricsData
@@ -42,6 +47,7 @@ from realtime_resumption.redaction import redact
 from realtime_resumption.transport import GenerationEndReason
 
 __all__ = [
+    "HANDOVER",
     "GenerationEndedFrame",
     "GenerationStartedFrame",
     "GoAwayFrame",
@@ -51,6 +57,12 @@ __all__ = [
     "SessionMovingFrame",
     "SessionResumptionUpdateFrame",
 ]
+
+HANDOVER: Final = "realtime_resumption.handover"
+"""The ``reason`` of an ``EndFrame`` that hands the call over instead of ending it: the service
+(with a ``store`` and a ``session_key``) lets the answer in progress finish, saves the call's
+state, gives its lease up and closes its connection without ending the server session, so the
+pipeline that next runs with the same key takes the call over with nothing lost."""
 
 
 @dataclass

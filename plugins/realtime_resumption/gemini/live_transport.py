@@ -586,6 +586,13 @@ class GeminiLiveTransport:
         logger.info("{}: the call {!r} is handed over", self, persister.key)
         await self.disconnect()
 
+    async def forget_handed_over(self) -> None:
+        """The call this transport handed over ended after all (nobody will take it over):
+        delete its stored state, unless another process took the call over meanwhile. Within
+        a bound; a store failure is logged (the record then expires by itself)."""
+        if self._persister is not None and self._handed_over:
+            await self._persister.forget()
+
     async def disconnect(self) -> None:
         """End the session and everything the transport runs. Idempotent; never raises but
         the caller's own cancellation; returns within ``DISCONNECT_TIMEOUT``.

@@ -18,6 +18,8 @@
   stalled) stops the saving for good, reported.
 - ``hand_over`` and ``release`` (at ``GeminiLiveTransport.hand_over``): the final saves, then
   the lease given up and the record kept for the next process.
+- ``forget`` (at ``GeminiLiveTransport.forget_handed_over``): the record of a call handed over
+  that ended after all is deleted, unless another process took the call over meanwhile.
 - ``end`` (at ``disconnect``: the call is over): the record is deleted (only under this
   process's lease, and only for a call that ran here) and the lease released, within a bound.
 """
@@ -272,6 +274,12 @@ class Persister:
         expires by itself)."""
         self._driving = False
         await self.end(forget=False)
+
+    async def forget(self) -> None:
+        """The call handed over ended after all (nobody will take it over): delete its record,
+        unless another process took it over meanwhile; as ``end``."""
+        self._driving = True  # it ran here: its record is this process's to delete
+        await self.end()
 
     async def stop(self) -> None:
         """Stop saving (the task is cancelled and awaited)."""

@@ -62,6 +62,7 @@ from pipecat.services.settings import ServiceSettings
 from pipecat.transcriptions.language import Language
 from pipecat.utils.types import NOT_GIVEN, assert_given, is_given
 
+from realtime_resumption.frames import HANDOVER
 from realtime_resumption.gemini import (
     DEFAULT_RESUME_WATCHDOG,
     DEFAULT_RETRY_BUDGET,
@@ -84,7 +85,7 @@ from realtime_resumption.pipecat.user_input import (
 )
 from realtime_resumption.redaction import secret
 from realtime_resumption.resumption import ResumptionOptions
-from realtime_resumption.store import SessionStore
+from realtime_resumption.store import SessionStore, StoreError
 from realtime_resumption.transport import (
     ContentTurn,
     NotConnectedError,
@@ -277,7 +278,9 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
     async def hand_over(self) -> None:
         """Hand the call to another process (a deploy, a drain) before this pipeline ends:
         see ``GeminiLiveTransport.hand_over`` (needs ``store`` and ``session_key``). Push the
-        ``EndFrame`` after it: the call goes on where the same key connects next."""
+        ``EndFrame`` after it: the call goes on where the same key connects next. Or end the
+        pipeline with ``EndFrame(reason=realtime_resumption.frames.HANDOVER)``, which does
+        both."""
         await self._transport.hand_over()
 
     @property
@@ -337,8 +340,12 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         await asyncio.sleep(0)
 
     async def stop(self, frame: EndFrame) -> None:
-        """Disconnect; the frames of what the connection said last are pushed first."""
+        """Disconnect; the frames of what the connection said last are pushed first. An
+        ``EndFrame`` whose ``reason`` is ``HANDOVER`` hands the call over first (see
+        ``hand_over``): the next pipeline with the same ``session_key`` continues it."""
         await super().stop(frame)
+        if frame.reason == HANDOVER and not self._closed and self._transport.is_connected:
+            await self._hand_over_at_end()
         await self._close(drain=True)
 
     async def cancel(self, frame: CancelFrame) -> None:
@@ -357,6 +364,13 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
                     await client.aio.aclose()
             with contextlib.suppress(Exception):
                 client.close()
+
+    async def _hand_over_at_end(self) -> None:
+        try:
+            await self._transport.hand_over()
+        except (TransportError, StoreError) as error:
+            # The pipeline ends regardless: the call ends here, as with a plain EndFrame.
+            logger.warning(f"{self}: the call was not handed over ({error}); it ends here")
 
     async def _connect(self) -> None:
         try:

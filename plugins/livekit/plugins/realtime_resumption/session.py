@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from google.genai import types
 from livekit import rtc
-from livekit.agents import llm
+from livekit.agents import JobContext, get_job_context, llm
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
 from livekit.agents.utils import images, is_given
 from livekit.plugins.google.utils import create_tools_config
@@ -26,6 +26,7 @@ from opentelemetry import context as otel_context
 
 from realtime_resumption.moves import MoveOutcome, MoveReport
 from realtime_resumption.redaction import Secret, secret
+from realtime_resumption.store import StoreError
 from realtime_resumption.transport import (
     ContentTurn,
     GenerationEndReason,
@@ -61,6 +62,10 @@ UPDATE_TIMEOUT = 10.0
 """Seconds an update of the setup (instructions, tools, voice, temperature, tool behaviour)
 waits for the session to run on a connection set up with it: the move waits for the answer in
 progress to end, then takes a setup (seconds on the live service)."""
+
+WORKER_SHUTDOWN = "parent process shutdown"
+"""The reason a LiveKit job shuts down with when its worker closes it (a drain that ran out of
+time, a deploy): the one shutdown after which its call goes on in another worker."""
 
 _Phase = Literal["idle", "dialling", "ready", "lost", "closed"]
 """``lost``: the first connection could not be set up; ``closed``: ``aclose`` was called."""
@@ -105,6 +110,10 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._last_generation: Generation | None = None
         self._answer_elicited = False
         self._fatal = False
+        self._job = _job_keeping(options)
+        """The LiveKit job this session runs in, when its model has a store (None otherwise)."""
+        if self._job is not None:
+            self._job.add_shutdown_callback(self._job_shut_down)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._transport = options.transport(tools=[])
         telemetry = self._transport.telemetry
@@ -354,9 +363,20 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             raise
 
     async def aclose(self) -> None:
-        """Close the connection and end every stream; nothing keeps running after."""
+        """Close the connection and end every stream; nothing keeps running after.
+
+        In a LiveKit job, with a store: the session closing with its AgentSession while the
+        call runs (the job shutting down: LiveKit closes the session before it runs the
+        job's shutdown callbacks) hands the call over instead (``hand_over``); the job's
+        shutdown reason then decides: the worker's own shutdown (a drain, a deploy) keeps the
+        call's state for the worker the room goes to next, any other reason deletes it."""
         if self._phase == "closed":
             return
+        if self._job is not None and self._phase == "ready" and _closing(self._job):
+            try:
+                await self.hand_over()
+            except (TransportError, StoreError) as error:
+                logger.warning("the call was not handed over; it ends here: %s", error)
         self._phase = "closed"
         self._check_setup()
         self._before_dial.clear()
@@ -370,6 +390,12 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._streams.close()
         if self._reply is not None and not self._reply.done():
             self._reply.cancel("session closed")
+
+    async def _job_shut_down(self, reason: str) -> None:
+        if reason != WORKER_SHUTDOWN:
+            # The job ended for the call's own sake (the room closed, the app shut it down):
+            # a call handed over at its close goes on nowhere.
+            await self._transport.forget_handed_over()
 
     # --- connecting and sending ---------------------------------------------------------------
 
@@ -785,3 +811,20 @@ def _merge(first: SessionUpdate | None, second: SessionUpdate) -> SessionUpdate:
         tools=second.tools if second.tools is not None else first.tools,
         voice=second.voice if second.voice is not None else first.voice,
     )
+
+
+def _job_keeping(options: Options) -> JobContext | None:
+    """The job this session runs in, when its model keeps calls in a store."""
+    return get_job_context(required=False) if options.store is not None else None
+
+
+def _closing(job: JobContext) -> bool:
+    """Whether the job's AgentSession is closing (not one agent handing off to another, which
+    closes a RealtimeSession and goes on)."""
+    try:
+        session = job.primary_session
+    except RuntimeError:
+        return False
+    # No public flag: AgentSession sets it when its close begins, before the models close.
+    closing = getattr(session, "_is_closing", None)
+    return bool(closing()) if callable(closing) else False
