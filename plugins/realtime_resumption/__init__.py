@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from realtime_resumption.gemini.history import HistoryLimits
     from realtime_resumption.gemini.live_options import StoreOptions
     from realtime_resumption.gemini.outbox import OutboxLimits
-    from realtime_resumption.gemini.snapshot import RecordError
+    from realtime_resumption.gemini.stored_session import RecordError
     from realtime_resumption.moves import (
         HandleKind,
         MoveMode,
@@ -88,7 +88,7 @@ _EXPORTS: Final[dict[str, str]] = {
     "StoreError": "realtime_resumption.store",
     "LeaseHeldError": "realtime_resumption.store",
     "hand_over_on": "realtime_resumption.store",
-    "RecordError": "realtime_resumption.gemini.snapshot",
+    "RecordError": "realtime_resumption.gemini.stored_session",
     # moves
     "MoveReport": "realtime_resumption.moves",
     "MoveOutcome": "realtime_resumption.moves",

@@ -16,7 +16,10 @@ process:
 - resident memory (RSS), live asyncio tasks and open file descriptors of the client process
   every ``--rotate-every`` minutes, and their growth from the first to the last (a soak holds
   tasks and descriptors flat; the scripted caller's own record of every chunk grows the RSS);
-- client CPU per second of call audio.
+- client CPU per second of call audio;
+- with ``--tracemalloc``: the growth of what the package itself holds (allocations made in its
+  production modules, the testing kit left out), from the first sample to the last; this
+  slows the client about twofold, so its CPU figure is then not the client's.
 
 Figures are printed, never asserted.
 
@@ -30,7 +33,9 @@ import argparse
 import asyncio
 import os
 import resource
+import sys
 import time
+import tracemalloc
 from dataclasses import dataclass
 
 from emulator_process import EmulatorProcess
@@ -44,6 +49,19 @@ MODEL = "gemini-live-2.5-flash-preview"
 QUESTION = ("what", "is", "the", "weather", "like", "today")
 
 
+PACKAGE = "/realtime_resumption/"
+TESTING_KIT = "/realtime_resumption/testing/"
+
+
+def _package_bytes(snapshot: tracemalloc.Snapshot) -> int:
+    """What the package's production modules allocated and still hold."""
+    return sum(
+        stat.size
+        for stat in snapshot.statistics("filename")
+        if PACKAGE in stat.traceback[0].filename and TESTING_KIT not in stat.traceback[0].filename
+    )
+
+
 @dataclass
 class Sample:
     """The process at one moment of the call."""
@@ -52,16 +70,19 @@ class Sample:
     rss_mb: float
     tasks: int
     fds: int
+    package_kb: float | None
 
 
 def _sample(minute: float) -> Sample:
     with open("/proc/self/statm") as statm:
         rss_pages = int(statm.read().split()[1])
+    traced = tracemalloc.is_tracing()
     return Sample(
         minute,
         rss_pages * resource.getpagesize() / 2**20,
         len(asyncio.all_tasks()),
         len(os.listdir("/proc/self/fd")),
+        _package_bytes(tracemalloc.take_snapshot()) / 1024 if traced else None,
     )
 
 
@@ -122,17 +143,20 @@ async def soak(minutes: float, rotate_every: float, scale: float) -> None:
         f"  speech lost {speech_lost} chunks, speech heard twice {speech_twice}, "
         f"silence heard twice {silence_twice}"
     )
-    print("  call min   RSS MB   tasks   fds")
+    print("  call min   RSS MB   tasks   fds   package KB")
     for s in samples:
-        print(f"  {s.call_minute:8.0f} {s.rss_mb:8.1f} {s.tasks:7d} {s.fds:5d}")
+        held = f"{s.package_kb:12.1f}" if s.package_kb is not None else "           -"
+        print(f"  {s.call_minute:8.0f} {s.rss_mb:8.1f} {s.tasks:7d} {s.fds:5d} {held}")
     first, last = samples[0], samples[-1]
     print(
         f"  growth: RSS {last.rss_mb - first.rss_mb:+.1f} MB, tasks {last.tasks - first.tasks:+d}, "
         f"fds {last.fds - first.fds:+d}"
     )
+    kept = [record.audio, record.events]
+    record_mb = sum(sys.getsizeof(x) + sum(sys.getsizeof(i) for i in x) for x in kept) / 2**20
     print(
-        f"  (the caller's own record holds every chunk it sent: {len(record.audio)} chunks, "
-        "part of the RSS growth)"
+        f"  (the scripted caller's own record of every chunk and event it saw: "
+        f"{len(record.audio)} chunks, {len(record.events)} events, about {record_mb:.1f} MB)"
     )
     print(f"  client CPU per second of call audio: {1000 * cpu / (minutes * 60):.2f} ms")
 
@@ -142,8 +166,13 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--rotate-every", type=float, default=11.0, help="call minutes")
     parser.add_argument("--scale", type=float, default=0.05, help="wall seconds per call second")
+    parser.add_argument(
+        "--tracemalloc", action="store_true", help="also trace what the package holds"
+    )
     args = parser.parse_args()
     logger.remove()
+    if args.tracemalloc:
+        tracemalloc.start()
     asyncio.run(soak(args.minutes, args.rotate_every, args.scale))
 
 

@@ -11,7 +11,7 @@ from google.genai import types
 
 from realtime_resumption.gemini.live_options import HANDLE_VALIDITY, LiveOptions, normalise_tools
 from realtime_resumption.gemini.messages import ClientMessage
-from realtime_resumption.gemini.snapshot import (
+from realtime_resumption.gemini.stored_session import (
     RECORD_VERSION,
     RecordCodec,
     RecordError,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from realtime_resumption.gemini.live_options import StoreOptions
-from realtime_resumption.gemini.snapshot import RecordCodec
+from realtime_resumption.gemini.stored_session import RecordCodec
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import StoreError
 from realtime_resumption.testing.emulator import Emulator

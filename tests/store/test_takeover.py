@@ -19,7 +19,7 @@ from realtime_resumption.frames import SessionMovedFrame
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.live_options import StoreOptions
 from realtime_resumption.gemini.live_transport import TAKEOVER_ATTEMPTS
-from realtime_resumption.gemini.snapshot import RecordCodec, RecordError
+from realtime_resumption.gemini.stored_session import RecordCodec, RecordError
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import LeaseHeldError, LeaseLostError, MemoryStore, StoreError

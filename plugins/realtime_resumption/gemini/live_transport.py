@@ -44,8 +44,8 @@ from realtime_resumption.gemini.outbox import OutboxLimits, ReplayScope
 from realtime_resumption.gemini.persistence import Persister, StoreStats
 from realtime_resumption.gemini.receive import Receiver
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET, Rotation
-from realtime_resumption.gemini.snapshot import SessionSnapshot
 from realtime_resumption.gemini.state import TransportState
+from realtime_resumption.gemini.stored_session import SessionSnapshot
 from realtime_resumption.gemini.tool_calls import ResultVerdict, ToolCallTracker
 from realtime_resumption.gemini.watchdog import (
     DEFAULT_RESUME_WATCHDOG,

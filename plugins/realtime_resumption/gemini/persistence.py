@@ -38,8 +38,8 @@ from loguru import logger
 
 from realtime_resumption.gemini.live_options import StoreOptions
 from realtime_resumption.gemini.messages import ClientMessage
-from realtime_resumption.gemini.snapshot import RecordCodec, RecordError, SessionSnapshot
 from realtime_resumption.gemini.state import TransportState
+from realtime_resumption.gemini.stored_session import RecordCodec, RecordError, SessionSnapshot
 from realtime_resumption.moves import HandleKind
 from realtime_resumption.store import (
     LeaseHeldError,
