@@ -190,3 +190,11 @@ def test_the_adapters_use_only_the_cores_public_modules() -> None:
             and not dep.startswith("realtime_resumption.pipecat")
         }
         assert core <= PUBLIC_CORE, (name, sorted(core - PUBLIC_CORE))
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """One meaning per name: a module's name says what it holds, across the whole package."""
+    names = [
+        name.rpartition(".")[2] for name, path in MODULES.items() if path.name != "__init__.py"
+    ]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
