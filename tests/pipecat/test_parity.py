@@ -33,8 +33,10 @@ from . import services
 from .rig import PushLog, Rig, emulator_config, stream_audio
 
 _OURS = tuple(
-    getattr(lifecycle, name) for name in lifecycle.__all__
-)  # frames only our service pushes
+    kind
+    for kind in (getattr(lifecycle, name) for name in lifecycle.__all__)
+    if isinstance(kind, type)
+)  # frames only our service pushes (the module also names constants)
 _IGNORED = (*_OURS, InputAudioRawFrame, LLMServiceMetadataFrame, StartFrame, EndFrame)
 
 Script = Callable[[Rig, PushLog], Awaitable[None]]
