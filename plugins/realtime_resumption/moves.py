@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from enum import Enum, StrEnum
+from typing import TypedDict
 
 from realtime_resumption.redaction import redact
 
@@ -103,6 +104,25 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
     return text
 
 
+class MoveFigures(TypedDict):
+    """A move's figures, as :meth:`MoveReport.figures` gives them to metrics."""
+
+    reason: str
+    outcome: str
+    mode: str
+    handle_kind: str
+    attempts: int
+    gap_ms: float
+    held_messages: int
+    held_audio_ms: float
+    replayed_messages: int
+    replayed_audio_ms: float
+    dropped_audio_ms: float
+    turn_cut: bool
+    go_away_notice_ms: float | None
+    go_away_to_switch_ms: float | None
+
+
 @dataclass(frozen=True)
 class MoveReport:
     """One move, from its start to its outcome.
@@ -182,6 +202,26 @@ class MoveReport:
     def duration_ms(self) -> float:
         """From the move's start to its outcome."""
         return (self.finished_at - self.started_at) * 1000.0
+
+    def figures(self) -> MoveFigures:
+        """The move's figures as metrics carry them (enums as strings, durations in ms; never
+        the handle): one mapping for every framework's metrics."""
+        return MoveFigures(
+            reason=self.reason.value,
+            outcome=self.outcome.value,
+            mode=self.mode.value,
+            handle_kind=self.handle_kind.value,
+            attempts=self.attempts,
+            gap_ms=self.gap_ms,
+            held_messages=self.messages_buffered,
+            held_audio_ms=self.audio_ms_held,
+            replayed_messages=self.messages_replayed,
+            replayed_audio_ms=self.audio_ms_replayed,
+            dropped_audio_ms=self.audio_seconds_dropped * 1000.0,
+            turn_cut=self.turn_cut,
+            go_away_notice_ms=self.go_away_notice_ms,
+            go_away_to_switch_ms=self.go_away_to_switch_ms,
+        )
 
     def as_dict(self) -> dict[str, object]:
         """Plain values (enums as strings), for diagnostics and JSON."""
