@@ -1,0 +1,304 @@
+"""Client CPU per second of call audio: the bare google-genai SDK, our transport, and each
+framework's stock Gemini service against ours, on the same call, in one run, no rotation.
+
+The call: 20 ms chunks of 16 kHz PCM16 streamed at the call's pace, a second of speech every
+ten seconds of audio, and the emulator's answers (50 chunks of 40 ms at 24 kHz) received and
+delivered. The emulator runs in a process of its own with ``time_scale`` (default 0.1: a minute
+of call takes six seconds), and the client paces its chunks on the same scale, so the chunk
+and answer counts are a real call's while the wall clock runs faster. The figure is this
+process's CPU (``time.process_time``: every thread, a framework's native ones included) per
+second of call audio; each stack runs ``--runs`` times, interleaved, and the best run counts
+(load on a shared machine only adds time). Ratios are printed from the same run.
+
+    .venv/bin/python tests/benchmarks/bench_cpu.py [--seconds 60] [--runs 3]
+        [--stacks sdk,transport,pipecat-stock,pipecat-ours,livekit-stock,livekit-ours]
+        [--profile transport]   # cProfile of one stack's call: the top entries by own time
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import logging
+import pstats
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from emulator_process import EmulatorProcess
+from google import genai
+from google.genai import types
+from loguru import logger
+
+from realtime_resumption.emulator import EmulatorConfig, user_audio
+
+MODEL = "gemini-live-2.5-flash-preview"
+CHUNK = 0.02
+"""Seconds of audio per input chunk."""
+ASK_EVERY = 500
+"""Chunks between two questions (10 s of call audio)."""
+SPEECH = 50
+"""Chunks of speech per question (1 s); the rest is silence."""
+ANSWER_CHUNKS = 50
+WARMUP = 1.0
+"""Seconds (emulator time) after connecting before the measured call starts."""
+
+_SPEECH_PCM = user_audio(0, speech=True)
+_SILENCE_PCM = user_audio(0, speech=False)
+
+
+def chunk(index: int) -> bytes:
+    """The ``index``-th 20 ms chunk of the call (speech at the start of each question)."""
+    return _SPEECH_PCM if index % ASK_EVERY < SPEECH else _SILENCE_PCM
+
+
+class Call:
+    """The paced call: ``send`` gets each chunk at its time on the emulator's scale."""
+
+    def __init__(self, seconds: float, scale: float) -> None:
+        self.chunks = round(seconds / CHUNK)
+        self.scale = scale
+        self.answers = 0
+        """Answer audio chunks the stack delivered (where the bench can see them)."""
+
+    async def stream(self, send: Callable[[bytes], Awaitable[None] | None]) -> float:
+        """Stream the call through ``send``; CPU seconds spent meanwhile (this process)."""
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(WARMUP * self.scale)
+        interval = CHUNK * self.scale
+        cpu = time.process_time()
+        start = loop.time()
+        for index in range(self.chunks):
+            delay = start + index * interval - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            sent = send(chunk(index))
+            if sent is not None:
+                await sent
+        # The last answer's tail: a question's answer ends well within one question's span.
+        await asyncio.sleep(ASK_EVERY * interval / 2)
+        return time.process_time() - cpu
+
+
+# --- stacks ------------------------------------------------------------------------------------
+
+
+async def sdk(call: Call, http_options: types.HttpOptions) -> float:
+    client = genai.Client(api_key="bench", http_options=http_options)
+    config = types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])
+    async with client.aio.live.connect(model=MODEL, config=config) as session:
+
+        async def receive() -> None:
+            while True:
+                async for message in session.receive():
+                    content = message.server_content
+                    if content and content.model_turn:
+                        for part in content.model_turn.parts or ():
+                            if part.inline_data and part.inline_data.data:
+                                call.answers += 1
+
+        async def send(pcm: bytes) -> None:
+            await session.send_realtime_input(
+                audio=types.Blob(data=pcm, mime_type="audio/pcm;rate=16000")
+            )
+
+        receiving = asyncio.create_task(receive())
+        try:
+            return await call.stream(send)
+        finally:
+            receiving.cancel()
+
+
+async def transport(call: Call, http_options: types.HttpOptions) -> float:
+    from realtime_resumption.gemini import GeminiLiveTransport
+
+    ours = GeminiLiveTransport(api_key="bench", http_options=http_options, model=MODEL)
+
+    def answered(_pcm: bytes) -> None:
+        call.answers += 1
+
+    ours.on_audio_output = answered
+    await ours.connect()
+    try:
+        return await call.stream(ours.send_audio)
+    finally:
+        await ours.disconnect()
+
+
+def _pipecat(kind: str) -> Callable[[Call, types.HttpOptions], Awaitable[float]]:
+    async def run(call: Call, http_options: types.HttpOptions) -> float:
+        from pipecat.frames.frames import (
+            Frame,
+            InputAudioRawFrame,
+            LLMContextFrame,
+            TTSAudioRawFrame,
+        )
+        from pipecat.pipeline.pipeline import Pipeline
+        from pipecat.pipeline.worker import PipelineWorker
+        from pipecat.processors.aggregators.llm_context import LLMContext
+        from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+        from pipecat.workers.runner import WorkerRunner
+
+        service: Any
+        if kind == "stock":
+            from pipecat.services.google.gemini_live.llm import GeminiLiveLLMService as Stock
+
+            service = Stock(
+                api_key="bench", http_options=http_options, settings=Stock.Settings(model=MODEL)
+            )
+        else:
+            from realtime_resumption.pipecat import GeminiLiveLLMService as Ours
+
+            service = Ours(
+                api_key="bench", http_options=http_options, settings=Ours.Settings(model=MODEL)
+            )
+
+        class Sink(FrameProcessor):
+            async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+                await super().process_frame(frame, direction)
+                if isinstance(frame, TTSAudioRawFrame):
+                    call.answers += 1
+                await self.push_frame(frame, direction)
+
+        worker = PipelineWorker(
+            Pipeline([service, Sink()]), cancel_on_idle_timeout=False, enable_rtvi=False
+        )
+        started = asyncio.Event()
+
+        @worker.event_handler("on_pipeline_started")
+        async def _started(worker: Any, frame: Frame) -> None:
+            started.set()
+
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(worker)
+        running = asyncio.create_task(runner.run())
+        try:
+            await asyncio.wait_for(started.wait(), 30)
+            await worker.queue_frame(LLMContextFrame(LLMContext()))
+
+            async def send(pcm: bytes) -> None:
+                frame = InputAudioRawFrame(audio=pcm, sample_rate=16_000, num_channels=1)
+                await worker.queue_frame(frame)
+
+            return await call.stream(send)
+        finally:
+            await worker.cancel()
+            await asyncio.wait_for(running, 30)
+
+    return run
+
+
+def _livekit(kind: str) -> Callable[[Call, types.HttpOptions], Awaitable[float]]:
+    async def run(call: Call, http_options: types.HttpOptions) -> float:
+        from livekit import rtc
+        from livekit.agents import Agent, AgentSession, llm
+        from livekit.agents.voice.io import AudioInput
+
+        model: llm.RealtimeModel
+        if kind == "stock":
+            from livekit.plugins import google
+
+            model = google.realtime.RealtimeModel(api_key="bench", http_options=http_options)
+        else:
+            from livekit.plugins import realtime_resumption as rr
+
+            model = rr.RealtimeModel(api_key="bench", http_options=http_options)
+
+        frames: asyncio.Queue[rtc.AudioFrame] = asyncio.Queue()
+
+        class Microphone(AudioInput):
+            def __init__(self) -> None:
+                super().__init__(label="bench-microphone")
+
+            async def __anext__(self) -> rtc.AudioFrame:
+                return await frames.get()
+
+        session = AgentSession(llm=model, aec_warmup_duration=None)
+        session.input.audio = Microphone()
+        await session.start(Agent(instructions="Listen."))
+
+        def send(pcm: bytes) -> None:
+            frames.put_nowait(rtc.AudioFrame(pcm, 16_000, 1, len(pcm) // 2))
+
+        try:
+            return await call.stream(send)
+        finally:
+            await session.aclose()
+
+    return run
+
+
+STACKS: dict[str, Callable[[Call, types.HttpOptions], Awaitable[float]]] = {
+    "sdk": sdk,
+    "transport": transport,
+    "pipecat-stock": _pipecat("stock"),
+    "pipecat-ours": _pipecat("ours"),
+    "livekit-stock": _livekit("stock"),
+    "livekit-ours": _livekit("ours"),
+}
+RATIOS = (
+    ("transport", "sdk", "<= 1.1x"),
+    ("pipecat-ours", "pipecat-stock", "<= 1.0x"),
+    ("livekit-ours", "livekit-stock", "<= 1.0x"),
+)
+
+
+async def measure(name: str, seconds: float, scale: float, profile: bool) -> tuple[float, int]:
+    """(CPU ms per second of call audio, answer chunks seen) of one call on ``name``."""
+    call = Call(seconds, scale)
+    config = EmulatorConfig(time_scale=scale, answer_chunks=ANSWER_CHUNKS)
+    async with EmulatorProcess(config) as server:
+        assert server.http_options is not None
+        profiler = cProfile.Profile() if profile else None
+        if profiler is not None:
+            profiler.enable()
+        cpu = await STACKS[name](call, server.http_options)
+        if profiler is not None:
+            profiler.disable()
+            out = io.StringIO()
+            pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
+            print(out.getvalue())
+    return cpu * 1000 / (call.chunks * CHUNK), call.answers
+
+
+async def main(args: argparse.Namespace) -> None:
+    names = args.stacks.split(",")
+    unknown = set(names) - set(STACKS)
+    if unknown:
+        raise SystemExit(f"unknown stacks: {', '.join(sorted(unknown))}")
+    if args.profile:
+        figure, answers = await measure(args.profile, args.seconds, args.scale, True)
+        print(f"{args.profile}: {figure:.2f} ms CPU per s of call (profiled), {answers} answers")
+        return
+    figures: dict[str, list[float]] = {name: [] for name in names}
+    for _ in range(args.runs):
+        for name in names:
+            figure, answers = await measure(name, args.seconds, args.scale, False)
+            figures[name].append(figure)
+            print(f"  {name:14} {figure:6.2f} ms CPU per s of call ({answers} answer chunks)")
+    print(
+        f"\nCPU per second of call audio ({args.seconds:.0f} s of 20 ms chunks, time scale "
+        f"{args.scale}), best of {args.runs} interleaved runs"
+    )
+    for name in names:
+        samples = figures[name]
+        print(f"  {name:14} {min(samples):6.2f} ms (median {statistics.median(samples):6.2f})")
+    for ours, theirs, goal in RATIOS:
+        if ours in figures and theirs in figures:
+            ratio = min(figures[ours]) / min(figures[theirs])
+            print(f"  {ours} / {theirs}: {ratio:.2f}x (goal {goal})")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="call audio per run")
+    parser.add_argument("--scale", type=float, default=0.1, help="the emulator's time scale")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--stacks", default=",".join(STACKS))
+    parser.add_argument("--profile", choices=sorted(STACKS), help="profile one stack's call")
+    logger.remove()
+    logging.basicConfig(level=logging.ERROR)
+    asyncio.run(main(parser.parse_args()))
