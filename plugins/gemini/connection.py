@@ -25,7 +25,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from realtime_resumption.gemini import loop_lag, tcp
 from realtime_resumption.gemini.loop_lag import LoopLag
-from realtime_resumption.gemini.messages import ClientMessage, write
+from realtime_resumption.gemini.messages import ClientMessage, Writer
 from realtime_resumption.redaction import secret
 from realtime_resumption.transport import (
     ConnectError,
@@ -363,6 +363,7 @@ class _Connection:
     async def _write_loop(self) -> None:
         session = self._session
         assert session is not None
+        write = Writer(session).write
         outbox = self._outbox
         loop = asyncio.get_running_loop()
         clock = loop.time
@@ -387,7 +388,7 @@ class _Connection:
             # Bounded by the watchdog rather than a timer per message: this is the audio path.
             self._writing_since = clock()
             try:
-                await write(session, message)
+                await write(message)
             except (ConnectionClosed, OSError) as error:
                 # The socket is gone (or the watchdog dropped it): nothing queued can be written.
                 self._broken = True

@@ -258,6 +258,7 @@ async def measure(name: str, seconds: float, scale: float, profile: bool) -> tup
         cpu = await STACKS[name](call, server.http_options)
         if profiler is not None:
             profiler.disable()
+            profiler.dump_stats(f"bench_cpu_{name}.prof")  # for pstats or snakeviz
             out = io.StringIO()
             pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
             print(out.getvalue())
