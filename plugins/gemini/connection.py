@@ -273,16 +273,20 @@ class _Connection:
         estimate = tcp.round_trip(self._socket) if self._socket is not None else None
         return estimate.seconds if estimate is not None else None
 
-    @property
-    def round_trip_jitter(self) -> float:
-        """How far a handle's place may reach beyond :attr:`round_trip`: the kernel's
-        deviation, or twice the event loop's recent lag when that is larger. The lag moves
-        the next handle's arrival back (:meth:`arrived_at`), and the outbox keeps what that
-        handle may lack by this margin; a ping's latency used to carry the lag, the kernel's
-        estimate does not. Under load a move replays more (heard twice), never less."""
+    def round_trip_measure(self) -> tuple[float, float] | None:
+        """The network round trip and how far a handle's place may reach beyond it, in
+        seconds, from one look at the socket; None where the kernel gives no estimate.
+
+        The reach is the kernel's deviation, or twice the event loop's recent lag when that
+        is larger. The lag moves the next handle's arrival back (:meth:`arrived_at`), and the
+        outbox keeps what that handle may lack by this margin; a ping's latency used to carry
+        the lag, the kernel's estimate does not. Under load a move replays more (heard twice),
+        never less."""
         estimate = tcp.round_trip(self._socket) if self._socket is not None else None
-        jitter = estimate.jitter if estimate is not None else 0.0
-        return max(jitter, 2 * (self._lag.recent() if self._lag is not None else 0.0))
+        if estimate is None:
+            return None
+        lag = self._lag.recent() if self._lag is not None else 0.0
+        return estimate.seconds, max(estimate.jitter, 2 * lag)
 
     def arrived_at(self, handled_at: float) -> float:
         """The earliest a server message handled at ``handled_at`` may have reached the

@@ -61,16 +61,22 @@ class ClientMessage:
     payload: Payload
     size: int
     """Payload bytes, for the counters: media raw, text as UTF-8, tool results as JSON."""
+    seconds: float = 0.0
+    """Seconds of PCM16 mono audio it carries, for the input bounds: 0 when it is not audio
+    or its rate is not known."""
 
     @staticmethod
     def audio(pcm: bytes) -> ClientMessage:
         """User audio, PCM16 mono at 16 kHz."""
-        return ClientMessage("audio", Media(pcm, INPUT_AUDIO_MIME), len(pcm))
+        n = len(pcm)
+        return ClientMessage("audio", Media(pcm, INPUT_AUDIO_MIME), n, n / _INPUT_BYTES_PER_SECOND)
 
     @staticmethod
     def media(kind: SendKind, data: bytes, mime_type: str) -> ClientMessage:
         """Realtime media: ``audio`` or ``video`` (images are single video frames)."""
-        return ClientMessage(kind, Media(data, mime_type), len(data))
+        rate = _pcm_rate(mime_type) if kind == "audio" else 0
+        seconds = len(data) / 2 / rate if rate else 0.0
+        return ClientMessage(kind, Media(data, mime_type), len(data), seconds)
 
     @staticmethod
     def text(text: str) -> ClientMessage:
@@ -141,6 +147,18 @@ class ClientMessage:
         nothing in it."""
         contents = tuple(_replay_content(item) for item in items)
         return ClientMessage.content(contents, False) if contents else None
+
+
+_INPUT_BYTES_PER_SECOND: Final = 2 * 16_000
+
+
+def _pcm_rate(mime_type: str) -> int:
+    """The ``rate`` parameter of an audio MIME type; 0 when it has none."""
+    for param in mime_type.split(";")[1:]:
+        key, _, value = param.strip().partition("=")
+        if key == "rate" and value.isdigit() and int(value) > 0:
+            return int(value)
+    return 0
 
 
 def _replay_content(item: ReplayItem) -> types.Content:
