@@ -13,6 +13,7 @@ second of call audio; each stack runs ``--runs`` times, interleaved, and the bes
     .venv/bin/python tests/benchmarks/bench_cpu.py [--seconds 60] [--runs 3]
         [--stacks sdk,transport,pipecat-stock,pipecat-ours,livekit-stock,livekit-ours]
         [--profile transport]   # cProfile of one stack's call: the top entries by own time
+        [--callgrind --scale 3 --seconds 10]   # instructions instead of CPU time (repeatable)
 """
 
 from __future__ import annotations
@@ -22,8 +23,12 @@ import asyncio
 import cProfile
 import io
 import logging
+import os
 import pstats
+import re
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -69,6 +74,7 @@ class Call:
         loop = asyncio.get_running_loop()
         await asyncio.sleep(WARMUP * self.scale)
         interval = CHUNK * self.scale
+        _callgrind("on")
         cpu = time.process_time()
         start = loop.time()
         for index in range(self.chunks):
@@ -80,7 +86,16 @@ class Call:
                 await sent
         # The last answer's tail: a question's answer ends well within one question's span.
         await asyncio.sleep(ASK_EVERY * interval / 2)
-        return time.process_time() - cpu
+        cpu = time.process_time() - cpu
+        _callgrind("off")
+        return cpu
+
+
+def _callgrind(state: str) -> None:
+    """Under ``valgrind --tool=callgrind --collect-atstart=no``, count instructions during
+    the call only (``callgrind_control`` toggles collection in this process)."""
+    if os.environ.get("BENCH_CALLGRIND"):
+        subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True)
 
 
 # --- stacks ------------------------------------------------------------------------------------
@@ -265,11 +280,48 @@ async def measure(name: str, seconds: float, scale: float, profile: bool) -> tup
     return cpu * 1000 / (call.chunks * CHUNK), call.answers
 
 
+def instructions(name: str, seconds: float, scale: float) -> float:
+    """Millions of instructions per second of call on ``name``, counted by callgrind in a
+    child process (this script, one run of one stack, collecting during the call only):
+    unlike CPU time, the count repeats on a shared machine. The scale must leave room for
+    valgrind's slowdown (3: a 20 ms chunk every 60 ms)."""
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        __file__,
+        f"--seconds={seconds}",
+        f"--scale={scale}",
+        "--runs=1",
+        f"--stacks={name}",
+    ]
+    env = {**os.environ, "BENCH_CALLGRIND": "1"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise RuntimeError(f"callgrind printed no count:\n{done.stderr[-2000:]}")
+    return int(found.group(1)) / 1e6 / seconds
+
+
 async def main(args: argparse.Namespace) -> None:
     names = args.stacks.split(",")
     unknown = set(names) - set(STACKS)
     if unknown:
         raise SystemExit(f"unknown stacks: {', '.join(sorted(unknown))}")
+    if args.callgrind:
+        counts = {name: instructions(name, args.seconds, args.scale) for name in names}
+        print(
+            f"Instructions per second of call audio (callgrind, {args.seconds:.0f} s of 20 ms "
+            f"chunks, time scale {args.scale})"
+        )
+        for name in names:
+            print(f"  {name:14} {counts[name]:7.1f} M")
+        for ours, theirs, goal in RATIOS:
+            if ours in counts and theirs in counts:
+                print(f"  {ours} / {theirs}: {counts[ours] / counts[theirs]:.2f}x (goal {goal})")
+        return
     if args.profile:
         figure, answers = await measure(args.profile, args.seconds, args.scale, True)
         print(f"{args.profile}: {figure:.2f} ms CPU per s of call (profiled), {answers} answers")
@@ -300,6 +352,11 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--stacks", default=",".join(STACKS))
     parser.add_argument("--profile", choices=sorted(STACKS), help="profile one stack's call")
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="count instructions under valgrind instead (use --scale 3 --seconds 10)",
+    )
     logger.remove()
     logging.basicConfig(level=logging.ERROR)
     asyncio.run(main(parser.parse_args()))
