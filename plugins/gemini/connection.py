@@ -23,7 +23,7 @@ from google.genai import errors, live, types
 from loguru import logger
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from realtime_resumption.gemini import loop_lag, tcp
+from realtime_resumption.gemini import loop_lag, tcp, wire
 from realtime_resumption.gemini.loop_lag import LoopLag
 from realtime_resumption.gemini.messages import ClientMessage, Writer
 from realtime_resumption.redaction import secret
@@ -434,25 +434,19 @@ class _Connection:
     async def _receive_loop(self) -> None:
         session = self._session
         assert session is not None
+        reader = wire.Reader(session)
         close: tuple[int | None, str | None] | None = None
         while close is None:
-            # ``receive()`` ends after each turnComplete: call it again until the socket closes.
-            frames = session.receive()
-            received = False
-            while True:
-                try:
-                    message = await anext(frames)
-                except StopAsyncIteration:
-                    break
-                except Exception as error:
-                    received = True
-                    close = self._receive_failed(error)
-                    break
-                received = True
-                _seal(message)
-                self._hooks.message(self, message)
-            if not received:
-                close = (None, None)
+            try:
+                message = await reader.next()
+            except StopAsyncIteration:
+                close = (None, None)  # the SDK read no message: its receive ended
+                continue
+            except Exception as error:
+                close = self._receive_failed(error)
+                continue
+            _seal(message)
+            self._hooks.message(self, message)
         code, reason = close
         if self._state == "closing" and not reason:
             reason = "closed by the client"
