@@ -14,6 +14,7 @@ second of call audio; each stack runs ``--runs`` times, interleaved, and the bes
         [--stacks sdk,transport,pipecat-stock,pipecat-ours,livekit-stock,livekit-ours]
         [--profile transport]   # cProfile of one stack's call: the top entries by own time
         [--callgrind --scale 3 --seconds 10]   # instructions instead of CPU time (repeatable)
+        [--sessions 10 --scale 1 --stacks sdk,transport]   # many calls in one process
 """
 
 from __future__ import annotations
@@ -91,10 +92,16 @@ class Call:
         return cpu
 
 
+_streaming = 0
+"""Calls streaming now: instructions are counted while any is."""
+
+
 def _callgrind(state: str) -> None:
-    """Under ``valgrind --tool=callgrind --collect-atstart=no``, count instructions during
-    the call only (``callgrind_control`` toggles collection in this process)."""
-    if os.environ.get("BENCH_CALLGRIND"):
+    """Under ``valgrind --tool=callgrind --instr-atstart=no``, count instructions while the
+    calls stream only (``callgrind_control`` toggles instrumentation in this process)."""
+    global _streaming
+    _streaming += 1 if state == "on" else -1
+    if os.environ.get("BENCH_CALLGRIND") and _streaming == (1 if state == "on" else 0):
         subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True)
 
 
@@ -255,33 +262,40 @@ STACKS: dict[str, Callable[[Call, types.HttpOptions], Awaitable[float]]] = {
     "livekit-ours": _livekit("ours"),
 }
 RATIOS = (
-    ("transport", "sdk", "<= 1.1x"),
+    ("transport", "sdk", "<= 1.1x; <= 1.25x with many sessions"),
     ("pipecat-ours", "pipecat-stock", "<= 1.0x"),
     ("livekit-ours", "livekit-stock", "<= 1.0x"),
 )
 
 
-async def measure(name: str, seconds: float, scale: float, profile: bool) -> tuple[float, int]:
-    """(CPU ms per second of call audio, answer chunks seen) of one call on ``name``."""
-    call = Call(seconds, scale)
+async def measure(
+    name: str, seconds: float, scale: float, profile: bool, sessions: int = 1
+) -> tuple[float, int]:
+    """(CPU ms per second of call audio and session, answer chunks seen) of ``sessions``
+    calls at once on ``name``, in this process."""
+    calls = [Call(seconds, scale) for _ in range(sessions)]
     config = EmulatorConfig(time_scale=scale, answer_chunks=ANSWER_CHUNKS)
     async with EmulatorProcess(config) as server:
         assert server.http_options is not None
+        options = server.http_options
         profiler = cProfile.Profile() if profile else None
         if profiler is not None:
             profiler.enable()
-        cpu = await STACKS[name](call, server.http_options)
+        # The calls stream over the same stretch of time: each measures the process's CPU
+        # over it, so their mean is the CPU of all of them.
+        cpus = await asyncio.gather(*(STACKS[name](call, options) for call in calls))
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(f"bench_cpu_{name}.prof")  # for pstats or snakeviz
             out = io.StringIO()
             pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
             print(out.getvalue())
-    return cpu * 1000 / (call.chunks * CHUNK), call.answers
+    cpu = statistics.mean(cpus) / sessions
+    return cpu * 1000 / (calls[0].chunks * CHUNK), sum(call.answers for call in calls)
 
 
-def instructions(name: str, seconds: float, scale: float) -> float:
-    """Millions of instructions per second of call on ``name``, counted by callgrind in a
+def instructions(name: str, seconds: float, scale: float, sessions: int = 1) -> float:
+    """Millions of instructions per second of call and session on ``name``, counted by callgrind in a
     child process (this script, one run of one stack, collecting during the call only):
     unlike CPU time, the count repeats on a shared machine. The scale must leave room for
     valgrind's slowdown (3: a 20 ms chunk every 60 ms)."""
@@ -296,13 +310,14 @@ def instructions(name: str, seconds: float, scale: float) -> float:
         f"--scale={scale}",
         "--runs=1",
         f"--stacks={name}",
+        f"--sessions={sessions}",
     ]
     env = {**os.environ, "BENCH_CALLGRIND": "1"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
         raise RuntimeError(f"callgrind printed no count:\n{done.stderr[-2000:]}")
-    return int(found.group(1)) / 1e6 / seconds
+    return int(found.group(1)) / 1e6 / seconds / sessions
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -311,10 +326,12 @@ async def main(args: argparse.Namespace) -> None:
     if unknown:
         raise SystemExit(f"unknown stacks: {', '.join(sorted(unknown))}")
     if args.callgrind:
-        counts = {name: instructions(name, args.seconds, args.scale) for name in names}
+        counts = {
+            name: instructions(name, args.seconds, args.scale, args.sessions) for name in names
+        }
         print(
             f"Instructions per second of call audio (callgrind, {args.seconds:.0f} s of 20 ms "
-            f"chunks, time scale {args.scale})"
+            f"chunks, time scale {args.scale}, {args.sessions} session(s) at once, per session)"
         )
         for name in names:
             print(f"  {name:14} {counts[name]:7.1f} M")
@@ -323,18 +340,19 @@ async def main(args: argparse.Namespace) -> None:
                 print(f"  {ours} / {theirs}: {counts[ours] / counts[theirs]:.2f}x (goal {goal})")
         return
     if args.profile:
-        figure, answers = await measure(args.profile, args.seconds, args.scale, True)
+        figure, answers = await measure(args.profile, args.seconds, args.scale, True, args.sessions)
         print(f"{args.profile}: {figure:.2f} ms CPU per s of call (profiled), {answers} answers")
         return
     figures: dict[str, list[float]] = {name: [] for name in names}
     for _ in range(args.runs):
         for name in names:
-            figure, answers = await measure(name, args.seconds, args.scale, False)
+            figure, answers = await measure(name, args.seconds, args.scale, False, args.sessions)
             figures[name].append(figure)
             print(f"  {name:14} {figure:6.2f} ms CPU per s of call ({answers} answer chunks)")
     print(
         f"\nCPU per second of call audio ({args.seconds:.0f} s of 20 ms chunks, time scale "
-        f"{args.scale}), best of {args.runs} interleaved runs"
+        f"{args.scale}, {args.sessions} session(s) at once, per session), best of {args.runs} "
+        "interleaved runs"
     )
     for name in names:
         samples = figures[name]
@@ -350,6 +368,9 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=60.0, help="call audio per run")
     parser.add_argument("--scale", type=float, default=0.1, help="the emulator's time scale")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--sessions", type=int, default=1, help="calls at once in this process (use --scale 1)"
+    )
     parser.add_argument("--stacks", default=",".join(STACKS))
     parser.add_argument("--profile", choices=sorted(STACKS), help="profile one stack's call")
     parser.add_argument(
