@@ -69,6 +69,10 @@ class Call:
         self.scale = scale
         self.answers = 0
         """Answer audio chunks the stack delivered (where the bench can see them)."""
+        self.late = 0.0
+        """The most a chunk went out after its time, in call seconds: a stack that cannot
+        keep the pace (valgrind, a loaded machine) sends in bursts, and its figure is not a
+        paced call's."""
 
     async def stream(self, send: Callable[[bytes], Awaitable[None] | None]) -> float:
         """Stream the call through ``send``; CPU seconds spent meanwhile (this process)."""
@@ -82,6 +86,8 @@ class Call:
             delay = start + index * interval - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
+            else:
+                self.late = max(self.late, -delay / self.scale)
             sent = send(chunk(index))
             if sent is not None:
                 await sent
@@ -291,6 +297,9 @@ async def measure(
             pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
             print(out.getvalue())
     cpu = statistics.mean(cpus) / sessions
+    late = max(call.late for call in calls)
+    if late > 0.1:
+        print(f"  {name}: fell behind the call's pace by up to {late:.2f} s of call")
     return cpu * 1000 / (calls[0].chunks * CHUNK), sum(call.answers for call in calls)
 
 
@@ -314,6 +323,9 @@ def instructions(name: str, seconds: float, scale: float, sessions: int = 1) -> 
     ]
     env = {**os.environ, "BENCH_CALLGRIND": "1"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    for line in done.stdout.splitlines():
+        if "fell behind" in line:
+            print(line)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
         raise RuntimeError(f"callgrind printed no count:\n{done.stderr[-2000:]}")
