@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import inspect
 import itertools
 import json
 import re
@@ -307,6 +308,17 @@ def audio_message(frame: str | bytes) -> types.LiveServerMessage | None:
     return types.LiveServerMessage.model_construct(server_content=server_content)
 
 
+def _takes_decode(recv: object) -> bool:
+    """Whether ``recv`` is a WebSocket's ``recv`` that can return a text frame undecoded
+    (websockets 13+), as the SDK asks it to."""
+    if not callable(recv):
+        return False
+    try:
+        return "decode" in inspect.signature(recv).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 class _OneFrame:
     """A WebSocket that holds one frame (or the error reading it raised) for the SDK."""
 
@@ -361,7 +373,7 @@ class Reader:
         # them, every frame goes through the SDK's own receive).
         ws: Any = getattr(session, "_ws", None)
         client: Any = getattr(session, "_api_client", None)
-        self._ws = ws if client is not None and callable(getattr(ws, "recv", None)) else None
+        self._ws = ws if client is not None and _takes_decode(getattr(ws, "recv", None)) else None
         self._vertex = bool(getattr(client, "vertexai", False))
         self._frame = _OneFrame()
         self._sdk = live.AsyncSession(api_client=client, websocket=self._frame)  # type: ignore[arg-type]
