@@ -18,6 +18,7 @@ import pytest
 from google import genai
 from google.auth.credentials import AnonymousCredentials
 from google.genai import errors, live, types
+from pydantic import BaseModel
 from websockets.exceptions import ConnectionClosedOK
 from websockets.frames import Close
 
@@ -192,3 +193,27 @@ async def test_an_sdk_that_reads_audio_otherwise_reads_every_frame(
     message = await Reader(_session(False, [frame])).next()
     assert message.usage_metadata == types.UsageMetadata()
     assert wire._READ_AS_SDK == {False: False}
+
+
+@pytest.mark.parametrize(
+    "model",
+    [types.Blob, types.Part, types.Content, types.LiveServerContent, types.LiveServerMessage],
+)
+def test_the_quick_constructor_makes_what_model_construct_makes(model: type[Any]) -> None:
+    construct = wire._constructor(model)
+    assert construct.__name__ == "construct", "the quick path, not model_construct"
+    name = next(iter(model.model_fields))
+    ours, theirs = construct(**{name: None}), model.model_construct(**{name: None})
+    assert ours == theirs
+    assert ours.model_fields_set == theirs.model_fields_set == {name}
+    assert ours.model_dump() == theirs.model_dump()
+
+
+def test_a_model_with_another_default_gets_model_construct() -> None:
+    class Defaulted(BaseModel):
+        a: int | None = None
+        b: int = 3
+
+    construct = wire._constructor(Defaulted)
+    assert construct == Defaulted.model_construct
+    assert construct(a=1) == Defaulted(a=1, b=3)
