@@ -23,9 +23,9 @@ from google.genai import errors, live, types
 from loguru import logger
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from realtime_resumption.gemini import loop_lag, tcp
+from realtime_resumption.gemini import loop_lag, server_events, tcp
 from realtime_resumption.gemini.loop_lag import LoopLag
-from realtime_resumption.gemini.messages import ClientMessage, write
+from realtime_resumption.gemini.messages import ClientMessage, Writer
 from realtime_resumption.redaction import secret
 from realtime_resumption.transport import (
     ConnectError,
@@ -273,16 +273,20 @@ class LiveConnection:
         estimate = tcp.round_trip(self._socket) if self._socket is not None else None
         return estimate.seconds if estimate is not None else None
 
-    @property
-    def round_trip_jitter(self) -> float:
-        """How far a handle's place may reach beyond :attr:`round_trip`: the kernel's
-        deviation, or twice the event loop's recent lag when that is larger. The lag moves
-        the next handle's arrival back (:meth:`arrived_at`), and the outbox keeps what that
-        handle may lack by this margin; a ping's latency used to carry the lag, the kernel's
-        estimate does not. Under load a move replays more (heard twice), never less."""
+    def round_trip_measure(self) -> tuple[float, float] | None:
+        """The network round trip and how far a handle's place may reach beyond it, in
+        seconds, from one look at the socket; None where the kernel gives no estimate.
+
+        The reach is the kernel's deviation, or twice the event loop's recent lag when that
+        is larger. The lag moves the next handle's arrival back (:meth:`arrived_at`), and the
+        outbox keeps what that handle may lack by this margin; a ping's latency used to carry
+        the lag, the kernel's estimate does not. Under load a move replays more (heard twice),
+        never less."""
         estimate = tcp.round_trip(self._socket) if self._socket is not None else None
-        jitter = estimate.jitter if estimate is not None else 0.0
-        return max(jitter, 2 * (self._lag.recent() if self._lag is not None else 0.0))
+        if estimate is None:
+            return None
+        lag = self._lag.recent() if self._lag is not None else 0.0
+        return estimate.seconds, max(estimate.jitter, 2 * lag)
 
     def arrived_at(self, handled_at: float) -> float:
         """The earliest a server message handled at ``handled_at`` may have reached the
@@ -363,6 +367,7 @@ class LiveConnection:
     async def _write_loop(self) -> None:
         session = self._session
         assert session is not None
+        write = Writer(session).write
         outbox = self._outbox
         loop = asyncio.get_running_loop()
         clock = loop.time
@@ -387,7 +392,7 @@ class LiveConnection:
             # Bounded by the watchdog rather than a timer per message: this is the audio path.
             self._writing_since = clock()
             try:
-                await write(session, message)
+                await write(message)
             except (ConnectionClosed, OSError) as error:
                 # The socket is gone (or the watchdog dropped it): nothing queued can be written.
                 self._broken = True
@@ -429,25 +434,19 @@ class LiveConnection:
     async def _receive_loop(self) -> None:
         session = self._session
         assert session is not None
+        reader = server_events.Reader(session)
         close: tuple[int | None, str | None] | None = None
         while close is None:
-            # ``receive()`` ends after each turnComplete: call it again until the socket closes.
-            frames = session.receive()
-            received = False
-            while True:
-                try:
-                    message = await anext(frames)
-                except StopAsyncIteration:
-                    break
-                except Exception as error:
-                    received = True
-                    close = self._receive_failed(error)
-                    break
-                received = True
-                _seal(message)
-                self._hooks.message(self, message)
-            if not received:
-                close = (None, None)
+            try:
+                message = await reader.next()
+            except StopAsyncIteration:
+                close = (None, None)  # the SDK read no message: its receive ended
+                continue
+            except Exception as error:
+                close = self._receive_failed(error)
+                continue
+            _seal(message)
+            self._hooks.message(self, message)
         code, reason = close
         if self._state == "closing" and not reason:
             reason = "closed by the client"

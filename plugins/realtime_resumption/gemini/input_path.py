@@ -55,18 +55,6 @@ def _counters() -> dict[SendKind, _Counter]:
     return {kind: _Counter() for kind in SEND_KINDS}
 
 
-def audio_seconds(message: ClientMessage) -> float:
-    """Seconds of PCM16 mono audio a message carries (0 when the rate is not known)."""
-    payload = message.payload
-    if message.kind != "audio" or not isinstance(payload, Media):
-        return 0.0
-    for param in payload.mime_type.split(";")[1:]:
-        key, _, value = param.strip().partition("=")
-        if key == "rate" and value.isdigit() and int(value) > 0:
-            return len(payload.data) / 2 / int(value)
-    return 0.0
-
-
 def audio_level(message: ClientMessage) -> float:
     """The loudness of an audio message (RMS of its PCM16, from every 4th sample: the outbox
     asks it once of every chunk, to hold speech rather than silence); infinite for anything
@@ -128,15 +116,6 @@ class InputPath:
 
     # --- the framework's side -----------------------------------------------------------------
 
-    def admit(self, message: ClientMessage) -> None:
-        """Raise ValueError (counted as refused) for a message the input bounds cannot
-        hold: an audio chunk longer than ``OutboxLimits.max_audio_seconds`` would be dropped
-        at once, or evict earlier audio."""
-        try:
-            self.outbox.admit(MessageKind(message.kind), audio_seconds(message))
-        except ValueError as error:
-            raise self.refuse(message.kind, error) from None
-
     def submit(
         self, message: ClientMessage, now: float, scope: ReplayScope = ReplayScope.SESSION
     ) -> Entry[ClientMessage]:
@@ -147,7 +126,7 @@ class InputPath:
                 message,
                 MessageKind(message.kind),
                 now,
-                audio_seconds=audio_seconds(message),
+                audio_seconds=message.seconds,
                 scope=scope,
             )
         except ValueError as error:
@@ -195,17 +174,22 @@ class InputPath:
         the old connection started would be cut by the switch."""
         if conn is None or not conn.accepting or conn.busy:
             return
-        round_trip = conn.round_trip
-        if round_trip is not None:
-            self.outbox.round_trip_measured(conn.dial_gen, round_trip, conn.round_trip_jitter)
-        if self.outbox.activity_to_reopen:
+        outbox = self.outbox
+        reopen = outbox.activity_to_reopen
+        entry = None if reopen else outbox.next_unsent()
+        if not reopen and (entry is None or (media_only and entry.kind not in _MEDIA)):
+            return
+        # Measured before each handover, so handles are placed by the estimate current when
+        # the input they follow was written (nothing to hand over: nothing to place).
+        measure = conn.round_trip_measure()
+        if measure is not None:
+            outbox.round_trip_measured(conn.dial_gen, *measure)
+        if reopen:
             # Before the audio replayed to it: the user is still speaking.
             index = conn.enqueue(ClientMessage.activity_start())
-            self.outbox.activity_reopened(conn.dial_gen, index)
+            outbox.activity_reopened(conn.dial_gen, index)
             return
-        entry = self.outbox.next_unsent()
-        if entry is None or (media_only and entry.kind not in _MEDIA):
-            return
+        assert entry is not None
         index = conn.enqueue(entry.message)
         self.outbox.mark_sent(entry, conn.dial_gen, index, now)
         self._in_flight[conn] = entry

@@ -891,6 +891,11 @@ class GeminiLiveTransport:
         held during a move. The one send path: it counts every message and refuses, with an
         error, what no session can take. ``scope``: which later connections may get it
         again."""
+        self._submit(message, scope)
+        self._s.feed()
+
+    def _submit(self, message: ClientMessage, scope: ReplayScope = ReplayScope.SESSION) -> None:
+        """Queue ``message`` without handing it to a connection yet (see :meth:`_send`)."""
         if not self._takes_input:
             raise self._input.refuse(
                 message.kind,
@@ -907,9 +912,7 @@ class GeminiLiveTransport:
         if self._claim_held is not None:
             self._claim_held.append((message, scope))
             return
-        now = self._now()
-        self._input.submit(message, now, scope)
-        self._feed()
+        self._input.submit(message, self._now(), scope)
 
     @property
     def _takes_input(self) -> bool:
@@ -919,9 +922,6 @@ class GeminiLiveTransport:
             or (self._connecting and not self._disconnected)
             or self._claim_held is not None
         )
-
-    def _feed(self) -> None:
-        self._s.feed()
 
     def _client_turn(self, text: str | None) -> None:
         """The client sent a complete user turn (``text`` when it was text)."""
@@ -949,11 +949,13 @@ class GeminiLiveTransport:
             )
         pcm = validation.pcm16(audio)
         if pcm:
-            message = ClientMessage.audio(pcm)
-            self._input.admit(message)
+            # Queued first (refused there if the input bounds cannot hold it), handed to the
+            # connection after the move has had its say: speech during a move waits for
+            # the new connection.
+            self._submit(ClientMessage.audio(pcm))
             if self._rotation.switching and is_speech(pcm):
                 self._rotation.hold_input()
-            self._send(message)
+            self._s.feed()
             self._user_turn.audio(pcm)
             if self._rotation.watching and is_speech(pcm):
                 self._rotation.user_turn()
@@ -1098,7 +1100,7 @@ class GeminiLiveTransport:
             logger.info("{}: result of tool call {} not sent ({})", self, result.id, verdict)
             return
         self._input.submit_result(message, result, self._now())
-        self._feed()
+        self._s.feed()
 
     def trigger_generation(
         self, instructions: str | None = None, overrides: GenerationOverrides | None = None
@@ -1257,7 +1259,7 @@ class GeminiLiveTransport:
             self._tools.result_sent(result.id)
             self._history.tool_result(result)
         if current:
-            self._feed()
+            self._s.feed()
 
     def _on_write_failed(
         self, conn: LiveConnection, messages: Sequence[ClientMessage], error: Exception
@@ -1275,7 +1277,7 @@ class GeminiLiveTransport:
         )
         if current and refused:
             self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
-            self._feed()
+            self._s.feed()
 
     def _results_refused(self, messages: Sequence[ClientMessage]) -> None:
         """These messages were dropped unsent: the tool calls they answered take a new

@@ -1,16 +1,17 @@
 """The client messages a transport sends: one small typed value per message.
 
 Every message goes through one send path as a ``ClientMessage``, so the transport can count,
-record, hold or replay it without knowing how the SDK spells it. ``write`` is the only place
-that turns one into an SDK call.
+record, hold or replay it without knowing how the SDK spells it. A :class:`Writer` is the only
+place that writes one.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from google.genai import live, types
 
@@ -60,16 +61,22 @@ class ClientMessage:
     payload: Payload
     size: int
     """Payload bytes, for the counters: media raw, text as UTF-8, tool results as JSON."""
+    seconds: float = 0.0
+    """Seconds of PCM16 mono audio it carries, for the input bounds: 0 when it is not audio
+    or its rate is not known."""
 
     @staticmethod
     def audio(pcm: bytes) -> ClientMessage:
         """User audio, PCM16 mono at 16 kHz."""
-        return ClientMessage("audio", Media(pcm, INPUT_AUDIO_MIME), len(pcm))
+        n = len(pcm)
+        return ClientMessage("audio", Media(pcm, INPUT_AUDIO_MIME), n, n / _INPUT_BYTES_PER_SECOND)
 
     @staticmethod
     def media(kind: SendKind, data: bytes, mime_type: str) -> ClientMessage:
         """Realtime media: ``audio`` or ``video`` (images are single video frames)."""
-        return ClientMessage(kind, Media(data, mime_type), len(data))
+        rate = _pcm_rate(mime_type) if kind == "audio" else 0
+        seconds = len(data) / 2 / rate if rate else 0.0
+        return ClientMessage(kind, Media(data, mime_type), len(data), seconds)
 
     @staticmethod
     def text(text: str) -> ClientMessage:
@@ -142,6 +149,18 @@ class ClientMessage:
         return ClientMessage.content(contents, False) if contents else None
 
 
+_INPUT_BYTES_PER_SECOND: Final = 2 * 16_000
+
+
+def _pcm_rate(mime_type: str) -> int:
+    """The ``rate`` parameter of an audio MIME type; 0 when it has none."""
+    for param in mime_type.split(";")[1:]:
+        key, _, value = param.strip().partition("=")
+        if key == "rate" and value.isdigit() and int(value) > 0:
+            return int(value)
+    return 0
+
+
 def _replay_content(item: ReplayItem) -> types.Content:
     # Gemini Live closes a connection whose seeded history holds native functionCall or
     # functionResponse parts (1007): tool traffic is written into history as text.
@@ -166,8 +185,116 @@ def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
-async def write(session: live.AsyncSession, message: ClientMessage) -> None:
-    """Send ``message`` on ``session``."""
+def realtime_input(message: ClientMessage) -> dict[str, object] | None:
+    """The ``realtime_input`` body of ``message`` as the SDK's ``send_realtime_input`` spells
+    it on the wire (media in URL-safe base64; its keys as it spells them, some camelCase); None for content and tool
+    responses, and for empty media or text, which only the SDK writes."""
+    payload = message.payload
+    kind = message.kind
+    if isinstance(payload, Media):
+        if not payload.data:
+            return None
+        data = base64.urlsafe_b64encode(payload.data).decode("ascii")
+        return {kind: {"data": data, "mime_type": payload.mime_type}}
+    if isinstance(payload, str):
+        return {"text": payload} if payload else None
+    if kind == "audio_stream_end":
+        return {"audioStreamEnd": True}
+    if kind == "activity_start":
+        return {"activityStart": {}}
+    if kind == "activity_end":
+        return {"activityEnd": {}}
+    return None
+
+
+class _Recorder:
+    """A WebSocket that keeps what is sent on it: the SDK writes a probe frame into it."""
+
+    def __init__(self) -> None:
+        self.frames: list[str] = []
+
+    async def send(self, frame: str) -> None:
+        self.frames.append(frame)
+
+
+_PROBES: Final[dict[SendKind, ClientMessage]] = {
+    # Bytes whose base64 differs between the standard and URL-safe alphabets; text with a
+    # quote, a control character and non-ASCII, which JSON escapes.
+    "audio": ClientMessage.audio(b"\x00\xfb\xff\x10"),
+    "video": ClientMessage.media("video", b"\xff\xd8\xfb\xff", "image/jpeg"),
+    "text": ClientMessage.text('a "quoted"\tword, d\u00e9j\u00e0 \u2028 \U0001f600'),
+    "audio_stream_end": ClientMessage.audio_stream_end(),
+    "activity_start": ClientMessage.activity_start(),
+    "activity_end": ClientMessage.activity_end(),
+}
+
+_SPELLED_AS_SDK: dict[tuple[bool, SendKind], bool] = {}
+"""(Vertex or not, kind) -> whether :func:`realtime_input` writes what this SDK writes."""
+
+
+async def _spelled_as_sdk(session: live.AsyncSession, vertex: bool, kind: SendKind) -> bool:
+    """Whether this SDK writes ``kind`` as :func:`realtime_input` does, for this API flavour:
+    checked once per process by having the SDK write a probe message into a recorder, so an
+    SDK that changes its wire form gets its own path back, never a wrong frame."""
+    key = (vertex, kind)
+    same = _SPELLED_AS_SDK.get(key)
+    if same is None:
+        probe = _PROBES[kind]
+        recorder = _Recorder()
+        try:
+            sdk_session = live.AsyncSession(
+                api_client=session._api_client,
+                websocket=recorder,  # type: ignore[arg-type]
+            )
+            await _sdk_write(sdk_session, probe)
+            [frame] = recorder.frames
+            same = json.loads(frame) == {"realtime_input": realtime_input(probe)}
+        except Exception:
+            same = False
+        _SPELLED_AS_SDK[key] = same
+    return same
+
+
+class Writer:
+    """Writes client messages on one SDK session.
+
+    Realtime input, every 20 ms of the call, goes straight to the session's WebSocket as
+    :func:`realtime_input` spells it: the SDK validates and converts three pydantic models
+    per chunk (about 130 us), a cost the transport does not need (its public entry points
+    validated the message). Each kind is checked once against the SDK's own writing
+    (:func:`_spelled_as_sdk`); content, tool responses and anything the check refuses go
+    through the SDK.
+    """
+
+    __slots__ = ("_session", "_vertex", "_ws")
+
+    def __init__(self, session: live.AsyncSession) -> None:
+        self._session = session
+        # The SDK keeps its WebSocket and client private: reach them defensively (None if
+        # they moved, and every message goes through the SDK).
+        ws: Any = getattr(session, "_ws", None)
+        client = getattr(session, "_api_client", None)
+        self._ws = ws if client is not None and callable(getattr(ws, "send", None)) else None
+        # The SDK's own test: None and False both mean the Gemini API.
+        self._vertex = bool(getattr(client, "vertexai", False))
+
+    async def write(self, message: ClientMessage) -> None:
+        """Send ``message`` on the session."""
+        ws = self._ws
+        if ws is not None:
+            body = realtime_input(message)
+            if body is not None:
+                same = _SPELLED_AS_SDK.get((self._vertex, message.kind))
+                if same is None:
+                    same = await _spelled_as_sdk(self._session, self._vertex, message.kind)
+                if same:
+                    await ws.send(json.dumps({"realtime_input": body}))
+                    return
+        await _sdk_write(self._session, message)
+
+
+async def _sdk_write(session: live.AsyncSession, message: ClientMessage) -> None:
+    """Send ``message`` on ``session`` through the SDK's own methods."""
     payload = message.payload
     if isinstance(payload, Media):
         # Both fields are known to be valid: skip a second validation on the audio path.

@@ -578,7 +578,10 @@ class Outbox(Generic[T]):
         for i in range(len(deliveries) - 1, -1, -1):
             delivery = deliveries[i]
             if delivery.conn.id == connection:
-                deliveries[i] = replace(delivery, sent_at=max(delivery.sent_at, now))
+                # Built directly: ``dataclasses.replace`` introspects the fields on every
+                # call, and this runs for every chunk.
+                sent_at = max(delivery.sent_at, now)
+                deliveries[i] = _Delivery(delivery.conn, delivery.index, sent_at)
                 if entry.kind is MessageKind.TOOL_RESPONSE:
                     conn = delivery.conn
                     conn.last_tool_response = max(conn.last_tool_response, delivery.index)
