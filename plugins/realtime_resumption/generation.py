@@ -379,10 +379,9 @@ class GenerationTracker:
                 self._end(GenerationEndReason.GENERATION_COMPLETE, effects)
             else:
                 self._end(reason, effects)
+        # No turn is open now: the next one starts its text bookkeeping afresh (``_open_turn``).
         self._turn = None
         self._interrupted_turn = None
-        self._turn_text = False
-        self._turn_text_done = False
         self._suppress = False
         return effects
 
