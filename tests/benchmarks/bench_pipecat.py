@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bench_transport import until
 from emulator_thread import EmulatorThread
 from google.genai import types
 from pipecat.frames.frames import (
@@ -65,12 +66,6 @@ class _Sink(FrameProcessor):
         await self.push_frame(frame, direction)
 
 
-async def _until(predicate: Callable[[], bool], timeout: float = 60) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():  # noqa: ASYNC110
-            await asyncio.sleep(0.001)
-
-
 async def _pipeline(service: Any, work: Callable[[PipelineWorker, _Sink], Any]) -> float:
     sink = _Sink()
     worker = PipelineWorker(
@@ -103,10 +98,10 @@ def _input_work(service: Any) -> Callable[[PipelineWorker, _Sink], Any]:
                 frame = InputAudioRawFrame(audio=SILENCE, sample_rate=16_000, num_channels=1)
                 await worker.queue_frame(frame)
             await asyncio.sleep(0)
-        await _until(lambda: sink.inputs >= INPUT_FRAMES)
+        await until(lambda: sink.inputs >= INPUT_FRAMES)
         if isinstance(service, GeminiLiveLLMService):
             diagnostics = service.transport.get_diagnostics
-            await _until(lambda: diagnostics().total_sends["audio"].sent >= INPUT_FRAMES)
+            await until(lambda: diagnostics().total_sends["audio"].sent >= INPUT_FRAMES)
         return (time.thread_time() - start) * 1e6 / INPUT_FRAMES
 
     return work
@@ -116,7 +111,7 @@ async def _output_work(worker: PipelineWorker, sink: _Sink) -> float:
     await asyncio.sleep(0.5)
     start = time.thread_time()
     await worker.queue_frame(InputTextRawFrame("hello"))
-    await _until(lambda: sink.ends >= 1)
+    await until(lambda: sink.ends >= 1)
     return (time.thread_time() - start) * 1e6 / max(1, sink.chunks)
 
 

@@ -18,6 +18,13 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 
+from bench_transport import (
+    RECEIVE_CHUNKS,
+    cpu_per_unit,
+    transport_receive,
+    transport_send,
+    until,
+)
 from emulator_thread import EmulatorThread
 from loguru import logger
 from opentelemetry.metrics import NoOpMeterProvider
@@ -32,10 +39,9 @@ from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason, MoveReport
 from realtime_resumption.redaction import redact
 from realtime_resumption.telemetry import Telemetry
-from realtime_resumption.testing.emulator import EmulatorConfig, user_audio
+from realtime_resumption.testing.emulator import EmulatorConfig
 from realtime_resumption.transport import (
     ConnectAttempt,
-    ContentTurn,
     GenerationClose,
     GenerationEndReason,
     SetupOk,
@@ -43,12 +49,7 @@ from realtime_resumption.transport import (
 
 MODEL = "gemini-live-2.5-flash-preview"
 MOVES = 20
-SEND_CHUNKS = 2000
-RECEIVE_CHUNKS = 1000
 RUNS = 5
-SPEECH = user_audio(1, speech=True)
-"""Speech: the transport does not send long silence at all (``OutboxLimits.silence_padding``);
-the emulator's VAD is told never to end the turn."""
 CHUNKS_PER_SECOND = 50
 MOVE_EVERY = 600.0
 """Seconds between moves in a call (Gemini Live rotates connections about every ten minutes)."""
@@ -78,20 +79,6 @@ def modes(sdk: Sdk) -> dict[str, Telemetry | bool]:
     }
 
 
-async def _until(predicate: Callable[[], bool], timeout: float = 60) -> None:
-    # Polling, because the benchmark measures the transport as a framework drives it.
-    async with asyncio.timeout(timeout):
-        while not predicate():  # noqa: ASYNC110
-            await asyncio.sleep(0.001)
-
-
-async def _cpu(work: Callable[[], Awaitable[int]]) -> float:
-    """Client-thread CPU microseconds per unit of ``work`` (which returns its unit count)."""
-    start = time.thread_time()
-    units = await work()
-    return (time.thread_time() - start) * 1e6 / units
-
-
 async def per_move(server: EmulatorThread, telemetry: Telemetry | bool) -> float:
     transport = GeminiLiveTransport(
         api_key="bench", http_options=server.http_options, model=MODEL, telemetry=telemetry
@@ -101,65 +88,29 @@ async def per_move(server: EmulatorThread, telemetry: Telemetry | bool) -> float
     transport.on_move = reports.append
     transport.on_resumption_update = lambda _handle, resumable, _index: handles.append(resumable)
     await transport.connect()
-    await _until(lambda: any(handles))
+    await until(lambda: any(handles))
 
     async def work() -> int:
         for n in range(1, MOVES + 1):
             handles.clear()
             server.soon(lambda emu: emu.faults.go_away(20.0))
-            await _until(lambda n=n: len(reports) == n)  # type: ignore[misc]
-            await _until(lambda: any(handles))  # the new connection's first handle
+            await until(lambda n=n: len(reports) == n)  # type: ignore[misc]
+            await until(lambda: any(handles))  # the new connection's first handle
         return MOVES
 
-    figure = await _cpu(work)
+    figure = await cpu_per_unit(work)
     await transport.disconnect()
     assert all(r.outcome.value == "resumed" for r in reports), reports
     return figure
 
 
 async def per_chunk_sent(server: EmulatorThread, telemetry: Telemetry | bool) -> float:
-    transport = GeminiLiveTransport(
-        api_key="bench", http_options=server.http_options, model=MODEL, telemetry=telemetry
-    )
-    await transport.connect()
-
-    async def work() -> int:
-        for first in range(0, SEND_CHUNKS, 50):
-            for _ in range(min(50, SEND_CHUNKS - first)):
-                transport.send_audio(SPEECH)
-            await asyncio.sleep(0)
-        await _until(lambda: transport.get_diagnostics().sends["audio"].sent == SEND_CHUNKS)
-        return SEND_CHUNKS
-
-    figure = await _cpu(work)
-    await transport.disconnect()
-    return figure
+    _calls, whole_path = await transport_send(server.http_options, telemetry=telemetry)
+    return whole_path
 
 
 async def per_chunk_received(server: EmulatorThread, telemetry: Telemetry | bool) -> float:
-    transport = GeminiLiveTransport(
-        api_key="bench",
-        http_options=server.http_options,
-        model=MODEL,
-        output_audio_transcription=False,
-        tool_call_grace=0.0,
-        telemetry=telemetry,
-    )
-    received: list[bytes] = []
-    done = asyncio.Event()
-    transport.on_audio_output = received.append
-    transport.on_turn_complete = lambda _turn: done.set()
-    await transport.connect()
-
-    async def work() -> int:
-        transport.send_live_text([ContentTurn("user", "hello")])
-        async with asyncio.timeout(60):
-            await done.wait()
-        return len(received)
-
-    figure = await _cpu(work)
-    await transport.disconnect()
-    return figure
+    return await transport_receive(server.http_options, telemetry=telemetry)
 
 
 # --- the hooks alone: the telemetry's own share, without the network's noise ------------------

@@ -13,6 +13,7 @@ import asyncio
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from emulator_thread import EmulatorThread
 from google import genai
@@ -33,14 +34,16 @@ SPEECH = user_audio(1, speech=True)
 of an hour ends a turn) never ends the turn it starts."""
 
 
-async def _cpu(work: Callable[[], Awaitable[int]]) -> float:
-    """Client-thread CPU microseconds per chunk of ``work`` (which returns its chunk count)."""
+async def cpu_per_unit(work: Callable[[], Awaitable[int]]) -> float:
+    """Client-thread CPU microseconds per unit of ``work`` (which returns its unit count).
+    Shared by the benchmarks that measure the transport as a framework drives it."""
     start = time.thread_time()
     chunks = await work()
     return (time.thread_time() - start) * 1e6 / chunks
 
 
-async def _until(predicate: Callable[[], bool], timeout: float = 60) -> None:
+async def until(predicate: Callable[[], bool], timeout: float = 60) -> None:
+    """Wait, within ``timeout``, until ``predicate`` holds."""
     # Polling, because the benchmark measures the transport as a framework drives it.
     async with asyncio.timeout(timeout):
         while not predicate():  # noqa: ASYNC110
@@ -60,12 +63,15 @@ async def sdk_send(http_options: types.HttpOptions) -> float:
                 await session.send_realtime_input(audio=blob)
             return SEND_CHUNKS
 
-        return await _cpu(work)
+        return await cpu_per_unit(work)
 
 
-async def transport_send(http_options: types.HttpOptions) -> tuple[float, float]:
-    """(the synchronous send_audio calls alone, the whole path until written)."""
-    transport = GeminiLiveTransport(api_key="bench", http_options=http_options, model=MODEL)
+async def transport_send(http_options: types.HttpOptions, **options: Any) -> tuple[float, float]:
+    """(the synchronous send_audio calls alone, the whole path until written); ``options``
+    go to the transport."""
+    transport = GeminiLiveTransport(
+        api_key="bench", http_options=http_options, model=MODEL, **options
+    )
     await transport.connect()
     calls = 0.0
 
@@ -81,10 +87,10 @@ async def transport_send(http_options: types.HttpOptions) -> tuple[float, float]
             spent += time.thread_time() - start
             await asyncio.sleep(0)
         calls = spent * 1e6 / SEND_CHUNKS
-        await _until(lambda: transport.get_diagnostics().sends["audio"].sent == SEND_CHUNKS)
+        await until(lambda: transport.get_diagnostics().sends["audio"].sent == SEND_CHUNKS)
         return SEND_CHUNKS
 
-    total = await _cpu(work)
+    total = await cpu_per_unit(work)
     await transport.disconnect()
     return calls, total
 
@@ -110,16 +116,18 @@ async def sdk_receive(http_options: types.HttpOptions) -> float:
                     if content and content.turn_complete:
                         return chunks
 
-        return await _cpu(work)
+        return await cpu_per_unit(work)
 
 
-async def transport_receive(http_options: types.HttpOptions) -> float:
+async def transport_receive(http_options: types.HttpOptions, **options: Any) -> float:
+    """Microseconds per answer chunk received; ``options`` go to the transport."""
     transport = GeminiLiveTransport(
         api_key="bench",
         http_options=http_options,
         model=MODEL,
         output_audio_transcription=False,
         tool_call_grace=0.0,
+        **options,
     )
     received: list[bytes] = []
     done = asyncio.Event()
@@ -133,7 +141,7 @@ async def transport_receive(http_options: types.HttpOptions) -> float:
             await done.wait()
         return len(received)
 
-    figure = await _cpu(work)
+    figure = await cpu_per_unit(work)
     await transport.disconnect()
     return figure
 
