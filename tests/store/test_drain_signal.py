@@ -19,9 +19,9 @@ from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import MemoryStore, hand_over_on
 from realtime_resumption.testing.emulator import Emulator
+from realtime_resumption.testing.redis_server import RedisServer
 
 from ..transport.transport_helpers import Recorder, emulator_config
-from .redis_server import RedisServer
 from .takeover_helpers import KEY, make_transport, stream_speech
 
 

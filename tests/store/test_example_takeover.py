@@ -25,6 +25,5 @@ async def test_each_framework_takes_over_the_other_s_call_killed_mid_question() 
         # the next, answered.
         assert result.answers == ("complete", "complete")
         assert result.spoken_before_kill >= takeover.KILL_AFTER
-        # At most one write interval of the user's speech lost (and a chunk in flight).
-        bound = takeover.OPTIONS.write_interval + 2 * takeover.CHUNK
-        assert result.speech_lost * takeover.CHUNK <= bound
+        # At most one write interval of the user's speech lost (and the chunks in flight).
+        assert result.speech_lost * takeover.CHUNK <= takeover.SPEECH_LOST_BOUND

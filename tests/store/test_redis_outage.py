@@ -12,11 +12,11 @@ from realtime_resumption.gemini.stored_session import RecordCodec
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import StoreError
 from realtime_resumption.testing.emulator import Emulator
+from realtime_resumption.testing.redis_server import RedisServer
 from realtime_resumption.transport import ContentTurn
 
 from ..livekit.lk_helpers import until
 from ..transport.transport_helpers import Recorder, emulator_config
-from .redis_server import RedisServer
 from .takeover_helpers import KEY, make_transport, stream_speech
 
 OUTAGE = 10.0

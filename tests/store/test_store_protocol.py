@@ -8,9 +8,9 @@ import pytest
 
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import MemoryStore, SessionStore, StoreError
+from realtime_resumption.testing.redis_server import RedisServer
 
 from .conftest import Clock
-from .redis_server import RedisServer
 
 KEY = "room-42"
 

