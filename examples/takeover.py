@@ -111,8 +111,12 @@ async def talk(call: Call, send: Callable[[bytes], Awaitable[None]]) -> None:
     words: list[str] = []
     while not ended.done():
         if not lines.empty():
-            _, count, *words = lines.get_nowait().split()
-            speech = int(count)
+            line = lines.get_nowait()
+            match line.split():
+                case ["say", count, *said] if count.isdigit():
+                    speech, words = int(count), said
+                case _:
+                    print(f"not understood: {line.strip()!r} (say N WORD...)", file=sys.stderr)
         word = words.pop(0) if speech and words else None
         await send(user_audio(seq, speech=speech > 0, word=word))
         if speech:
