@@ -18,7 +18,7 @@ from redis import asyncio as aioredis
 from realtime_resumption.frames import SessionMovedFrame
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.live_options import StoreOptions
-from realtime_resumption.gemini.live_transport import TAKEOVER_ATTEMPTS
+from realtime_resumption.gemini.persistence import TAKEOVER_RETRY_DELAYS
 from realtime_resumption.gemini.stored_session import RecordCodec, RecordError
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.redis_store import RedisStore
@@ -366,7 +366,7 @@ async def test_a_resume_refused_while_the_hung_worker_holds_the_session_open_is_
         MoveOutcome.REBUILT,
         3,
     )
-    assert TAKEOVER_ATTEMPTS >= 2
+    assert len(TAKEOVER_RETRY_DELAYS) >= 2
     refusals = [c.refused for c in next(iter(emu.ledger.sessions.values())).connections]
     assert refusals[1:] == ["open-session", "open-session"]
     fresh = list(emu.ledger.sessions.values())[-1]
