@@ -509,10 +509,7 @@ class GeminiLiveTransport:
                 self._s.update_setup(self._options.updated(config))
             if stored is not None:
                 self._taken_over = True
-                # What was sent while the store answered goes after the stored input,
-                # whichever dial takes the call.
-                held, self._claim_held = self._claim_held or [], None
-                await persister.take_over(stored, held, self._open_session)
+                await persister.take_over(stored, self._take_claim_held, self._open_session)
             else:
                 await self._open_session(self._s.latest)
         except BaseException:
@@ -544,6 +541,12 @@ class GeminiLiveTransport:
             self._stop_input,
         )
         await self.disconnect()
+
+    def _take_claim_held(self) -> list[tuple[ClientMessage, ReplayScope]]:
+        """What was sent while the store answered: it goes after the stored input, whichever
+        dial takes the call (sends made during a failed dial go with it, as after any)."""
+        held, self._claim_held = self._claim_held or [], None
+        return held
 
     def _stop_input(self) -> None:
         self._handed_over = True

@@ -196,11 +196,15 @@ class Persister:
     # --- taking a call over -------------------------------------------------------------------
 
     async def take_over(
-        self, stored: SessionSnapshot, held: Preload, open_session: OpenSession
+        self,
+        stored: SessionSnapshot,
+        take_held: Callable[[], Preload],
+        open_session: OpenSession,
     ) -> None:
         """Continue the call another process left in the store (``stored``): resume its session
-        from the stored handle and replay the input it may lack, then ``held`` (what was sent
-        while the store answered), and issue its open tool calls again; an expired or refused
+        from the stored handle and replay the input it may lack, then what was sent while the
+        store answered (``take_held`` hands it over, once ``on_move_started`` was called: what
+        the framework sends then goes with it), and issue its open tool calls again; an expired or refused
         handle rebuilds the session from the stored conversation. Reported as a move (reason
         ``takeover``). Raises ``ConnectError`` when the call cannot be opened."""
         s = self._s
@@ -216,7 +220,9 @@ class Persister:
         s.call(s.callbacks.on_move_started, MoveReason.TAKEOVER, kind)
         # History the framework replayed meanwhile is its own start of the call, not this
         # call's: the stored conversation is (the session has it, or is seeded with it).
-        held = [(message, scope) for message, scope in held if scope is not ReplayScope.RESUMED]
+        held = [
+            (message, scope) for message, scope in take_held() if scope is not ReplayScope.RESUMED
+        ]
         stored_input = [(message, ReplayScope.SESSION) for message in stored.input]
         attempts, error = 0, None
         if handle is not None:
