@@ -662,3 +662,36 @@ async def test_a_hand_over_waits_for_the_answer_in_progress() -> None:
     assert [t.outcome for t in turns] == ["complete", "complete"]  # the story not told twice
     with pytest.raises(TransportError, match="needs a store"):
         await GeminiLiveTransport(api_key="k").hand_over()
+
+
+async def test_what_the_framework_sends_when_it_hears_of_the_takeover_is_kept() -> None:
+    store = MemoryStore()
+    async with Emulator(emulator_config("gemini")) as emu:
+        a = make_transport(emu, store)
+        rec_a = Recorder(a)
+        await a.connect()
+        await rec_a.wait_for("on_resumption_update")
+        await stream_speech(a, 1, 10)
+        await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+        await crash(a)
+        b = make_transport(emu, store)
+        rec_b = Recorder(b)
+        heard: list[MoveReason] = []
+
+        def started(reason: MoveReason, kind: HandleKind) -> None:
+            # A framework answering the start of the move (a frame, a greeting) sends at once.
+            heard.append(reason)
+            b.send_audio(user_audio(500, speech=True))
+
+        b.on_move_started = started
+        await b.connect()
+        await stream_speech(b, 501, 5)
+        await asyncio.sleep(0.1)
+        await b.disconnect()
+
+    assert heard == [MoveReason.TAKEOVER]
+    (move,) = rec_b.moves
+    assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
+    (session,) = emu.ledger.sessions.values()
+    consumed = emu.ledger.summary().sessions[session.session_id].audio_consumed
+    assert {500, *range(501, 506)} <= set(consumed)
