@@ -16,9 +16,7 @@ from loguru import logger
 from realtime_resumption.gemini import validation
 from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
 from realtime_resumption.gemini.dialling import Dialler
-from realtime_resumption.gemini.failures import (
-    RetryPolicy,
-)
+from realtime_resumption.gemini.failures import RetryPolicy
 from realtime_resumption.gemini.handover import Handover
 from realtime_resumption.gemini.history import ConversationHistory, HistoryLimits
 from realtime_resumption.gemini.input_path import InputPath
