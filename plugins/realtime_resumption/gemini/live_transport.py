@@ -31,7 +31,7 @@ from realtime_resumption.gemini.live_options import (
     check_arguments,
     normalise_tools,
 )
-from realtime_resumption.gemini.messages import ClientMessage, ToolResponse
+from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.gemini.observed import observed
 from realtime_resumption.gemini.outbox import OutboxLimits, ReplayScope
 from realtime_resumption.gemini.persistence import Persister, StoreStats
@@ -1125,7 +1125,7 @@ class GeminiLiveTransport:
         current = conn is self._current
         refused = self._input.failed(conn, messages, error, current=current)
         if refused:
-            self._results_refused(messages)
+            self._tools.results_refused(self._input.take_results(messages))
         logger.warning(
             "{}: {} message(s) not written on {} ({})",
             self,
@@ -1136,17 +1136,6 @@ class GeminiLiveTransport:
         if current and refused:
             self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
             self._s.feed()
-
-    def _results_refused(self, messages: Sequence[ClientMessage]) -> None:
-        """These messages were dropped unsent: the tool calls they answered take a new
-        result."""
-        for message in messages:
-            call_ids = {result.id for result in self._input.take_results(message)}
-            if isinstance(message.payload, ToolResponse):
-                # A result refused after its write (1009) is no longer held by id.
-                call_ids.update(r.id for r in message.payload.responses if r.id)
-            for call_id in call_ids:
-                self._tools.result_refused(call_id)
 
     def _on_closed(self, conn: LiveConnection, code: int | None, reason: str | None) -> None:
         self._dialler.forget(conn)
@@ -1174,7 +1163,7 @@ class GeminiLiveTransport:
         """``conn`` closed with 1009: the service refused a message as too big. The largest
         one written to it is dropped (never replayed, or a resumed session would refuse it
         again and again), its tool calls take a new result, and the caller is told."""
-        self._results_refused((message,))
+        self._tools.results_refused(self._input.take_results((message,)))
         mib = message.wire_size / 2**20
         logger.warning(
             "{}: {} refused a {} message of {:.1f} MiB as too big; it is dropped",

@@ -229,12 +229,14 @@ class ToolCallTracker:
             return False
         return True
 
-    def result_refused(self, call_id: str) -> None:
-        """The accepted result of ``call_id`` was dropped (the SDK refused it, or the service
-        refused it as too big): the call waits for a result again, and a new one is sent."""
-        call = self._calls.get(call_id)
-        if call is not None and call.state is not CallState.PENDING:
-            self._calls[call_id] = replace(call, state=CallState.PENDING)
+    def results_refused(self, call_ids: Iterable[str]) -> None:
+        """The accepted results of ``call_ids`` were dropped (the SDK refused them, or the
+        service refused them as too big): the calls wait for a result again, and a new one
+        is sent."""
+        for call_id in call_ids:
+            call = self._calls.get(call_id)
+            if call is not None and call.state is not CallState.PENDING:
+                self._calls[call_id] = replace(call, state=CallState.PENDING)
 
     def result_sent(self, call_id: str) -> None:
         """The result of ``call_id`` was written to the live connection (again, after a
