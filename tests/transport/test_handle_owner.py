@@ -82,7 +82,7 @@ async def test_only_the_book_keeps_a_handle_text(emu: Emulator) -> None:
 
     s = transport._s
     rotation = transport._rotation
-    parts: dict[str, object] = {
+    parts: dict[str, tuple[object, list[object]]] = {
         # The redaction list knows every secret, handles included: it keeps them out of logs.
         "state": (s, [s.secrets, s.callbacks]),
         "helper": (rotation._helper, []),
@@ -90,7 +90,7 @@ async def test_only_the_book_keeps_a_handle_text(emu: Emulator) -> None:
         "outbox": (s.input.outbox, []),
         "tool calls": (s.tools, []),
     }
-    for name, (part, skip) in parts.items():  # type: ignore[misc]
+    for name, (part, skip) in parts.items():
         assert not _strings(part, skip=skip) & texts, f"the {name} keeps a handle's text"
 
     assert isinstance(s.latest, HandleRef)
