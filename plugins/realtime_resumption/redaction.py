@@ -7,6 +7,8 @@ from typing import Final
 
 from websockets.frames import Close, Frame, Opcode
 
+from realtime_resumption.handles import HandleRef
+
 _SHOWN = 4
 
 SECRET_HEADERS: Final = frozenset({"x-goog-api-key", "authorization"})
@@ -15,14 +17,17 @@ SECRET_HEADERS: Final = frozenset({"x-goog-api-key", "authorization"})
 WEBSOCKETS_LOGGERS: Final = ("websockets.client", "websockets.server")
 
 
-def redact(secret: str | None) -> str:
+def redact(secret: str | HandleRef | None) -> str:
     """A loggable stand-in for ``secret``: its first few characters and its length.
 
     ``None`` and the empty string are shown as such, so a log still tells "no handle" apart
-    from "a handle"; a short secret shows no characters at all.
+    from "a handle"; a short secret shows no characters at all. A :class:`HandleRef` holds no
+    secret: it is shown as it is.
     """
     if secret is None:
         return "<none>"
+    if isinstance(secret, HandleRef):
+        return repr(secret)
     if not secret:
         return "<empty>"
     if len(secret) <= 2 * _SHOWN:

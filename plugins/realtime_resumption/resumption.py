@@ -5,6 +5,11 @@ provider says — resumption updates, turn boundaries, ``goAway`` notices, lost 
 supplies ``reconnect(handle)``, the call that opens the replacement connection resuming from
 ``handle``. The helper chooses the moment and the handle, then runs the attempts.
 
+A handle is what the driver passes: the provider's text, or a
+:class:`~realtime_resumption.handles.HandleRef` when the driver keeps the text elsewhere (the
+Gemini transport keeps each handle's text once, in its ``HandleBook``). The helper only keeps
+and compares handles, so it works the same with either.
+
 Time comes from the running event loop (timers and sleeps only), so tests fast-forward it.
 Call every method from the event loop the helper's moves run on.
 """
@@ -17,11 +22,16 @@ import math
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from loguru import logger
 
+from .handles import HandleRef
 from .moves import HandleKind, MoveReason
 from .redaction import redact
+
+H = TypeVar("H", str, HandleRef)
+"""A handle as the driver passes it: its text, or a reference to it."""
 
 MIN_DEADLINE_MARGIN = 1.0
 """The least time, in seconds, a deadline-forced move keeps before the announced close.
@@ -44,7 +54,7 @@ rest is for the turn a user may start meanwhile, and for the move's own attempts
 
 _TASK_NAME = "realtime-resumption-move"
 
-Reconnect = Callable[[str], Awaitable[None]]
+Reconnect = Callable[[H], Awaitable[None]]
 """Opens the replacement connection, resuming the session from the given handle.
 
 Returns when the new connection is ready; raises (or is cancelled at the attempt timeout) when
@@ -57,11 +67,11 @@ ReconnectFailed = Callable[[Exception], None]
 
 
 @dataclass(frozen=True, repr=False)
-class MoveDecision:
+class MoveDecision(Generic[H]):
     """One attempt of a move: the handle it resumes from, that handle's kind
     (``after-turn`` or ``mid-turn``), and why (``planned``, ``deadline`` or ``lost``)."""
 
-    handle: str
+    handle: H
     kind: HandleKind
     reason: MoveReason
     attempt: int
@@ -131,7 +141,7 @@ def _check_seconds(name: str, value: object) -> None:
         raise ValueError(f"{name} must be a finite, non-negative number of seconds, got {value!r}")
 
 
-class SessionResumption:
+class SessionResumption(Generic[H]):
     """Decides when a session moves to a new connection, and drives the move.
 
     Resumable point: a handle marked resumable and issued while no turn is in progress, with no
@@ -151,7 +161,7 @@ class SessionResumption:
 
     def __init__(
         self,
-        reconnect: Reconnect,
+        reconnect: Reconnect[H],
         options: ResumptionOptions | None = None,
         on_reconnect_failed: ReconnectFailed | None = None,
         *,
@@ -159,11 +169,11 @@ class SessionResumption:
     ) -> None:
         """``spread_draw``: a number in [0, 1) per spread move (see
         ``ResumptionOptions.storm_spread``); tests pass their own."""
-        self._reconnect = reconnect
+        self._reconnect: Reconnect[H] = reconnect
         self._spread_draw = spread_draw
         self._options = options if options is not None else ResumptionOptions()
         self._on_reconnect_failed = on_reconnect_failed
-        self._latest_handle: str | None = None
+        self._latest_handle: H | None = None
         self._at_point = False
         self._in_turn = False
         self._fallback_at: float | None = None
@@ -171,7 +181,7 @@ class SessionResumption:
         self._spread: asyncio.TimerHandle | None = None
         """A planned move at a resumable point, waiting out its share of the storm spread."""
         self._move_task: asyncio.Task[None] | None = None
-        self._last_move: MoveDecision | None = None
+        self._last_move: MoveDecision[H] | None = None
         self._moves = 0
         self._stopped = False
 
@@ -181,7 +191,7 @@ class SessionResumption:
         return self._options
 
     @property
-    def latest_handle(self) -> str | None:
+    def latest_handle(self) -> H | None:
         """The handle a move would resume from, or None before the first usable update.
 
         That is the latest non-empty handle the provider issued, except that a handle marked
@@ -196,7 +206,7 @@ class SessionResumption:
         return not self._stopped and self._move_task is not None
 
     @property
-    def last_move(self) -> MoveDecision | None:
+    def last_move(self) -> MoveDecision[H] | None:
         """The current or latest move's attempt: set before each ``reconnect`` call, so the
         driver reads it inside ``reconnect`` to learn which kind of handle it got and why."""
         return self._last_move
@@ -219,7 +229,7 @@ class SessionResumption:
             and (self._move_task is None or self._move_task.done())
         )
 
-    def resumption_update(self, handle: str | None, resumable: bool | None) -> None:
+    def resumption_update(self, handle: H | None, resumable: bool | None) -> None:
         """Records the provider's latest resumption state.
 
         - A non-empty ``handle`` with ``resumable`` true becomes the latest handle; it is a
@@ -366,7 +376,7 @@ class SessionResumption:
             self._move(self._last_move), name=f"{_TASK_NAME}-{self._moves}"
         )
 
-    async def _move(self, decision: MoveDecision) -> None:
+    async def _move(self, decision: MoveDecision[H]) -> None:
         try:
             error: Exception | None = None
             for attempt, delay in enumerate(self._options.retry_delays, start=1):
@@ -396,7 +406,7 @@ class SessionResumption:
             if self._move_task is asyncio.current_task():
                 self._move_task = None
 
-    async def _attempt(self, handle: str) -> Exception | None:
+    async def _attempt(self, handle: H) -> Exception | None:
         timeout = self._options.attempt_timeout
         try:
             # Awaited in the move's own task (not wrapped in another, as wait_for does on
@@ -477,9 +487,9 @@ def _cancel_requested() -> bool:
     return callable(cancelling) and bool(cancelling())
 
 
-def _describe(error: BaseException, handle: str | None) -> str:
+def _describe(error: BaseException, handle: str | HandleRef | None) -> str:
     # A driver's error message may quote the handle: never let it reach the log whole.
     text = str(error)
-    if handle:
+    if isinstance(handle, str) and handle:
         text = text.replace(handle, redact(handle))
     return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -17,7 +17,7 @@ def _tracker_with_call() -> ToolCallTracker:
 def test_a_result_refused_before_its_write_reopens_its_call() -> None:
     tracker = _tracker_with_call()
     assert tracker.result_submitted("c1") is ResultVerdict.SEND
-    tracker.result_refused("c1")
+    tracker.results_refused(["c1"])
     assert tracker.pending_ids() == ["c1"] and tracker.busy
     assert tracker.result_submitted("c1") is ResultVerdict.SEND
 
@@ -30,14 +30,14 @@ def test_a_result_refused_after_its_write_reopens_its_call() -> None:
     tracker.calls_issued([ToolCall("c1", "lookup", {})], 1, 0.0)
     tracker.result_submitted("c1")
     tracker.result_sent("c1")
-    tracker.result_refused("c1")
+    tracker.results_refused(["c1"])
     assert tracker.pending_ids() == ["c1"]
     assert tracker.result_submitted("c1") is ResultVerdict.SEND
 
 
 def test_refusing_a_pending_or_unknown_call_changes_nothing() -> None:
     tracker = _tracker_with_call()
-    tracker.result_refused("c1")
-    tracker.result_refused("nope")
+    tracker.results_refused(["c1"])
+    tracker.results_refused(["nope"])
     assert tracker.pending_ids() == ["c1"]
     assert tracker.result_submitted("nope") is ResultVerdict.UNKNOWN

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from realtime_resumption.gemini.tool_calls import CallState, ResultVerdict, ToolCallTracker
-from realtime_resumption.transport import ToolCall
+from realtime_resumption.transport import ToolCall, ToolCallOrphanedError, UnknownToolCallError
 
 
 def call(call_id: str) -> ToolCall:
@@ -250,3 +250,20 @@ def test_a_result_goes_only_to_a_session_that_issued_its_call(
             session, snapshots, order = set(), {}, []
         assert {c.id for c in tracker.open_calls} <= session
         assert tracker.busy == any(c.state is not CallState.RESULT_SENT for c in tracker.open_calls)
+
+
+def test_admit_result_raises_for_calls_no_live_session_waits_for() -> None:
+    tracker = ToolCallTracker()
+    tracker.connected(1, resumed_from=None)
+    tracker.calls_issued([call("a"), call("b")], 1, 0.0)
+    assert tracker.admit_result("a") is True
+    assert tracker.unsent_ids() == ["a"]
+    assert tracker.admit_result("a") is False  # a second result is not sent
+    tracker.calls_cancelled(["b"], 1)
+    assert tracker.admit_result("b") is False
+    with pytest.raises(UnknownToolCallError, match="no tool call 'zz'"):
+        tracker.admit_result("zz")
+    tracker.calls_issued([call("c")], 1, 0.0)
+    tracker.connected(2, resumed_from=None)  # a rebuild: the new session never issued "c"
+    with pytest.raises(ToolCallOrphanedError):
+        tracker.admit_result("c")

@@ -156,6 +156,42 @@ def test_a_transient_failure_retries_the_same_handle_after_a_jittered_delay() ->
     assert mm.budget.spent == 1
 
 
+def test_a_takeover_rebuilds_once_the_attempts_with_its_handle_are_spent() -> None:
+    mm = m.MoveMachine((0.0, 0.5, 1.0), RetryPolicy(random=lambda: 0.5))
+    takeover = m.Due(
+        0.0,
+        MoveReason.TAKEOVER,
+        H1,
+        HandleKind.AFTER_TURN,
+        incumbent=False,
+        can_rebuild=True,
+        forced=True,
+        rebuild_when_spent=True,
+    )
+    assert mm.send(takeover)[-1] == m.Dial(H1)
+    dials = []
+    actions = mm.send(m.Failed(1.0, Stage.DIAL, http(503)))
+    for _ in range(3):
+        waits = [a.seconds for a in actions if isinstance(a, m.Wait)]
+        if waits:
+            actions = mm.send(m.BackoffOver())
+        dials.append(actions[-1])
+        if actions[-1] == m.Dial(None):
+            break
+        actions = mm.send(m.Failed(2.0, Stage.DIAL, http(503)))
+    # Two more dials with the handle (three in all, one per delay), then a rebuild, not a
+    # give-up.
+    assert dials == [m.Dial(H1), m.Dial(H1), m.Dial(None)]
+    assert H1 in mm.refused and mm.phase is m.Phase.DIALLING
+    # A move without the flag gives up there.
+    plain = m.MoveMachine((0.0, 0.5, 1.0), RetryPolicy(random=lambda: 0.5))
+    plain.send(m.Due(0.0, MoveReason.LOST, H1, HandleKind.AFTER_TURN, False, True, True))
+    for _ in range(2):
+        plain.send(m.Failed(1.0, Stage.DIAL, http(503)))
+        plain.send(m.BackoffOver())
+    assert isinstance(plain.send(m.Failed(2.0, Stage.DIAL, http(503)))[-1], m.GiveUp)
+
+
 @pytest.mark.parametrize("status", [401, 403])
 def test_auth_failures_are_fatal_at_once_and_cost_no_budget(status: int) -> None:
     mm = machine()

@@ -18,7 +18,7 @@ from redis import asyncio as aioredis
 from realtime_resumption.frames import SessionMovedFrame
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.live_options import StoreOptions
-from realtime_resumption.gemini.live_transport import TAKEOVER_ATTEMPTS
+from realtime_resumption.gemini.persistence import TAKEOVER_RETRY_DELAYS
 from realtime_resumption.gemini.stored_session import RecordCodec, RecordError
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.redis_store import RedisStore
@@ -366,7 +366,7 @@ async def test_a_resume_refused_while_the_hung_worker_holds_the_session_open_is_
         MoveOutcome.REBUILT,
         3,
     )
-    assert TAKEOVER_ATTEMPTS >= 2
+    assert len(TAKEOVER_RETRY_DELAYS) >= 2
     refusals = [c.refused for c in next(iter(emu.ledger.sessions.values())).connections]
     assert refusals[1:] == ["open-session", "open-session"]
     fresh = list(emu.ledger.sessions.values())[-1]
@@ -662,3 +662,36 @@ async def test_a_hand_over_waits_for_the_answer_in_progress() -> None:
     assert [t.outcome for t in turns] == ["complete", "complete"]  # the story not told twice
     with pytest.raises(TransportError, match="needs a store"):
         await GeminiLiveTransport(api_key="k").hand_over()
+
+
+async def test_what_the_framework_sends_when_it_hears_of_the_takeover_is_kept() -> None:
+    store = MemoryStore()
+    async with Emulator(emulator_config("gemini")) as emu:
+        a = make_transport(emu, store)
+        rec_a = Recorder(a)
+        await a.connect()
+        await rec_a.wait_for("on_resumption_update")
+        await stream_speech(a, 1, 10)
+        await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+        await crash(a)
+        b = make_transport(emu, store)
+        rec_b = Recorder(b)
+        heard: list[MoveReason] = []
+
+        def started(reason: MoveReason, kind: HandleKind) -> None:
+            # A framework answering the start of the move (a frame, a greeting) sends at once.
+            heard.append(reason)
+            b.send_audio(user_audio(500, speech=True))
+
+        b.on_move_started = started
+        await b.connect()
+        await stream_speech(b, 501, 5)
+        await asyncio.sleep(0.1)
+        await b.disconnect()
+
+    assert heard == [MoveReason.TAKEOVER]
+    (move,) = rec_b.moves
+    assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
+    (session,) = emu.ledger.sessions.values()
+    consumed = emu.ledger.summary().sessions[session.session_id].audio_consumed
+    assert {500, *range(501, 506)} <= set(consumed)

@@ -35,6 +35,7 @@ from realtime_resumption.transport import (
 
 if TYPE_CHECKING:
     from realtime_resumption.gemini.state import TransportState
+    from realtime_resumption.handles import HandleRef
 
 
 class Dialler:
@@ -108,8 +109,8 @@ class Dialler:
         with contextlib.suppress(Exception):
             client.close()
 
-    async def dial(self, handle: str | None, gate: SetupGate | None = None) -> LiveConnection:
-        """Open a connection with ``handle`` and return it set up but not installed: it
+    async def dial(self, handle: HandleRef | None, gate: SetupGate | None = None) -> LiveConnection:
+        """Open a connection resuming from ``handle`` (None: a fresh session) and return it set up but not installed: it
         delivers nothing until the transport installs it. The incumbent is untouched. With
         ``gate``, the setup is sent only once the gate is released (the socket opens first).
 
@@ -140,8 +141,12 @@ class Dialler:
         self._s.lifecycle(SetupOk(conn.attempt_id, self.transport_generation, conn.session_id))
         return conn
 
-    async def _open(self, gen: int, handle: str | None, gate: SetupGate | None) -> LiveConnection:
+    async def _open(
+        self, gen: int, handle: HandleRef | None, gate: SetupGate | None
+    ) -> LiveConnection:
         s = self._s
+        # The one place the text leaves the book for the wire.
+        text = s.handles.text(handle) if handle is not None else None
         if gate is not None:
             gate.enter()
         try:
@@ -157,7 +162,7 @@ class Dialler:
         conn = LiveConnection(
             client=client,
             model=options.model,
-            config=options.live_connect_config(handle=handle, transparent=self._transparent),
+            config=options.live_connect_config(handle=text, transparent=self._transparent),
             dial_gen=gen,
             handle_supplied=handle is not None,
             hooks=self._hooks,
@@ -165,7 +170,7 @@ class Dialler:
         )
         if gen == self.gen:
             s.lifecycle(ConnectAttempt(conn.attempt_id, handle is not None))
-        logger.debug("{}: dialling {} (handle {})", s.callbacks, conn.attempt_id, redact(handle))
+        logger.debug("{}: dialling {} (handle {})", s.callbacks, conn.attempt_id, redact(text))
         try:
             await conn.open(self._setup_timeout)
         except ConnectError as error:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from realtime_resumption.gemini.connection import LiveConnection
     from realtime_resumption.gemini.dialling import Dialler
     from realtime_resumption.gemini.state import TransportState
+    from realtime_resumption.handles import HandleRef
 
 Close = tuple[int | None, str | None]
 
@@ -128,7 +129,9 @@ class Handover:
 
     # --- switching ----------------------------------------------------------------------------
 
-    def switch(self, conn: LiveConnection, move: MoveInProgress, handle: str | None) -> MoveReport:
+    def switch(
+        self, conn: LiveConnection, move: MoveInProgress, handle: HandleRef | None
+    ) -> MoveReport:
         """Make ``conn`` (set up, settled; resumed from ``handle``, or a fresh session when
         None) the session's connection, in one step: the answer a switch cuts ends, calls the
         new session never issued are orphaned, the input it lacks is queued (after the

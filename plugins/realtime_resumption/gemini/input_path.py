@@ -144,17 +144,20 @@ class InputPath:
         held = self._results.pop(call_id, None)
         return held is not None and self.outbox.withdraw(held[0])
 
-    def take_results(self, message: ClientMessage) -> list[ToolResult]:
-        """Forget the tool results ``message`` carried (it was dropped unsent): their calls
-        take a new result."""
-        taken = [
-            (call_id, result)
-            for call_id, (held, result) in self._results.items()
-            if held.message is message
-        ]
-        for call_id, _ in taken:
+    def take_results(self, messages: Sequence[ClientMessage]) -> set[str]:
+        """Forget the tool results ``messages`` carried (they were dropped unsent, or refused
+        after their write); returns the calls they answered, which take a new result."""
+        dropped = {id(message) for message in messages}
+        call_ids = {
+            call_id for call_id, (held, _) in self._results.items() if id(held.message) in dropped
+        }
+        for call_id in call_ids:
             del self._results[call_id]
-        return [result for _, result in taken]
+        for message in messages:
+            if isinstance(message.payload, ToolResponse):
+                # A result refused after its write (1009) is no longer held by id.
+                call_ids.update(r.id for r in message.payload.responses if r.id)
+        return call_ids
 
     def connection_closed(self, conn: LiveConnection, *, too_big: bool) -> ClientMessage | None:
         """``conn`` closed. With ``too_big`` (close 1009: the service refused a message as too

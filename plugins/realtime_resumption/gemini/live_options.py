@@ -122,6 +122,54 @@ class Auth:
         )
 
 
+def check_arguments(
+    *,
+    response_modality: str,
+    setup_timeout: float,
+    client: genai.Client | None,
+    api_key: str | None,
+    credentials: object | None,
+    http_options: types.HttpOptions | None,
+    credential_provider: CredentialProvider | None,
+    vertexai: bool,
+    project: str | None,
+    location: str | None,
+    transparent: bool,
+    has_store: bool,
+    session_key: str | None,
+) -> bool:
+    """Check the arguments ``GeminiLiveTransport`` takes together (``ValueError`` saying which
+    do not go together); returns whether they select Vertex AI (a ready client's own choice,
+    else ``vertexai`` or a project or location)."""
+    if response_modality not in ("audio", "text"):
+        raise ValueError(f"response_modality must be 'audio' or 'text', not {response_modality!r}")
+    if not setup_timeout > 0:
+        raise ValueError("setup_timeout must be > 0 seconds")
+    if client is not None and (
+        api_key is not None
+        or credentials is not None
+        or http_options is not None
+        or credential_provider is not None
+    ):
+        raise ValueError(
+            "pass either a ready client or what to build one from "
+            "(api_key, credentials, http_options, credential_provider), not both"
+        )
+    vertex = (
+        bool(client.vertexai)
+        if client is not None
+        else vertexai or project is not None or location is not None
+    )
+    if transparent and not vertex:
+        raise ValueError(
+            "transparent session resumption is a Vertex AI feature: the Gemini API refuses "
+            "it (use vertexai=True, or transparent=False)"
+        )
+    if has_store and session_key is None:
+        raise ValueError("a store needs a session_key: the call's key in it")
+    return vertex
+
+
 _TOOL_KEYS: Final = frozenset(types.Tool.model_fields)
 
 

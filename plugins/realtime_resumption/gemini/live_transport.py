@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Final, Literal, Self, cast
@@ -17,14 +16,7 @@ from loguru import logger
 from realtime_resumption.gemini import validation
 from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
 from realtime_resumption.gemini.dialling import Dialler
-from realtime_resumption.gemini.failures import (
-    REFUSED_OR_OVERLOADED,
-    RetryPolicy,
-    Stage,
-    Verdict,
-    classify,
-    close_code,
-)
+from realtime_resumption.gemini.failures import RetryPolicy
 from realtime_resumption.gemini.handover import Handover
 from realtime_resumption.gemini.history import ConversationHistory, HistoryLimits
 from realtime_resumption.gemini.input_path import InputPath
@@ -36,17 +28,17 @@ from realtime_resumption.gemini.live_options import (
     CredentialProvider,
     LiveOptions,
     StoreOptions,
+    check_arguments,
     normalise_tools,
 )
-from realtime_resumption.gemini.messages import ClientMessage, ToolResponse
+from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.gemini.observed import observed
 from realtime_resumption.gemini.outbox import OutboxLimits, ReplayScope
 from realtime_resumption.gemini.persistence import Persister, StoreStats
 from realtime_resumption.gemini.receive import Receiver
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET, Rotation
 from realtime_resumption.gemini.state import TransportState
-from realtime_resumption.gemini.stored_session import SessionSnapshot
-from realtime_resumption.gemini.tool_calls import ResultVerdict, ToolCallTracker
+from realtime_resumption.gemini.tool_calls import ToolCallTracker
 from realtime_resumption.gemini.watchdog import (
     DEFAULT_RESUME_WATCHDOG,
     UserTurnRetainer,
@@ -58,21 +50,21 @@ from realtime_resumption.generation import (
     GenerationEnded,
     GenerationTracker,
 )
+from realtime_resumption.handles import HandleRef
 from realtime_resumption.moves import (
     HandleKind,
     MoveOutcome,
     MoveReason,
     MoveReport,
 )
-from realtime_resumption.redaction import filter_websockets_headers, redact, secret
+from realtime_resumption.redaction import filter_websockets_headers, secret
 from realtime_resumption.resumption import ResumptionOptions
-from realtime_resumption.store import SessionStore, StoreError, process_store
+from realtime_resumption.store import SessionStore, process_store
 from realtime_resumption.telemetry import AVAILABLE as _TELEMETRY_AVAILABLE
 from realtime_resumption.telemetry import SessionTelemetry, Telemetry, default_telemetry
 from realtime_resumption.transport import (
     AudioFormatSpec,
     CancelResponseOptions,
-    ConnectError,
     ConnectionLifecycleEvent,
     ContentTurn,
     DialAbandonedError,
@@ -91,14 +83,12 @@ from realtime_resumption.transport import (
     SessionLostError,
     SessionUpdate,
     ToolCall,
-    ToolCallOrphanedError,
     ToolResult,
     TransportCapabilities,
     TransportDiagnostics,
     TransportError,
     TransportErrorEvent,
     TransportUsageMetadata,
-    UnknownToolCallError,
 )
 
 INPUT_SAMPLE_RATE: Final = 16_000
@@ -113,18 +103,7 @@ DISCONNECT_TIMEOUT: Final = 10.0
 """Seconds ``disconnect`` takes at most, whatever the connections and the network do."""
 HANDOVER_TIMEOUT: Final = 5.0
 """Seconds ``hand_over`` waits for the answer in progress to finish."""
-_HANDOVER_SAVES: Final = 5
-"""Saves ``hand_over`` makes at most to catch up with input sent while it saved."""
-TAKEOVER_ATTEMPTS: Final = 3
-"""Dials a takeover spends on the stored handle before it rebuilds the call."""
-TAKEOVER_RETRY_DELAY: Final = 0.5
-"""Seconds before the second takeover dial (twice that before the third)."""
 _INSTANCES: Final = itertools.count(1)
-_SCHEDULING: Final = {
-    "interrupt": types.FunctionResponseScheduling.INTERRUPT,
-    "when_idle": types.FunctionResponseScheduling.WHEN_IDLE,
-    "silent": types.FunctionResponseScheduling.SILENT,
-}
 
 
 class GeminiLiveTransport:
@@ -237,32 +216,21 @@ class GeminiLiveTransport:
         session_key: str | None = None,
         store_options: StoreOptions | None = None,
     ) -> None:
-        if response_modality not in ("audio", "text"):
-            raise ValueError(
-                f"response_modality must be 'audio' or 'text', not {response_modality!r}"
-            )
-        if not setup_timeout > 0:
-            raise ValueError("setup_timeout must be > 0 seconds")
-        if client is not None and (
-            api_key is not None
-            or credentials is not None
-            or http_options is not None
-            or credential_provider is not None
-        ):
-            raise ValueError(
-                "pass either a ready client or what to build one from "
-                "(api_key, credentials, http_options, credential_provider), not both"
-            )
-        vertex = (
-            client.vertexai
-            if client is not None
-            else vertexai or project is not None or location is not None
+        vertex = check_arguments(
+            response_modality=response_modality,
+            setup_timeout=setup_timeout,
+            client=client,
+            api_key=api_key,
+            credentials=credentials,
+            http_options=http_options,
+            credential_provider=credential_provider,
+            vertexai=vertexai,
+            project=project,
+            location=location,
+            transparent=transparent,
+            has_store=store is not None,
+            session_key=session_key,
         )
-        if transparent and not vertex:
-            raise ValueError(
-                "transparent session resumption is a Vertex AI feature: the Gemini API refuses "
-                "it (use vertexai=True, or transparent=False)"
-            )
         self._id = next(_INSTANCES)
         self._observer: SessionTelemetry | None = None
         if telemetry is True and _TELEMETRY_AVAILABLE:
@@ -337,23 +305,22 @@ class GeminiLiveTransport:
         self._handover = Handover(
             self._s, self._dialler, deliver=self._deliver, turn_cut=self._turn_cut
         )
+        policy = (
+            retry_budget
+            if isinstance(retry_budget, RetryPolicy)
+            else RetryPolicy(attempts=retry_budget)
+        )
         self._rotation = Rotation(
             self._s,
             self._dialler,
             self._handover,
             options=resumption if resumption is not None else ResumptionOptions(),
-            policy=(
-                retry_budget
-                if isinstance(retry_budget, RetryPolicy)
-                else RetryPolicy(attempts=retry_budget)
-            ),
+            policy=policy,
             resume_watchdog=resume_watchdog,
             enabled=rotation,
             replay_turn=self._replay_retained_turn,
         )
         self._receiver = Receiver(self._s, self._rotation)
-        if store is not None and session_key is None:
-            raise ValueError("a store needs a session_key: the call's key in it")
         self._persister = (
             Persister(
                 self._s,
@@ -361,6 +328,7 @@ class GeminiLiveTransport:
                 session_key,
                 store_options or StoreOptions(),
                 vertex=vertex,
+                policy=policy,
                 report=self._store_error,
                 describe=repr(self),
             )
@@ -524,7 +492,7 @@ class GeminiLiveTransport:
         if persister is None:
             if config is not None:
                 self._s.update_setup(self._options.updated(config))
-            await self._open_session(self._s.handle)
+            await self._open_session(self._s.latest)
             return
         # Sends made while the store answers are held: they go after the stored input.
         self._claim_held = []
@@ -538,9 +506,10 @@ class GeminiLiveTransport:
             if config is not None:
                 self._s.update_setup(self._options.updated(config))
             if stored is not None:
-                await self._take_over(stored)
+                self._taken_over = True
+                await persister.take_over(stored, self._take_claim_held, self._open_session)
             else:
-                await self._open_session(self._s.handle)
+                await self._open_session(self._s.latest)
         except BaseException:
             self._claim_held = None
             # The stored state stays for a later attempt; only the lease is given up.
@@ -563,28 +532,22 @@ class GeminiLiveTransport:
             raise TransportError(f"{self}: hand_over needs a store and a session_key")
         if not self._active:
             raise NotConnectedError(f"{self} is not connected")
-        # Not in the middle of an answer (its tool calls included): the next process would
-        # have the question asked again.
         generation_id = self._tracker.generation_id
-        if generation_id is not None:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await self._s.wait_for_end(generation_id)
-        try:
-            for _ in range(_HANDOVER_SAVES):
-                await persister.hand_over()
-                if not persister.unsaved():
-                    break
-            else:
-                raise StoreError("the input kept coming faster than the store took it")
-        except StoreError:
-            persister.start()
-            raise
-        # No await since the check: whatever was accepted is stored.
-        self._handed_over = True
-        await persister.release()
-        logger.info("{}: the call {!r} is handed over", self, persister.key)
+        await persister.hand_over_call(
+            timeout,
+            self._s.wait_for_end(generation_id) if generation_id is not None else None,
+            self._stop_input,
+        )
         await self.disconnect()
+
+    def _take_claim_held(self) -> list[tuple[ClientMessage, ReplayScope]]:
+        """What was sent while the store answered: it goes after the stored input, whichever
+        dial takes the call (sends made during a failed dial go with it, as after any)."""
+        held, self._claim_held = self._claim_held or [], None
+        return held
+
+    def _stop_input(self) -> None:
+        self._handed_over = True
 
     async def forget_handed_over(self) -> None:
         """The call this transport handed over ended after all (nobody will take it over):
@@ -670,7 +633,9 @@ class GeminiLiveTransport:
         history = tuple(state.conversation_history) if state is not None else ()
         if not self._active:
             handle = (
-                state.resumption_handle if state and state.resumption_handle else self._s.handle
+                self._s.handles.enter(state.resumption_handle)
+                if state and state.resumption_handle
+                else self._s.latest
             )
             await self._open_session(handle)
             if handle is None and history:
@@ -709,7 +674,7 @@ class GeminiLiveTransport:
         return task
 
     async def _open_session(
-        self, handle: str | None, preload: Sequence[tuple[ClientMessage, ReplayScope]] = ()
+        self, handle: HandleRef | None, preload: Sequence[tuple[ClientMessage, ReplayScope]] = ()
     ) -> None:
         """Start a session on one dial (no retries): ``connect``, or ``reconnect`` while not
         connected. ``preload``: messages the session gets first (a call taken over: its
@@ -744,94 +709,6 @@ class GeminiLiveTransport:
         )
         self._s.activate()
         self._s.install(conn, *self._dialler.take(conn))
-
-    async def _take_over(self, stored: SessionSnapshot) -> None:
-        """Continue the call another process left in the store: resume its session from the
-        stored handle and replay the input it may lack, and re-issue its open tool calls; an
-        expired or refused handle rebuilds the session from the stored conversation. Reported
-        as a move (reason ``takeover``)."""
-        started = self._now()
-        self._taken_over = True
-        handle = stored.handle if stored.handle_valid(time.time()) else None
-        kind = stored.handle_kind if handle is not None else HandleKind.NONE
-        if stored.handle:
-            self._secrets.add(stored.handle)
-        self._s.call(self.on_move_started, MoveReason.TAKEOVER, kind)
-        attempts, error = 0, None
-        # What was sent while the store answered goes after the stored input, whichever dial
-        # takes the call (sends made during a failed dial go with it, as after any).
-        held, self._claim_held = self._claim_held or [], None
-        # History the framework replayed meanwhile is its own start of the call, not this
-        # call's: the stored conversation is (the session has it, or is seeded with it).
-        held = [(m, scope) for m, scope in held if scope is not ReplayScope.RESUMED]
-        stored_input = [(message, ReplayScope.SESSION) for message in stored.input]
-        strikes = 0
-        while handle is not None:
-            attempts += 1
-            try:
-                await self._open_session(handle, [*stored_input, *held])
-                break
-            except ConnectError as failed:
-                ruling = classify(failed, Stage.DIAL, strikes=strikes)
-                retry = ruling.verdict is Verdict.RETRY and attempts < TAKEOVER_ATTEMPTS
-                if ruling.verdict not in (Verdict.REFUSED, Verdict.RETRY):
-                    raise
-                error = self._s.clean(str(failed))
-                if not retry:
-                    logger.info("{}: the stored handle failed ({}); rebuilding", self, ruling.why)
-                    handle = None
-                    break
-                # A resume the service refuses while the dead process's connection is still
-                # open there (1011), or a transient failure: once more, a little later.
-                strikes += close_code(failed) == REFUSED_OR_OVERLOADED
-                await asyncio.sleep(TAKEOVER_RETRY_DELAY * attempts)
-        if handle is None:
-            if stored.handle is not None and error is None:
-                error = "the stored handle expired"
-            history = ClientMessage.history(stored.conversation)
-            preload = [
-                *([(history, ReplayScope.RESUMED)] if history is not None else []),
-                # A result answers a call the rebuilt session never issued.
-                *((m, scope) for m, scope in stored_input if m.kind != "tool_response"),
-                *held,
-            ]
-            attempts += 1
-            await self._open_session(None, preload)
-        # A later rebuild seeds a fresh session with the whole call, not just this part.
-        self._s.seeded = stored.conversation
-        replayed = len(stored.input) if handle is not None else len(preload) - len(held)
-        report = MoveReport(
-            number=1,
-            reason=MoveReason.TAKEOVER,
-            handle_kind=kind,
-            handle=redact(handle if handle is not None else stored.handle),
-            outcome=MoveOutcome.RESUMED if handle is not None else MoveOutcome.REBUILT,
-            gap_ms=max(0.0, (time.time() - stored.saved_at) * 1000),
-            messages_buffered=0,
-            messages_replayed=replayed,
-            audio_chunks_dropped=0,
-            audio_seconds_dropped=0.0,
-            attempts=attempts,
-            started_at=started,
-            finished_at=self._now(),
-            error=error,
-        )
-        logger.info(
-            "{}: took the call {!r} over ({}, {} message(s) replayed)",
-            self,
-            self._persister.key if self._persister else None,
-            report.outcome.value,
-            replayed,
-        )
-        self._s.call(self.on_move, report)
-        if handle is not None and stored.tool_calls:
-            # The resumed session still waits for these: the app runs them here.
-            conn = self._current
-            assert conn is not None
-            self._tools.calls_issued(stored.tool_calls, conn.dial_gen, self._now())
-            for call in stored.tool_calls:
-                self._history.tool_call(call)
-            self._s.call(self.on_tool_call, stored.tool_calls)
 
     def _store_error(self, error: Exception) -> None:
         self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
@@ -1068,37 +945,18 @@ class GeminiLiveTransport:
         result = validation.tool_result(result)
         plain, size = validation.tool_response(result.response)
         result = replace(result, response=plain)
-        message = ClientMessage.tool_response(
-            (
-                types.FunctionResponse(
-                    id=None if result.id in self._without_id else result.id,
-                    name=result.name,
-                    response=plain,
-                    scheduling=_SCHEDULING[result.scheduling] if result.scheduling else None,
-                ),
-            ),
-            size,
-        )
+        message = ClientMessage.tool_result(result, size, with_id=result.id not in self._without_id)
         try:
             validation.fits(message, "send_tool_result")
         except MessageTooLargeError as error:
             raise self._input.refuse("tool_response", error) from None
         if not self._active or self._handed_over:
             raise self._input.refuse("tool_response", NotConnectedError(f"{self} is not connected"))
-        verdict = self._tools.result_submitted(result.id)
-        if verdict is ResultVerdict.ORPHANED:
-            raise self._input.refuse("tool_response", ToolCallOrphanedError(result.id))
-        if verdict is ResultVerdict.UNKNOWN:
-            raise self._input.refuse(
-                "tool_response",
-                UnknownToolCallError(
-                    f"no tool call {result.id!r} was issued by this session: its result "
-                    "would strand the model"
-                ),
-            )
-        if verdict is not ResultVerdict.SEND:
-            logger.info("{}: result of tool call {} not sent ({})", self, result.id, verdict)
-            return
+        try:
+            if not self._tools.admit_result(result.id):
+                return
+        except TransportError as error:
+            raise self._input.refuse("tool_response", error) from None
         self._input.submit_result(message, result, self._now())
         self._s.feed()
 
@@ -1267,7 +1125,7 @@ class GeminiLiveTransport:
         current = conn is self._current
         refused = self._input.failed(conn, messages, error, current=current)
         if refused:
-            self._results_refused(messages)
+            self._tools.results_refused(self._input.take_results(messages))
         logger.warning(
             "{}: {} message(s) not written on {} ({})",
             self,
@@ -1278,17 +1136,6 @@ class GeminiLiveTransport:
         if current and refused:
             self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
             self._s.feed()
-
-    def _results_refused(self, messages: Sequence[ClientMessage]) -> None:
-        """These messages were dropped unsent: the tool calls they answered take a new
-        result."""
-        for message in messages:
-            call_ids = {result.id for result in self._input.take_results(message)}
-            if isinstance(message.payload, ToolResponse):
-                # A result refused after its write (1009) is no longer held by id.
-                call_ids.update(r.id for r in message.payload.responses if r.id)
-            for call_id in call_ids:
-                self._tools.result_refused(call_id)
 
     def _on_closed(self, conn: LiveConnection, code: int | None, reason: str | None) -> None:
         self._dialler.forget(conn)
@@ -1316,7 +1163,7 @@ class GeminiLiveTransport:
         """``conn`` closed with 1009: the service refused a message as too big. The largest
         one written to it is dropped (never replayed, or a resumed session would refuse it
         again and again), its tool calls take a new result, and the caller is told."""
-        self._results_refused((message,))
+        self._tools.results_refused(self._input.take_results((message,)))
         mib = message.wire_size / 2**20
         logger.warning(
             "{}: {} refused a {} message of {:.1f} MiB as too big; it is dropped",

@@ -15,7 +15,13 @@ from typing import Any, Final
 
 from google.genai import live, types
 
-from realtime_resumption.transport import ReplayItem, SendKind
+from realtime_resumption.transport import ReplayItem, SendKind, ToolResult
+
+_SCHEDULING: Final = {
+    "interrupt": types.FunctionResponseScheduling.INTERRUPT,
+    "when_idle": types.FunctionResponseScheduling.WHEN_IDLE,
+    "silent": types.FunctionResponseScheduling.SILENT,
+}
 
 INPUT_AUDIO_MIME: Final = "audio/pcm;rate=16000"
 
@@ -103,6 +109,19 @@ class ClientMessage:
     ) -> ClientMessage:
         """Answers to tool calls; ``size``: their JSON bytes."""
         return ClientMessage("tool_response", ToolResponse(responses), size)
+
+    @staticmethod
+    def tool_result(result: ToolResult, size: int, *, with_id: bool = True) -> ClientMessage:
+        """The answer to one tool call (``result.response`` already the wire's JSON, of
+        ``size`` bytes); ``with_id=False`` for a call the provider issued without an id."""
+        scheduling = _SCHEDULING[result.scheduling] if result.scheduling else None
+        response = types.FunctionResponse(
+            id=result.id if with_id else None,
+            name=result.name,
+            response=dict(result.response),
+            scheduling=scheduling,
+        )
+        return ClientMessage.tool_response((response,), size)
 
     @property
     def wire_size(self) -> int:

@@ -35,6 +35,7 @@ States (:class:`Phase`) and their transitions::
         resume while an earlier connection of the session is open), once ─► DIALLING after
         Break (break-before-make from now on, for the endpoint: RefusedWhileOpen); it is no
         strike against the handle and no failed attempt
+        attempts spent on a takeover's handle ─► DIALLING (no handle: rebuild)
         fatal, budget or attempts spent ─► CLOSED (GiveUp)
     IDLE, WAITING ──Lost──► DIALLING         the connection closed without notice: resume from
                                              the latest handle with input held (on probation:
@@ -86,6 +87,7 @@ from realtime_resumption.gemini.failures import (
     classify,
     close_code,
 )
+from realtime_resumption.handles import HandleRef
 from realtime_resumption.moves import HandleKind, MoveReason
 
 
@@ -154,7 +156,7 @@ class Due:
 
     now: float
     reason: MoveReason
-    handle: str | None
+    handle: HandleRef | None
     kind: HandleKind
     incumbent: bool
     """A connection still serves the session."""
@@ -165,6 +167,9 @@ class Due:
     break_first: bool = False
     """The endpoint is known to refuse a resume while an earlier connection of the session is
     open (:mod:`~realtime_resumption.gemini.endpoints`): close the incumbent first."""
+    rebuild_when_spent: bool = False
+    """When the attempts with the handle are spent, rebuild rather than give up (a takeover:
+    the stopped process's connection may keep the session open longer than they last)."""
 
 
 @dataclass(frozen=True)
@@ -204,7 +209,7 @@ class Lost:
 
     now: float
     code: int | None
-    handle: str | None
+    handle: HandleRef | None
     kind: HandleKind
     can_rebuild: bool
 
@@ -238,7 +243,7 @@ class Begin:
     """A move begins: report it (``on_move_started``)."""
 
     reason: MoveReason
-    handle: str | None
+    handle: HandleRef | None
     kind: HandleKind
 
 
@@ -267,7 +272,7 @@ class RollBack:
 class Dial:
     """Dial a replacement resuming from ``handle`` (None: a fresh session); one attempt."""
 
-    handle: str | None
+    handle: HandleRef | None
 
 
 @dataclass(frozen=True)
@@ -289,7 +294,7 @@ class Switch:
     """Make the replacement the session's connection (resumed from ``handle``, or rebuilt);
     its input opens once what it said while it settled is delivered."""
 
-    handle: str | None
+    handle: HandleRef | None
 
 
 @dataclass(frozen=True)
@@ -343,7 +348,7 @@ class Move:
     """The move in progress."""
 
     reason: MoveReason
-    handle: str | None
+    handle: HandleRef | None
     kind: HandleKind
     forced: bool
     incumbent: bool
@@ -351,10 +356,12 @@ class Move:
     can_rebuild: bool
     attempts: int = 0
     held: bool = False
-    first_handle: str | None = None
+    """Input waits for the replacement (a turn began on the incumbent, or it is gone)."""
+    first_handle: HandleRef | None = None
     """The handle the move set out with (a rollback of a refused setup resumes from it)."""
     first_kind: HandleKind = HandleKind.NONE
-    """Input waits for the replacement (a turn began on the incumbent, or it is gone)."""
+    rebuild_when_spent: bool = False
+    """See :attr:`Due.rebuild_when_spent`."""
 
     @property
     def yields(self) -> bool:
@@ -384,9 +391,9 @@ class MoveMachine:
     probation_until: float | None = None
     """The installed connection's loss before this instant is a failed attempt of its move."""
     budget: Budget = field(init=False)
-    refused: set[str] = field(default_factory=set)
+    refused: set[HandleRef] = field(default_factory=set)
     """Handles the provider refused: a move with one rebuilds."""
-    strikes: dict[str, int] = field(default_factory=dict)
+    strikes: dict[HandleRef, int] = field(default_factory=dict)
     """1011 closes per handle."""
 
     def __post_init__(self) -> None:
@@ -425,6 +432,7 @@ class MoveMachine:
             event.forced or not event.incumbent,
             event.incumbent,
             event.can_rebuild,
+            rebuild_when_spent=event.rebuild_when_spent,
         )
         self.move.first_handle, self.move.first_kind = self.move.handle, self.move.kind
         # The gate first: whatever the framework sends when it hears of the move is gated.
@@ -610,6 +618,17 @@ class MoveMachine:
         if lost is not None:
             return self._give_up(f"{lost}; last: {why}")
         delay = self._delay(self.budget.streak)
+        move = self.move
+        if (
+            delay is None
+            and move is not None
+            and move.rebuild_when_spent
+            and move.handle is not None
+        ):
+            self.refused.add(move.handle)
+            move.handle, move.kind = None, HandleKind.NONE
+            why = f"every attempt with the handle failed; last: {why}"
+            return [Retried(why), *self._attempt(now)]
         if delay is None:
             return self._give_up(f"every attempt failed; last: {why}")
         self.phase = Phase.BACKOFF

@@ -137,6 +137,7 @@ from typing import Any, Generic, TypeVar
 from loguru import logger
 
 from realtime_resumption.gemini.silence import SILENCE_LEVEL
+from realtime_resumption.handles import HandleRef
 from realtime_resumption.redaction import redact
 
 T = TypeVar("T")
@@ -387,7 +388,7 @@ class _Losses:
 class _Point:
     """A handle as a resumption point: the session state it captured."""
 
-    handle: str = field(repr=False)
+    handle: HandleRef = field(repr=False)
     conn: _ConnectionLog = field(repr=False)
     limit: int
     """Entries written on ``conn`` at an index up to this are in the snapshot."""
@@ -438,10 +439,10 @@ class Outbox(Generic[T]):
         self._video_frames = 0
         self._live: _ConnectionLog | None = None
         self._last_conn: _ConnectionLog | None = None
-        self._handles: OrderedDict[str, _Point] = OrderedDict()
+        self._handles: OrderedDict[HandleRef, _Point] = OrderedDict()
         self._turn_mark = 0
         self._frontier = 0
-        self._held: set[str] = set()
+        self._held: set[HandleRef] = set()
         self._activity_open = False
         self._reopen_activity = False
         self._clock = -math.inf
@@ -637,7 +638,7 @@ class Outbox(Generic[T]):
 
     def record_handle(
         self,
-        handle: str,
+        handle: HandleRef,
         connection: int,
         now: float,
         *,
@@ -679,7 +680,7 @@ class Outbox(Generic[T]):
         self._refresh()
         return True
 
-    def hold(self, handle: str) -> bool:
+    def hold(self, handle: HandleRef) -> bool:
         """Keep ``handle``'s resumption point, however many newer handles arrive, until the
         next attach. Call it when a dial with ``handle`` starts (make-before-break: the live
         connection may issue newer handles meanwhile). Returns False for an unknown handle."""
@@ -710,7 +711,7 @@ class Outbox(Generic[T]):
         return True
 
     def attach_resumed(
-        self, connection: int, handle: str, now: float, *, round_trip: float | None = None
+        self, connection: int, handle: HandleRef, now: float, *, round_trip: float | None = None
     ) -> Replay:
         """``connection`` resumed the session from ``handle`` and takes every write from now
         (the previous live connection, if any, gets nothing more). Queues, in order, what
@@ -777,7 +778,7 @@ class Outbox(Generic[T]):
         logger.debug("connection {} opened a fresh session: {}", connection, replay)
         return replay
 
-    def lacking(self, handle: str | None) -> list[T]:
+    def lacking(self, handle: HandleRef | None) -> list[T]:
         """What a session resumed from ``handle`` would lack, in order, as
         :meth:`attach_resumed` would queue it; for None or a handle the outbox no longer
         holds, what a session rebuilt from the history would lack, as :meth:`attach_fresh`

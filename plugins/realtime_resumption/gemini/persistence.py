@@ -16,8 +16,13 @@
   transport's ``on_error`` (recoverable) once per outage, never fatal; the next beat tries
   again. A lease found held by another process (it took the call over while this one
   stalled) stops the saving for good, reported.
-- ``hand_over`` and ``release`` (at ``GeminiLiveTransport.hand_over``): the final saves, then
-  the lease given up and the record kept for the next process.
+- ``take_over`` (at ``connect``, when the store held the call): the session resumed from the
+  stored handle with the stored input replayed, its open tool calls issued again, or rebuilt
+  from the stored conversation; reported as a move. The dials on the stored handle are the move
+  machine's (``gemini.move``: one retry policy, one table), with ``TAKEOVER_RETRY_DELAYS``.
+- ``hand_over_call`` (at ``GeminiLiveTransport.hand_over``): once the answer in progress ended,
+  the final saves (``hand_over``, until nothing is left unsaved), then ``release``: the lease
+  given up and the record kept for the next process.
 - ``forget`` (at ``GeminiLiveTransport.forget_handed_over``): the record of a call handed over
   that ended after all is deleted, unless another process took the call over meanwhile.
 - ``end`` (at ``disconnect``: the call is over): the record is deleted (only under this
@@ -27,20 +32,26 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
 from loguru import logger
 
+from realtime_resumption.gemini import move as m
+from realtime_resumption.gemini.failures import RetryPolicy, Stage
 from realtime_resumption.gemini.live_options import StoreOptions
 from realtime_resumption.gemini.messages import ClientMessage
+from realtime_resumption.gemini.outbox import ReplayScope
 from realtime_resumption.gemini.state import TransportState
 from realtime_resumption.gemini.stored_session import RecordCodec, RecordError, SessionSnapshot
-from realtime_resumption.moves import HandleKind
+from realtime_resumption.handles import HandleRef
+from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason, MoveReport
+from realtime_resumption.redaction import redact
 from realtime_resumption.store import (
     LeaseHeldError,
     LeaseLostError,
@@ -48,9 +59,22 @@ from realtime_resumption.store import (
     StoreError,
     check_key,
 )
+from realtime_resumption.transport import ConnectError
 
 END_TIMEOUT: Final = 2.0
 """Seconds ``end`` may take to delete the record and release the lease."""
+TAKEOVER_RETRY_DELAYS: Final = (0.0, 0.5, 1.0)
+"""The pauses before each dial a takeover spends on the stored handle (jittered, as every
+retry) before it rebuilds the call: a transient failure, or a resume the service refuses
+while the stopped process's connection is still open there (1011), gets two more tries."""
+HANDOVER_SAVES: Final = 5
+"""Saves ``hand_over_call`` makes at most to catch up with input sent while it saved."""
+
+Preload = Sequence[tuple[ClientMessage, ReplayScope]]
+"""Messages a session gets first, each with its replay scope."""
+OpenSession = Callable[[HandleRef | None, Preload], Awaitable[None]]
+"""Opens the transport's session on one dial: resuming from the handle (None: a fresh
+session), with the preload queued first. Raises ``ConnectError`` when the dial fails."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +92,8 @@ class Persister:
     """The store I/O of one transport's session; see the module documentation.
 
     ``report`` is called (on the event loop) with each error worth telling the transport's
-    user about; ``describe`` names the transport in logs.
+    user about; ``describe`` names the transport in logs; ``policy`` is the session's retry
+    policy (a takeover's dials follow it).
     """
 
     def __init__(
@@ -79,6 +104,7 @@ class Persister:
         options: StoreOptions,
         *,
         vertex: bool,
+        policy: RetryPolicy,
         report: Callable[[Exception], None],
         describe: str,
     ) -> None:
@@ -88,6 +114,7 @@ class Persister:
         self._options = options
         self._codec = RecordCodec(options.encryption_key)
         self._vertex = vertex
+        self._policy = policy
         self._report = report
         self._describe = describe
         self._owner = uuid.uuid4().hex
@@ -165,6 +192,163 @@ class Persister:
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"session-store-{self._describe}"
             )
+
+    # --- taking a call over -------------------------------------------------------------------
+
+    async def take_over(
+        self,
+        stored: SessionSnapshot,
+        take_held: Callable[[], Preload],
+        open_session: OpenSession,
+    ) -> None:
+        """Continue the call another process left in the store (``stored``): resume its session
+        from the stored handle and replay the input it may lack, then what was sent while the
+        store answered (``take_held`` hands it over, once ``on_move_started`` was called: what
+        the framework sends then goes with it), and issue its open tool calls again; an expired or refused
+        handle rebuilds the session from the stored conversation. Reported as a move (reason
+        ``takeover``). Raises ``ConnectError`` when the call cannot be opened."""
+        s = self._s
+        started = s.now()
+        handle = (
+            s.handles.enter(stored.handle)
+            if stored.handle is not None and stored.handle_valid(time.time())
+            else None
+        )
+        kind = stored.handle_kind if handle is not None else HandleKind.NONE
+        if stored.handle:
+            s.secrets.add(stored.handle)
+        s.call(s.callbacks.on_move_started, MoveReason.TAKEOVER, kind)
+        # History the framework replayed meanwhile is its own start of the call, not this
+        # call's: the stored conversation is (the session has it, or is seeded with it).
+        held = [
+            (message, scope) for message, scope in take_held() if scope is not ReplayScope.RESUMED
+        ]
+        stored_input = [(message, ReplayScope.SESSION) for message in stored.input]
+        attempts, error = 0, None
+        if handle is not None:
+            resumed, attempts, error = await self._resume(
+                handle, kind, [*stored_input, *held], open_session
+            )
+            if not resumed:
+                handle = None
+        if handle is None:
+            if stored.handle is not None and error is None:
+                error = "the stored handle expired"
+            history = ClientMessage.history(stored.conversation)
+            preload = [
+                *([(history, ReplayScope.RESUMED)] if history is not None else []),
+                # A result answers a call the rebuilt session never issued.
+                *((msg, scope) for msg, scope in stored_input if msg.kind != "tool_response"),
+                *held,
+            ]
+            attempts += 1
+            await open_session(None, preload)
+        # A later rebuild seeds a fresh session with the whole call, not just this part.
+        s.seeded = stored.conversation
+        replayed = len(stored.input) if handle is not None else len(preload) - len(held)
+        report = MoveReport(
+            number=1,
+            reason=MoveReason.TAKEOVER,
+            handle_kind=kind,
+            handle=redact(stored.handle),
+            outcome=MoveOutcome.RESUMED if handle is not None else MoveOutcome.REBUILT,
+            gap_ms=max(0.0, (time.time() - stored.saved_at) * 1000),
+            messages_buffered=0,
+            messages_replayed=replayed,
+            audio_chunks_dropped=0,
+            audio_seconds_dropped=0.0,
+            attempts=attempts,
+            started_at=started,
+            finished_at=s.now(),
+            error=error,
+        )
+        logger.info(
+            "{}: took the call {!r} over ({}, {} message(s) replayed)",
+            self._describe,
+            self.key,
+            report.outcome.value,
+            replayed,
+        )
+        s.call(s.callbacks.on_move, report)
+        if handle is not None and stored.tool_calls:
+            # The resumed session still waits for these: the app runs them here.
+            conn = s.current
+            assert conn is not None
+            s.tools.calls_issued(stored.tool_calls, conn.dial_gen, s.now())
+            for call in stored.tool_calls:
+                s.history.tool_call(call)
+            s.call(s.callbacks.on_tool_call, stored.tool_calls)
+
+    async def _resume(
+        self, handle: HandleRef, kind: HandleKind, preload: Preload, open_session: OpenSession
+    ) -> tuple[bool, int, str | None]:
+        """Dial the stored handle as the move machine says (its failure policy: retried,
+        refused, or fatal); whether the session resumed, the dials made and the last error."""
+        s = self._s
+        machine = m.MoveMachine(TAKEOVER_RETRY_DELAYS, self._policy)
+        due = m.Due(
+            s.now(),
+            MoveReason.TAKEOVER,
+            handle,
+            kind,
+            incumbent=False,
+            can_rebuild=True,
+            forced=True,
+            rebuild_when_spent=True,
+        )
+        actions = machine.send(due)
+        attempts, error, failure = 0, None, None
+        while actions:
+            action = actions.pop(0)
+            if isinstance(action, m.Dial):
+                if action.handle is None:
+                    return False, attempts, error  # refused, or its attempts spent: rebuild
+                attempts += 1
+                try:
+                    await open_session(action.handle, preload)
+                    return True, attempts, error
+                except ConnectError as failed:
+                    failure, error = failed, s.clean(str(failed))
+                    actions += machine.send(m.Failed(s.now(), Stage.DIAL, failed))
+            elif isinstance(action, m.Wait):
+                await asyncio.sleep(action.seconds)
+                actions += machine.send(m.BackoffOver())
+            elif isinstance(action, m.Retried):
+                logger.info("{}: the stored handle failed ({})", self._describe, action.why)
+            elif isinstance(action, m.GiveUp):
+                assert failure is not None, "only a failure gives a takeover up"
+                raise failure
+        return False, attempts, error
+
+    # --- handing a call over ------------------------------------------------------------------
+
+    async def hand_over_call(
+        self, timeout: float, answer_end: Awaitable[None] | None, stop_input: Callable[[], None]
+    ) -> None:
+        """Hand the call to another process: once the answer in progress ended
+        (``answer_end``) or ``timeout`` passed, save until nothing is left unsaved, call
+        ``stop_input`` (no send is taken from then on, with no await between the last check
+        and it: whatever was accepted is stored), and give the lease up, keeping the record.
+        Raises ``StoreError`` when the final save failed (saving goes on each beat)."""
+        if answer_end is not None:
+            # Not in the middle of an answer (its tool calls included): the next process
+            # would have the question asked again.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await answer_end
+        try:
+            for _ in range(HANDOVER_SAVES):
+                await self.hand_over()
+                if not self.unsaved():
+                    break
+            else:
+                raise StoreError("the input kept coming faster than the store took it")
+        except StoreError:
+            self.start()
+            raise
+        stop_input()
+        await self.release()
+        logger.info("{}: the call {!r} is handed over", self._describe, self.key)
 
     # --- saving -------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from realtime_resumption.transport import (
 if TYPE_CHECKING:
     from realtime_resumption.gemini.connection import LiveConnection
     from realtime_resumption.gemini.state import TransportState
+    from realtime_resumption.handles import HandleRef
 
 
 class TurnSignals(Protocol):
@@ -40,7 +41,7 @@ class TurnSignals(Protocol):
     def user_turn(self) -> None: ...
     def answered(self) -> None: ...
     def go_away(self, seconds: float | None) -> None: ...
-    def resumption_update(self, handle: str | None, resumable: bool) -> None: ...
+    def resumption_update(self, handle: HandleRef | None, resumable: bool) -> None: ...
 
 
 class Receiver:
@@ -228,9 +229,11 @@ class Receiver:
         s = self._s
         conn = s.current
         assert conn is not None
-        handle, resumable = event.handle, event.resumable
-        if handle is not None:
-            s.secrets.add(handle)
+        text, resumable = event.handle, event.resumable
+        handle = None
+        if text is not None:
+            s.secrets.add(text)
+            handle = s.handles.enter(text)
             if resumable:
                 s.resumable(handle)
             s.input.outbox.record_handle(
@@ -243,7 +246,7 @@ class Receiver:
             s.tools.handle_recorded(handle, conn.dial_gen, resumable=resumable)
         s.call(
             s.callbacks.on_resumption_update,
-            handle,
+            text,
             resumable,
             event.last_consumed_client_message_index,
         )

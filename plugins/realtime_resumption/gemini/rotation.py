@@ -89,6 +89,7 @@ if TYPE_CHECKING:
     from realtime_resumption.gemini.dialling import Dialler
     from realtime_resumption.gemini.handover import Handover
     from realtime_resumption.gemini.state import TransportState
+    from realtime_resumption.handles import HandleRef
 
 DEFAULT_RETRY_BUDGET: Final = 20
 """Failed connection attempts a session may spend in total, over all its moves (see
@@ -131,10 +132,10 @@ class Rotation:
         # The helper decides when and from which handle; the attempts are the move machine's,
         # under the one failure policy (``retry_delays``, ``attempt_timeout``, the budget). Its
         # reconnect hands the decision over and returns, so it runs one attempt of its own.
-        self._helper = SessionResumption(
+        self._helper: SessionResumption[HandleRef] = SessionResumption(
             self._decided, dataclasses.replace(self._options, retry_delays=(0.0,))
         )
-        self._taken: MoveDecision | None = None
+        self._taken: MoveDecision[HandleRef] | None = None
         self._watchdog = ResumeWatchdog(resume_watchdog, self._watchdog_expired)
         self._tasks: set[asyncio.Task[None]] = set()
         self._epoch = 0
@@ -203,7 +204,7 @@ class Rotation:
 
     # --- what the transport reports -------------------------------------------------------------
 
-    def resumption_update(self, handle: str | None, resumable: bool) -> None:
+    def resumption_update(self, handle: HandleRef | None, resumable: bool) -> None:
         """A resumption update from the current connection."""
         if self.moving:
             return  # the session being replaced: its handles are no place to resume
@@ -285,7 +286,7 @@ class Rotation:
             # A move is under way: it carries on, and input waits for it.
             self._carry_out(self._machine.send(self._lost_event(code, None, HandleKind.NONE)))
             return
-        handle: str | None = None
+        handle: HandleRef | None = None
         kind = HandleKind.NONE
         if self._helper.connection_lost():
             decision = self._helper.last_move
@@ -364,7 +365,7 @@ class Rotation:
 
     # --- deciding -------------------------------------------------------------------------------
 
-    async def _decided(self, handle: str) -> None:
+    async def _decided(self, handle: HandleRef) -> None:
         """The helper's ``reconnect``: it chose the moment and ``handle``; the move machine
         takes it from there."""
         self._take_decision()
@@ -397,7 +398,7 @@ class Rotation:
         )
 
     def _due(
-        self, reason: MoveReason, handle: str | None, kind: HandleKind, *, forced: bool
+        self, reason: MoveReason, handle: HandleRef | None, kind: HandleKind, *, forced: bool
     ) -> None:
         self._carry_out(
             self._machine.send(
@@ -414,17 +415,17 @@ class Rotation:
             )
         )
 
-    def _holdable(self, handle: str | None) -> str | None:
+    def _holdable(self, handle: HandleRef | None) -> HandleRef | None:
         if handle is not None and not self._s.input.outbox.hold(handle):
             logger.warning(
                 "{}: handle {} is no longer a resumption point of the input buffer; rebuilding",
                 self._s.callbacks,
-                redact(handle),
+                redact(self._text(handle)),
             )
             return None
         return handle
 
-    def _lost_event(self, code: int | None, handle: str | None, kind: HandleKind) -> m.Lost:
+    def _lost_event(self, code: int | None, handle: HandleRef | None, kind: HandleKind) -> m.Lost:
         return m.Lost(self._s.now(), code, self._holdable(handle), kind, self._s.can_rebuild())
 
     # --- carrying out the machine's actions -----------------------------------------------------
@@ -496,7 +497,7 @@ class Rotation:
         elif isinstance(action, m.GiveUp):
             self._give_up(SessionLostError(action.why))
 
-    async def _attempt(self, handle: str | None, *, breaking: bool = False) -> list[m.Action]:
+    async def _attempt(self, handle: HandleRef | None, *, breaking: bool = False) -> list[m.Action]:
         """One attempt: dial with ``handle`` within ``attempt_timeout``, then let the
         connection settle (bounded by the settle itself: a slow setup must not eat into it);
         returns the machine's next actions. ``breaking``: the incumbent closes before the
@@ -504,7 +505,9 @@ class Rotation:
         move = self.log.current
         if move is None:
             return []
-        move.attempt(handle, self._machine.move.kind if self._machine.move else HandleKind.NONE)
+        move.attempt(
+            self._text(handle), self._machine.move.kind if self._machine.move else HandleKind.NONE
+        )
         stage = Stage.DIAL
         timeout = self._options.attempt_timeout
         try:
@@ -533,7 +536,9 @@ class Rotation:
             return self._failed(Stage.SETTLING, None, close[0])
         return self._machine.send(m.Settled(self._s.now()))
 
-    async def _dial_after_break(self, handle: str | None, move: MoveInProgress) -> LiveConnection:
+    async def _dial_after_break(
+        self, handle: HandleRef | None, move: MoveInProgress
+    ) -> LiveConnection:
         """Break-before-make at the cost of the setup alone: the replacement's socket opens
         while the incumbent still serves; the incumbent then closes (input held from here),
         and only then does the setup go out. The incumbent is closed whatever becomes of the
@@ -611,14 +616,17 @@ class Rotation:
 
     # --- the moves ------------------------------------------------------------------------------
 
-    def _begin(self, reason: MoveReason, handle: str | None, kind: HandleKind) -> MoveInProgress:
+    def _begin(
+        self, reason: MoveReason, handle: HandleRef | None, kind: HandleKind
+    ) -> MoveInProgress:
         self._watchdog.stop()
         move = self.log.current
         if move is not None:
             # The move a turn on the incumbent postponed goes on, from a newer handle.
             move.reason = reason
             return move
-        move = self.log.begin(reason, handle, kind, self._s.now())
+        text = self._text(handle)
+        move = self.log.begin(reason, text, kind, self._s.now())
         if self._s.gate is m.InputGate.HELD:
             move.input_stopped(self._s.now())
         if self._cut_by_loss and reason is MoveReason.LOST:
@@ -630,7 +638,7 @@ class Rotation:
             move.number,
             reason.value,
             kind.value,
-            redact(handle),
+            redact(text),
         )
         self._s.call(self._s.callbacks.on_move_started, reason, kind)
         return move
@@ -650,8 +658,8 @@ class Rotation:
         # The helper spent its notice on the abandoned dial: it starts over with the latest
         # handle (no resumable point: the turn is in progress) and the notice left.
         self._helper.forget()
-        if self._s.handle is not None:
-            self._helper.resumption_update(self._s.handle, True)
+        if self._s.latest is not None:
+            self._helper.resumption_update(self._s.latest, True)
         self._helper.turn_started()
         left = CONFIG_MOVE_WAIT if self._deadline_at is None else self._deadline_at - self._s.now()
         self._helper.go_away(max(0.0, left))
@@ -661,7 +669,7 @@ class Rotation:
         at = self._s.now() + (seconds if math.isfinite(seconds) else DEFAULT_GO_AWAY_NOTICE)
         self._deadline_at = at if self._deadline_at is None else min(self._deadline_at, at)
 
-    def _switch(self, handle: str | None) -> None:
+    def _switch(self, handle: HandleRef | None) -> None:
         conn, self._pending = self._pending, None
         move = self.log.current
         assert conn is not None and move is not None
@@ -786,6 +794,10 @@ class Rotation:
 
     def _describe(self, text: str) -> str:
         return scrub(text, self._s.secrets)
+
+    def _text(self, handle: HandleRef | None) -> str | None:
+        """``handle``'s text, for the move's report (which shows it redacted)."""
+        return self._s.handles.text(handle) if handle is not None else None
 
 
 def _outcome_read(task: asyncio.Task[Any]) -> None:

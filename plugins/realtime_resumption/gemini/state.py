@@ -1,8 +1,9 @@
 """The state of one transport's session, shared by the parts that serve it.
 
 :class:`TransportState` is handed to the receiver, the dialler, the handover and the rotation
-instead of the transport itself: it holds the connection the session runs on, the latest resumable
-handle, the bookkeeping every part feeds (generations, tool calls, history, input) and the few
+instead of the transport itself: it holds the connection the session runs on, the session's
+resumption handles (their texts in its ``HandleBook``, the one place a handle's text is kept; the
+other parts hold ``HandleRef`` numbers) and which is the latest resumable one, the bookkeeping every part feeds (generations, tool calls, history, input) and the few
 operations on them that more than one part needs — calling the framework's callbacks, applying
 generation effects, installing and detaching connections, closing the session. The transport
 owns it; the other parts read its state and change it only through its methods.
@@ -35,6 +36,7 @@ from realtime_resumption.generation import (
     TurnCompleted,
     TurnInterrupted,
 )
+from realtime_resumption.handles import HandleBook, HandleRef
 from realtime_resumption.redaction import redact
 from realtime_resumption.transport import (
     ConnectionLifecycleEvent,
@@ -102,7 +104,9 @@ class TransportState:
         Gemini API refuses one)."""
         self._working: LiveOptions | None = None
         self._current: LiveConnection | None = None
-        self._handle: str | None = None
+        self.handles = HandleBook()
+        """The texts of the session's handles: every other part holds their references."""
+        self._handle: HandleRef | None = None
         self._active = False
         self.quiesced = False
         self._setup_stale = False
@@ -145,9 +149,14 @@ class TransportState:
         return self._current
 
     @property
-    def handle(self) -> str | None:
+    def latest(self) -> HandleRef | None:
         """The latest handle the provider marked resumable."""
         return self._handle
+
+    @property
+    def handle(self) -> str | None:
+        """The text of :attr:`latest` (for the transport's API and the store)."""
+        return self.handles.text(self._handle) if self._handle is not None else None
 
     @property
     def active(self) -> bool:
@@ -179,7 +188,7 @@ class TransportState:
             self._options = self._working
         self._setup_stale = False
 
-    def resumable(self, handle: str) -> None:
+    def resumable(self, handle: HandleRef) -> None:
         """The provider marked ``handle`` resumable: a new connection may resume from it."""
         self._handle = handle
 

@@ -140,8 +140,8 @@ class SessionSnapshot:
         now: float,
     ) -> SessionSnapshot:
         """The state of session ``s`` now (``now``: wall-clock time)."""
-        handle = s.handle
-        known = s.tools.known_at(handle) if handle is not None else frozenset()
+        handle, latest = s.handle, s.latest
+        known = s.tools.known_at(latest) if latest is not None else frozenset()
         calls = tuple(
             call
             for call_id in s.tools.pending_ids()
@@ -150,7 +150,7 @@ class SessionSnapshot:
         answered = {call.id for call in calls}
         pending = tuple(
             message
-            for message in s.input.outbox.lacking(handle)
+            for message in s.input.outbox.lacking(latest)
             # A result is replayed only to the session that issued its call.
             if not isinstance(message.payload, ToolResponse)
             or all(r.id in known and r.id not in answered for r in message.payload.responses)

@@ -31,8 +31,9 @@ from enum import StrEnum
 
 from loguru import logger
 
+from realtime_resumption.handles import HandleRef
 from realtime_resumption.redaction import redact
-from realtime_resumption.transport import ToolCall
+from realtime_resumption.transport import ToolCall, ToolCallOrphanedError, UnknownToolCallError
 
 
 class CallState(StrEnum):
@@ -77,7 +78,7 @@ class TrackedCall:
 
 @dataclass(frozen=True, eq=False)
 class _Snapshot:
-    handle: str
+    handle: HandleRef
     known: frozenset[str]
 
     def __repr__(self) -> str:
@@ -99,7 +100,7 @@ class ToolCallTracker:
         self._remember_closed = remember_closed
         self._calls: dict[str, TrackedCall] = {}
         self._closed: OrderedDict[str, ResultVerdict] = OrderedDict()
-        self._snapshots: OrderedDict[str, _Snapshot] = OrderedDict()
+        self._snapshots: OrderedDict[HandleRef, _Snapshot] = OrderedDict()
         self._live: int | None = None
         self._lineage = 0
 
@@ -131,7 +132,7 @@ class ToolCallTracker:
         """Calls whose result is accepted but not yet written."""
         return [c.id for c in self._calls.values() if c.state is CallState.RESULT_UNSENT]
 
-    def connected(self, connection: int, *, resumed_from: str | None) -> list[str]:
+    def connected(self, connection: int, *, resumed_from: HandleRef | None) -> list[str]:
         """``connection`` took over the session, resumed from a handle or (None) as a fresh
         session. Returns the ids of tracked calls the new session never issued (orphaned), in
         issue order: their results must not be sent, and one already written must be
@@ -159,7 +160,7 @@ class ToolCallTracker:
             self._close(call_id, ResultVerdict.ORPHANED)
         return orphaned
 
-    def known_at(self, handle: str) -> frozenset[str]:
+    def known_at(self, handle: HandleRef) -> frozenset[str]:
         """The calls a session resumed from ``handle`` knows (none for an unknown handle)."""
         snapshot = self._snapshots.get(handle)
         return snapshot.known if snapshot is not None else frozenset()
@@ -208,12 +209,34 @@ class ToolCallTracker:
         self._calls[call_id] = replace(call, state=CallState.RESULT_UNSENT)
         return ResultVerdict.SEND
 
-    def result_refused(self, call_id: str) -> None:
-        """The accepted result of ``call_id`` was dropped (the SDK refused it, or the service
-        refused it as too big): the call waits for a result again, and a new one is sent."""
-        call = self._calls.get(call_id)
-        if call is not None and call.state is not CallState.PENDING:
-            self._calls[call_id] = replace(call, state=CallState.PENDING)
+    def admit_result(self, call_id: str) -> bool:
+        """The framework hands over the result of ``call_id``: True when it goes to the live
+        session (it counts as unsent until :meth:`result_sent`), False when it is not sent (the
+        server cancelled the call, or a result of it was taken already: logged). Raises
+        ``ToolCallOrphanedError`` for a call of a session a move left behind and
+        ``UnknownToolCallError`` for one no session issued: sending either would strand the
+        model."""
+        verdict = self.result_submitted(call_id)
+        if verdict is ResultVerdict.ORPHANED:
+            raise ToolCallOrphanedError(call_id)
+        if verdict is ResultVerdict.UNKNOWN:
+            raise UnknownToolCallError(
+                f"no tool call {call_id!r} was issued by this session: its result would "
+                "strand the model"
+            )
+        if verdict is not ResultVerdict.SEND:
+            logger.info("result of tool call {} not sent ({})", call_id, verdict)
+            return False
+        return True
+
+    def results_refused(self, call_ids: Iterable[str]) -> None:
+        """The accepted results of ``call_ids`` were dropped (the SDK refused them, or the
+        service refused them as too big): the calls wait for a result again, and a new one
+        is sent."""
+        for call_id in call_ids:
+            call = self._calls.get(call_id)
+            if call is not None and call.state is not CallState.PENDING:
+                self._calls[call_id] = replace(call, state=CallState.PENDING)
 
     def result_sent(self, call_id: str) -> None:
         """The result of ``call_id`` was written to the live connection (again, after a
@@ -224,7 +247,9 @@ class ToolCallTracker:
         self._calls[call_id] = replace(call, state=CallState.RESULT_SENT)
         self._forget_settled()
 
-    def handle_recorded(self, handle: str, connection: int, *, resumable: bool = True) -> bool:
+    def handle_recorded(
+        self, handle: HandleRef, connection: int, *, resumable: bool = True
+    ) -> bool:
         """A resumption handle arrived on ``connection``: remember which calls its snapshot
         holds. Returns False (records nothing) for a non-resumable handle or another
         connection than the live one."""

@@ -17,8 +17,9 @@ Sends never wait for the emulated network: frames cross it in order while the mo
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from loguru import logger
 
@@ -34,12 +35,38 @@ from .audio import (
     user_audio_seqs,
 )
 from .faults import DeadResume, TriggerEvent
-from .ledger import ClientMessageRecord, TurnRecord
+from .hub import Api, Hub
+from .ledger import ClientMessageRecord, ConnectionRecord, TurnRecord
+from .sessions import Session
 from .snapshot import AnswerProgress, HistoryTurn, Outcome, PendingInput, SessionState
 
-if TYPE_CHECKING:
-    from .served_connection import Connection
-    from .sessions import Session
+
+class ServingConnection(Protocol):
+    """What a conversation needs of the connection that serves it
+    (``served_connection.Connection``)."""
+
+    hub: Hub[Any]
+    api: Api
+    record: ConnectionRecord | None
+    message_index: int
+
+    async def send(
+        self,
+        message: wire.ServerMessage,
+        *,
+        kind: str,
+        turn: int | None = None,
+        chunk: int | None = None,
+        handle_index: int | None = None,
+    ) -> asyncio.Future[bool]: ...
+
+    async def post_go_away(
+        self, time_left: float | None, close_at_deadline: bool, silence: bool
+    ) -> asyncio.Future[bool]: ...
+
+    async def close(self, code: int, reason: str | None = None) -> None: ...
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]: ...
 
 
 def _rate(mime_type: str) -> int:
@@ -55,7 +82,7 @@ class Conversation:
 
     def __init__(
         self,
-        conn: Connection,
+        conn: ServingConnection,
         session: Session,
         state: SessionState,
         setup: wire.Setup,

@@ -8,10 +8,8 @@ itself takes ``setup_latency``.
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from loguru import logger
 from websockets.asyncio.server import ServerConnection
@@ -20,21 +18,19 @@ from websockets.protocol import State
 
 from ...redaction import redact
 from . import network, wire
-from .config import PREBUILT_VOICES, EmulatorConfig, RefusalTiming
+from .config import PREBUILT_VOICES, RefusalTiming
 from .conversation import Conversation
-from .faults import Faults, Flap
+from .faults import Flap
+from .hub import Api, Hub
 from .ledger import (
     ClientMessageRecord,
     ClosedBy,
     ConnectionRecord,
-    Ledger,
     ServerMessageRecord,
     SetupRecord,
 )
-from .sessions import HandleEntry, Session, SessionRegistry
+from .sessions import HandleEntry, Session
 from .snapshot import SessionState
-
-Api = Literal["gemini", "vertex"]
 
 DEADLINE_CLOSE = {
     "gemini": (1011, "Deadline expired before operation could complete."),
@@ -58,49 +54,10 @@ def close_reason(code: int) -> str:
     return _REASONS.get(code, "")
 
 
-@dataclass
-class Hub:
-    """What the connections of one emulator share."""
-
-    config: EmulatorConfig
-    ledger: Ledger
-    faults: Faults
-    sessions: SessionRegistry
-    rng: random.Random
-    setup_rng: random.Random
-    """Draws setup latencies (apart from ``rng``, so latencies do not shift identifiers)."""
-    started_at: float
-    live: set[Connection] = field(default_factory=set)
-    no_connections: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def add(self, conn: Connection) -> None:
-        """``conn`` started."""
-        self.live.add(conn)
-        self.no_connections.clear()
-
-    def discard(self, conn: Connection) -> None:
-        """``conn`` ended."""
-        self.live.discard(conn)
-        if not self.live:
-            self.no_connections.set()
-
-    def now(self) -> float:
-        """Seconds on the loop's clock since the emulator started."""
-        return asyncio.get_running_loop().time() - self.started_at
-
-    def setup_latency(self, *, resumed: bool) -> float:
-        """How long this setup takes (scaled): a ``slow_setups`` fault, or the configured
-        latency (drawn from its range)."""
-        seconds = self.faults.take_setup_latency(resumed=resumed)
-        if seconds is not None:
-            return self.config.scaled(seconds)
-        return self.config.draw(self.config.setup_latency, self.setup_rng)
-
-
 class Connection:
     """Serves one WebSocket connection; every task it starts is cancelled when it ends."""
 
-    def __init__(self, ws: ServerConnection, hub: Hub, api: Api, path: str) -> None:
+    def __init__(self, ws: ServerConnection, hub: Hub[Connection], api: Api, path: str) -> None:
         self.hub = hub
         self._ws = ws
         self.api = api

@@ -21,9 +21,10 @@ from websockets.http11 import Request, Response
 from .certs import TlsMaterial
 from .config import EmulatorConfig
 from .faults import Faults
+from .hub import Api, Hub
 from .ledger import AttemptRecord, Ledger
 from .network import connection_class
-from .served_connection import Api, Connection, Hub
+from .served_connection import Connection
 from .sessions import SessionRegistry
 
 _GEMINI_PATH = re.compile(
@@ -91,7 +92,7 @@ class Emulator:
         """Scripted faults (see ``realtime_resumption.testing.emulator.faults``)."""
         self._tls: TlsMaterial | None = None
         self._server: Server | None = None
-        self._hub: Hub | None = None
+        self._hub: Hub[Connection] | None = None
         self._port: int | None = None
 
     async def start(self) -> None:

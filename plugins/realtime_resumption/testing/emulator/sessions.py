@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ...redaction import redact
 from .ledger import HandleRecord, Ledger, SessionRecord
 from .snapshot import SessionState, Snapshot
 
-if TYPE_CHECKING:
-    from .served_connection import Connection
+
+class Served(Protocol):
+    """A connection of a session, as the session keeps it (``served_connection.Connection``)."""
+
+    @property
+    def serving(self) -> bool:
+        """Set up, and neither side has started closing it."""
+        ...
+
+    def close_with(self, code: int, reason: str) -> object:
+        """Close with ``code`` and ``reason`` (without waiting)."""
+        ...
 
 
 @dataclass
@@ -37,7 +47,7 @@ class Session:
     def __init__(self, session_id: str, record: SessionRecord) -> None:
         self.id = session_id
         self.record = record
-        self.open: set[Connection] = set()
+        self.open: set[Served] = set()
         """Its connections that were set up and have not ended."""
         self.issued_calls: set[str] = set()
         self._next_turn = 0
@@ -47,13 +57,13 @@ class Session:
         self.ended_at: float | None = None
         """When its last open connection ended (None while one is open, or before any)."""
 
-    def attach(self, conn: Connection, now: float) -> None:
+    def attach(self, conn: Served, now: float) -> None:
         """``conn`` was set up: it serves the session from ``now``."""
         if not self.open:
             self._since, self.ended_at = now, None
         self.open.add(conn)
 
-    def detach(self, conn: Connection, now: float) -> None:
+    def detach(self, conn: Served, now: float) -> None:
         """``conn`` ended at ``now``."""
         if conn not in self.open:
             return
