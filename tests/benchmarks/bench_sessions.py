@@ -2,17 +2,29 @@
 
 For each N, N sessions spread over several emulator processes each ask one question (so each
 holds a resumption handle), then stream 20 ms audio in real time: silence, with a short
-utterance every ``--speech-every`` seconds (0: silence only); midway every session gets goAway
-at once (the storm) and moves. Reported per N:
+utterance every ``--speech-every`` seconds (0: silence only; 0.3, an utterance's length: the
+user talks without pause, so no turn ends and no newer handle comes); midway (or
+``--storm-at`` seconds in) every session gets goAway at once (the storm) and moves. Reported
+per N:
 
-- event loop lag of the client process (a 10 ms ticker's lateness): max and p99;
+- event loop lag of the client process (a 10 ms ticker's lateness): its max before the storm,
+  and max and p99 over the run (the max beyond the one before is what the moves added);
 - caller audio delay: from a chunk's real-time capture instant to its first arrival at an
   emulator (client lateness, the transport's queues and any hold during the move, the
   network); p50 / p95 / max over every chunk that arrived;
 - speech lost / heard twice: the user's speech chunks a session's final state lacks (or
   never received), and those it heard twice (the ledger's figures, speech by what was sent);
-  silence skipped: silent chunks that never arrived (the transport does not replay silence
-  beyond its padding: not a loss);
+  the lost split into never arrived and arrived but lacking from the final state (a resume
+  from a snapshot without them, not replayed); silence skipped: silent chunks that never
+  arrived (the transport does not replay silence beyond its padding: not a loss). The ledger
+  is read once every transport wrote everything it held, so a chunk that is merely late is
+  not counted lost (drain: how long that took after the streams ended, the client's own
+  backlog; past ``WAIT`` the run is marked, and what was still held counts as lost);
+- reported dropped: the audio chunks the transports say they gave up (their input stats, for
+  chunks never written, plus their move reports, for chunks a resumed session lacked; a chunk
+  dropped while no connection was live is in both), and silent: per session, the speech
+  lost beyond what it reported dropped (at least that much was lost without a report:
+  every loss past the bounds must be counted, so anything above 0 is a fault);
 - client CPU per session-second (the client process's CPU time over N x the streamed
   seconds), and beside it the bare google-genai SDK's sending the same audio to the same
   emulators (``--no-baseline`` skips it).
@@ -26,6 +38,9 @@ printed, never asserted; on a shared machine they are noisy.
     .venv/bin/python tests/benchmarks/bench_sessions.py                  # N = 25, 50, 100, 150
     .venv/bin/python tests/benchmarks/bench_sessions.py --sessions 10 --seconds 6
     .venv/bin/python tests/benchmarks/bench_sessions.py --sessions 150 --spread 3 --seconds 20
+    # one session, a move from a 45 s old handle while the user talks throughout:
+    .venv/bin/python tests/benchmarks/bench_sessions.py --sessions 1 --seconds 50 --storm-at 45 \
+        --speech-every 0.3 --no-baseline
 """
 
 from __future__ import annotations
@@ -77,6 +92,7 @@ def _report(ledger: Ledger, started_at: float) -> dict[str, Any]:
     return {
         "arrivals": first_arrival,
         "lacking": {seq for s in sessions for seq in s.audio_lost},
+        "received": {seq for s in sessions for seq in s.audio_received},
         "twice": {seq for s in sessions for seq in s.audio_duplicates},
         "moves": len(summary.moves),
         "max_stall": summary.max_input_stall,
@@ -88,6 +104,8 @@ class _LoopLag:
 
     def __init__(self) -> None:
         self.samples: list[float] = []
+        self.times: list[float] = []
+        """When each sample was taken (loop time)."""
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -104,6 +122,11 @@ class _LoopLag:
             due = loop.time() + TICK
             await asyncio.sleep(TICK)
             self.samples.append(max(0.0, loop.time() - due))
+            self.times.append(loop.time())
+
+    def before(self, instant: float) -> list[float]:
+        """The samples taken before ``instant``."""
+        return [lag for at, lag in zip(self.times, self.samples, strict=True) if at < instant]
 
 
 def _speaks(k: int, index: int, speech_every: float) -> bool:
@@ -166,22 +189,34 @@ class _Session:
 class _Result:
     sessions: int
     lag_max: float
+    lag_before: float
+    """The loop lag's max before the storm: ``lag_max`` beyond it is what the moves added."""
     lag_p99: float
     p50: float
     p95: float
     worst: float
     speech_lost: int
+    speech_lacking: int
+    """Of ``speech_lost``: received, but absent from the session's final state."""
     speech_twice: int
+    reported_dropped: int
+    """Audio chunks the transports reported dropped (input stats and move reports)."""
+    silent_loss: int
+    """Speech lost beyond what the session's transport reported dropped."""
     silence_skipped: int
     moves: int
     max_stall: float | None
     cpu_per_session_second: float
+    drain: float
+    """Seconds from the streams' end until no transport held input to write: the client's
+    own backlog (caller delay beyond it is the network's and the server's)."""
 
     @property
     def ok(self) -> bool:
         return (
             self.p95 < DELAY_GOAL
             and self.speech_lost == 0
+            and self.silent_loss == 0
             and self.speech_twice == 0
             and self.moves >= self.sessions
         )
@@ -215,46 +250,78 @@ async def _level(
     lag.start()
     cpu = time.process_time()
     streams = [asyncio.create_task(rig.stream(start, seconds)) for rig in rigs]
-    await asyncio.sleep(max(0.0, start + seconds / 2 - loop.time()))
+    storm = start + (seconds / 2 if options.storm_at is None else options.storm_at)
+    await asyncio.sleep(max(0.0, storm - loop.time()))
     await asyncio.gather(*(server.fault("go_away") for server in servers))
     await asyncio.gather(*streams)
+    ended = loop.time()
     cpu = time.process_time() - cpu
     await lag.stop()
     async with asyncio.timeout(WAIT):
         await asyncio.gather(*(rig.moved.wait() for rig in rigs))
+    # Everything held is written first: a chunk the loop is late with is late, not lost.
+    for _ in range(round(WAIT / 0.05)):
+        if not any(_held(rig.transport) for rig in rigs):
+            break
+        await asyncio.sleep(0.05)
+    drain = loop.time() - ended
     await asyncio.sleep(0.5)  # the last chunks cross the network
     reports = [_report(await s.ledger(), s.started_at) for s in servers]
+    dropped = [_dropped(rig) for rig in rigs]
     await asyncio.gather(*(rig.transport.disconnect() for rig in rigs))
     arrivals = {seq: at for r in reports for seq, at in r["arrivals"].items()}
     lacking = set().union(*(r["lacking"] for r in reports))
     twice = set().union(*(r["twice"] for r in reports))
     delays: list[float] = []
-    speech_lost = speech_twice = skipped = 0
-    for rig in rigs:
+    speech_lost = speech_lacking = speech_twice = skipped = silent = 0
+    for rig, reported in zip(rigs, dropped, strict=True):
+        lost_here = 0
         for seq, due in rig.sent.items():
             if seq in arrivals:
                 delays.append(arrivals[seq] - due)
             speech = seq in rig.speech
             if seq not in arrivals or seq in lacking:
                 if speech:
-                    speech_lost += 1
+                    lost_here += 1
+                    speech_lacking += seq in lacking
                 else:
                     skipped += 1
             speech_twice += speech and seq in twice
+        speech_lost += lost_here
+        silent += max(0, lost_here - reported)
     return _Result(
         sessions=sessions,
         lag_max=max(lag.samples, default=0.0),
+        lag_before=max(lag.before(storm), default=0.0),
         lag_p99=_pct(lag.samples, 0.99),
         p50=statistics.median(delays),
         p95=_pct(delays, 0.95),
         worst=max(delays),
         speech_lost=speech_lost,
+        speech_lacking=speech_lacking,
         speech_twice=speech_twice,
+        reported_dropped=sum(dropped),
+        silent_loss=silent,
         silence_skipped=skipped,
         moves=sum(len(rig.moves) for rig in rigs),
         max_stall=max((r["max_stall"] or 0.0 for r in reports), default=None),
         cpu_per_session_second=cpu / (sessions * seconds),
+        drain=drain,
     )
+
+
+def _held(transport: GeminiLiveTransport) -> bool:
+    """Whether the transport still holds input to write."""
+    stats = transport.get_diagnostics().input
+    return stats is not None and stats.buffered > 0
+
+
+def _dropped(rig: _Session) -> int:
+    """Audio chunks the session's transport reported dropped: those never written (its input
+    stats) and those its resumed sessions lacked (its move reports)."""
+    stats = rig.transport.get_diagnostics().input
+    unsent = stats.audio_chunks_dropped if stats is not None else 0
+    return unsent + sum(report.audio_chunks_dropped for report in rig.moves)
 
 
 async def _bare_sdk(
@@ -311,6 +378,7 @@ class Args:
     spread: float
     speech_every: float
     baseline: bool
+    storm_at: float | None
 
 
 async def _main(args: Args) -> None:
@@ -321,9 +389,10 @@ async def _main(args: Args) -> None:
         f"an utterance every {args.speech_every:g} s"
     )
     print(
-        f"{'sessions':>8} {'lag max':>8} {'lag p99':>8} {'p50 ms':>7} {'p95 ms':>7} "
-        f"{'max ms':>7} {'speech lost':>11} {'twice':>6} {'silence skipped':>15} "
-        f"{'moves':>6} {'stall ms':>9} {'CPU us/session-s':>17} {'bare SDK':>9} {'ratio':>6}"
+        f"{'sessions':>8} {'lag pre':>8} {'lag max':>8} {'lag p99':>8} {'p50 ms':>7} {'p95 ms':>7} "
+        f"{'max ms':>7} {'speech lost':>11} {'lacking':>8} {'reported':>8} {'silent':>6} "
+        f"{'twice':>6} {'silence skipped':>15} "
+        f"{'moves':>6} {'stall ms':>9} {'drain ms':>9} {'CPU us/session-s':>17} {'bare SDK':>9} {'ratio':>6}"
     )
     best = None
     async with contextlib.AsyncExitStack() as stack:
@@ -340,12 +409,14 @@ async def _main(args: Args) -> None:
             )
             ratio = f"{r.cpu_per_session_second / bare:.2f}" if bare else "-"
             print(
-                f"{n:>8} {_ms(r.lag_max):>8} {_ms(r.lag_p99):>8} {_ms(r.p50):>7} "
-                f"{_ms(r.p95):>7} {_ms(r.worst):>7} {r.speech_lost:>11} {r.speech_twice:>6} "
-                f"{r.silence_skipped:>15} {r.moves:>6} {_ms(r.max_stall):>9} "
+                f"{n:>8} {_ms(r.lag_before):>8} {_ms(r.lag_max):>8} {_ms(r.lag_p99):>8} {_ms(r.p50):>7} "
+                f"{_ms(r.p95):>7} {_ms(r.worst):>7} {r.speech_lost:>11} {r.speech_lacking:>8} "
+                f"{r.reported_dropped:>8} {r.silent_loss:>6} {r.speech_twice:>6} "
+                f"{r.silence_skipped:>15} {r.moves:>6} {_ms(r.max_stall):>9} {_ms(r.drain):>9} "
                 f"{r.cpu_per_session_second * 1e6:>17.0f} "
                 f"{'-' if bare is None else f'{bare * 1e6:.0f}':>9} {ratio:>6}"
-                f"{'' if r.ok else '   over the goal'}",
+                f"{'' if r.ok else '   over the goal'}"
+                f"{'' if r.drain < WAIT else '   (input still held after the drain wait)'}",
                 flush=True,
             )
             if r.ok:
@@ -365,7 +436,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=6.0, help="streamed seconds per N")
     parser.add_argument("--emulators", type=int, default=2, help="emulator processes")
     parser.add_argument("--spread", type=float, default=0.0, help="ResumptionOptions.storm_spread")
-    parser.add_argument("--speech-every", type=float, default=3.0, help="0: silence only")
+    parser.add_argument(
+        "--speech-every",
+        type=float,
+        default=3.0,
+        help=f"0: silence only; {UTTERANCE:g} (an utterance's length): the user talks without pause",
+    )
+    parser.add_argument(
+        "--storm-at", type=float, default=None, help="seconds into the stream (default: midway)"
+    )
     parser.add_argument("--no-baseline", dest="baseline", action="store_false")
     ns = parser.parse_args()
     asyncio.run(
@@ -377,6 +456,7 @@ def main() -> None:
                 ns.spread,
                 ns.speech_every,
                 ns.baseline,
+                ns.storm_at,
             )
         )
     )
