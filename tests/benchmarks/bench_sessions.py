@@ -8,7 +8,10 @@ user talks without pause, so no turn ends and no newer handle comes); midway (or
 per N:
 
 - event loop lag of the client process (a 10 ms ticker's lateness): its max before the storm,
-  and max and p99 over the run (the max beyond the one before is what the moves added);
+  and max and p99 over the run (the max beyond the one before is what the moves added); and
+  the CPU time of the longest loop turn before the storm and from it on (turn pre / post, 0
+  when none took 1 ms: the lag the client's own work causes, unaffected by other processes
+  on a shared machine);
 - caller audio delay: from a chunk's real-time capture instant to its first arrival at an
   emulator (client lateness, the transport's queues and any hold during the move, the
   network); p50 / p95 / max over every chunk that arrived;
@@ -48,9 +51,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,6 +134,42 @@ class _LoopLag:
         return [lag for at, lag in zip(self.times, self.samples, strict=True) if at < instant]
 
 
+class _TurnCpu:
+    """The CPU time of each event loop turn: this thread's, so another process's load on a
+    shared machine does not count. A turn's CPU is how long it kept every other call of the
+    process waiting: the loop lag the client's own work causes, which the ticker's lateness
+    (scheduling by the machine included) only bounds from above."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.samples: list[tuple[float, float]] = []
+        """(loop time at the turn's end, its CPU seconds), for turns of 1 ms or more."""
+        self._loop: Any = loop
+        self._run_once: Callable[[], None] | None = None
+
+    def start(self) -> None:
+        # A benchmark's instrument: the loop's turn is private, measured by wrapping it.
+        run_once = self._run_once = self._loop._run_once
+        samples, clock = self.samples, self._loop.time
+
+        def measured() -> None:
+            cpu = time.thread_time()
+            run_once()
+            cpu = time.thread_time() - cpu
+            if cpu >= 0.001:
+                samples.append((clock(), cpu))
+
+        self._loop._run_once = measured
+
+    def stop(self) -> None:
+        if self._run_once is not None:
+            del self._loop._run_once
+            self._run_once = None
+
+    def largest(self, since: float = -math.inf, until: float = math.inf) -> float:
+        """The largest turn's CPU between the two instants."""
+        return max((cpu for at, cpu in self.samples if since <= at < until), default=0.0)
+
+
 def _speaks(k: int, index: int, speech_every: float) -> bool:
     """Whether chunk ``k`` of session ``index`` is speech: an utterance every
     ``speech_every`` seconds, the sessions' utterances staggered."""
@@ -191,6 +232,11 @@ class _Result:
     lag_max: float
     lag_before: float
     """The loop lag's max before the storm: ``lag_max`` beyond it is what the moves added."""
+    turn_before: float
+    """The largest CPU time of one event loop turn before the storm."""
+    turn_after: float
+    """The largest from the storm on: what the moves cost the loop's lag, whatever the
+    machine's load."""
     lag_p99: float
     p50: float
     p95: float
@@ -248,6 +294,8 @@ async def _level(
     lag = _LoopLag()
     start = loop.time() + 0.2
     lag.start()
+    turns = _TurnCpu(loop)
+    turns.start()
     cpu = time.process_time()
     streams = [asyncio.create_task(rig.stream(start, seconds)) for rig in rigs]
     storm = start + (seconds / 2 if options.storm_at is None else options.storm_at)
@@ -257,6 +305,7 @@ async def _level(
     ended = loop.time()
     cpu = time.process_time() - cpu
     await lag.stop()
+    turns.stop()
     async with asyncio.timeout(WAIT):
         await asyncio.gather(*(rig.moved.wait() for rig in rigs))
     # Everything held is written first: a chunk the loop is late with is late, not lost.
@@ -293,6 +342,8 @@ async def _level(
         sessions=sessions,
         lag_max=max(lag.samples, default=0.0),
         lag_before=max(lag.before(storm), default=0.0),
+        turn_before=turns.largest(until=storm),
+        turn_after=turns.largest(since=storm),
         lag_p99=_pct(lag.samples, 0.99),
         p50=statistics.median(delays),
         p95=_pct(delays, 0.95),
@@ -389,7 +440,7 @@ async def _main(args: Args) -> None:
         f"an utterance every {args.speech_every:g} s"
     )
     print(
-        f"{'sessions':>8} {'lag pre':>8} {'lag max':>8} {'lag p99':>8} {'p50 ms':>7} {'p95 ms':>7} "
+        f"{'sessions':>8} {'turn pre':>8} {'turn post':>9} {'lag pre':>8} {'lag max':>8} {'lag p99':>8} {'p50 ms':>7} {'p95 ms':>7} "
         f"{'max ms':>7} {'speech lost':>11} {'lacking':>8} {'reported':>8} {'silent':>6} "
         f"{'twice':>6} {'silence skipped':>15} "
         f"{'moves':>6} {'stall ms':>9} {'drain ms':>9} {'CPU us/session-s':>17} {'bare SDK':>9} {'ratio':>6}"
@@ -409,7 +460,7 @@ async def _main(args: Args) -> None:
             )
             ratio = f"{r.cpu_per_session_second / bare:.2f}" if bare else "-"
             print(
-                f"{n:>8} {_ms(r.lag_before):>8} {_ms(r.lag_max):>8} {_ms(r.lag_p99):>8} {_ms(r.p50):>7} "
+                f"{n:>8} {_ms(r.turn_before):>8} {_ms(r.turn_after):>9} {_ms(r.lag_before):>8} {_ms(r.lag_max):>8} {_ms(r.lag_p99):>8} {_ms(r.p50):>7} "
                 f"{_ms(r.p95):>7} {_ms(r.worst):>7} {r.speech_lost:>11} {r.speech_lacking:>8} "
                 f"{r.reported_dropped:>8} {r.silent_loss:>6} {r.speech_twice:>6} "
                 f"{r.silence_skipped:>15} {r.moves:>6} {_ms(r.max_stall):>9} {_ms(r.drain):>9} "
