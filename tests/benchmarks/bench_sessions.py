@@ -275,13 +275,15 @@ def _config() -> EmulatorConfig:
 
 
 async def _level(
-    servers: list[EmulatorProcess], sessions: int, seconds: float, options: Args
+    servers: list[EmulatorProcess], sessions: int, seconds: float, options: Args, first: int
 ) -> _Result:
+    """One N: sessions ``first`` .. ``first + sessions - 1`` (their chunks' seqs are theirs
+    alone: the emulators' ledgers hold every level's)."""
     clients = [genai.Client(api_key="bench", http_options=s.http_options) for s in servers]
     resumption = ResumptionOptions(storm_spread=options.spread)
     rigs = [
         _Session(
-            i,
+            first + i,
             GeminiLiveTransport(
                 client=clients[i % len(clients)], model=MODEL, resumption=resumption
             ),
@@ -376,7 +378,7 @@ def _dropped(rig: _Session) -> int:
 
 
 async def _bare_sdk(
-    servers: list[EmulatorProcess], sessions: int, seconds: float, speech_every: float
+    servers: list[EmulatorProcess], sessions: int, seconds: float, speech_every: float, first: int
 ) -> float:
     """CPU per session-second of the bare google-genai SDK streaming the same audio (its
     answers received and dropped): the cost the transport is compared with."""
@@ -409,7 +411,7 @@ async def _bare_sdk(
         readers = [asyncio.create_task(drain(session)) for session in live]
         start = asyncio.get_running_loop().time() + 0.2
         cpu = time.process_time()
-        await asyncio.gather(*(stream(i, s, start) for i, s in enumerate(live)))
+        await asyncio.gather(*(stream(first + i, s, start) for i, s in enumerate(live)))
         cpu = time.process_time() - cpu
         for reader in readers:
             reader.cancel()
@@ -451,13 +453,16 @@ async def _main(args: Args) -> None:
             await stack.enter_async_context(EmulatorProcess(_config()))
             for _ in range(args.emulators)
         ]
+        first = 0  # each level's sessions (and the baseline's) number on from the last
         for n in args.sessions:
-            r = await _level(servers, n, args.seconds, args)
+            r = await _level(servers, n, args.seconds, args, first)
+            first += n
             bare = (
-                await _bare_sdk(servers, n, args.seconds, args.speech_every)
+                await _bare_sdk(servers, n, args.seconds, args.speech_every, first)
                 if args.baseline
                 else None
             )
+            first += n if args.baseline else 0
             ratio = f"{r.cpu_per_session_second / bare:.2f}" if bare else "-"
             print(
                 f"{n:>8} {_ms(r.turn_before):>8} {_ms(r.turn_after):>9} {_ms(r.lag_before):>8} {_ms(r.lag_max):>8} {_ms(r.lag_p99):>8} {_ms(r.p50):>7} "
