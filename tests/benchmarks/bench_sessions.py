@@ -22,7 +22,8 @@ per N:
   arrived (the transport does not replay silence beyond its padding: not a loss). The ledger
   is read once every transport wrote everything it held, so a chunk that is merely late is
   not counted lost (drain: how long that took after the streams ended, the client's own
-  backlog; past ``WAIT`` the run is marked, and what was still held counts as lost);
+  backlog; past ``WAIT`` the run is marked, and what was still held counts as lost), and
+  then once the emulators have read it all (an emulator behind has chunks in its socket);
 - reported dropped: the audio chunks the transports say they gave up (their input stats, for
   chunks never written, plus their move reports, for chunks a resumed session lacked; a chunk
   dropped while no connection was live is in both), and silent: per session, the speech
@@ -316,8 +317,7 @@ async def _level(
             break
         await asyncio.sleep(0.05)
     drain = loop.time() - ended
-    await asyncio.sleep(0.5)  # the last chunks cross the network
-    reports = [_report(await s.ledger(), s.started_at) for s in servers]
+    reports = await _settled(servers)
     dropped = [_dropped(rig) for rig in rigs]
     await asyncio.gather(*(rig.transport.disconnect() for rig in rigs))
     arrivals = {seq: at for r in reports for seq, at in r["arrivals"].items()}
@@ -361,6 +361,22 @@ async def _level(
         cpu_per_session_second=cpu / (sessions * seconds),
         drain=drain,
     )
+
+
+async def _settled(servers: list[EmulatorProcess]) -> list[dict[str, Any]]:
+    """The emulators' reports once they have read what the client wrote: an emulator that
+    fell behind (its process starved on a shared machine) still has chunks in its socket, and
+    they are late, not lost. Read again, a second apart, until no more audio arrives."""
+    received = -1
+    reports: list[dict[str, Any]] = []
+    for _ in range(round(WAIT)):
+        await asyncio.sleep(1.0)
+        reports = [_report(await s.ledger(), s.started_at) for s in servers]
+        now = sum(len(r["arrivals"]) for r in reports)
+        if now == received:
+            break
+        received = now
+    return reports
 
 
 def _held(transport: GeminiLiveTransport) -> bool:
