@@ -459,10 +459,11 @@ async def _main(args: Args) -> None:
         f"an utterance every {args.speech_every:g} s"
     )
     print(
-        f"{'sessions':>8} {'turn pre':>8} {'turn post':>9} {'lag pre':>8} {'lag max':>8} {'lag p99':>8} {'p50 ms':>7} {'p95 ms':>7} "
-        f"{'max ms':>7} {'speech lost':>11} {'lacking':>8} {'reported':>8} {'silent':>6} "
-        f"{'twice':>6} {'silence skipped':>15} "
-        f"{'moves':>6} {'stall ms':>9} {'drain ms':>9} {'CPU us/session-s':>17} {'bare SDK':>9} {'ratio':>6}"
+        f"{'sessions':>8} {'turn pre':>8} {'turn post':>9} {'lag pre':>8} {'lag max':>8} "
+        f"{'lag p99':>8} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'speech lost':>11} "
+        f"{'lacking':>8} {'reported':>8} {'silent':>6} {'twice':>6} {'silence skipped':>15} "
+        f"{'moves':>6} {'stall ms':>9} {'drain ms':>9} {'CPU us/session-s':>17} "
+        f"{'bare SDK':>9} {'ratio':>6}"
     )
     best = None
     async with contextlib.AsyncExitStack() as stack:
@@ -482,7 +483,8 @@ async def _main(args: Args) -> None:
             first += n if args.baseline else 0
             ratio = f"{r.cpu_per_session_second / bare:.2f}" if bare else "-"
             print(
-                f"{n:>8} {_ms(r.turn_before):>8} {_ms(r.turn_after):>9} {_ms(r.lag_before):>8} {_ms(r.lag_max):>8} {_ms(r.lag_p99):>8} {_ms(r.p50):>7} "
+                f"{n:>8} {_ms(r.turn_before):>8} {_ms(r.turn_after):>9} "
+                f"{_ms(r.lag_before):>8} {_ms(r.lag_max):>8} {_ms(r.lag_p99):>8} {_ms(r.p50):>7} "
                 f"{_ms(r.p95):>7} {_ms(r.worst):>7} {r.speech_lost:>11} {r.speech_lacking:>8} "
                 f"{r.reported_dropped:>8} {r.silent_loss:>6} {r.speech_twice:>6} "
                 f"{r.silence_skipped:>15} {r.moves:>6} {_ms(r.max_stall):>9} {_ms(r.drain):>9} "
@@ -513,7 +515,7 @@ def main() -> None:
         "--speech-every",
         type=float,
         default=3.0,
-        help=f"0: silence only; {UTTERANCE:g} (an utterance's length): the user talks without pause",
+        help=f"0: silence only; {UTTERANCE:g} (an utterance's length): the user never pauses",
     )
     parser.add_argument(
         "--storm-at", type=float, default=None, help="seconds into the stream (default: midway)"
