@@ -29,8 +29,8 @@ per N:
   dropped while no connection was live is in both), and silent: per session, the speech
   lost beyond what it reported dropped (at least that much was lost without a report:
   every loss past the bounds must be counted, so anything above 0 is a fault);
-- client CPU per session-second (the client process's CPU time over N x the streamed
-  seconds), and beside it the bare google-genai SDK's sending the same audio to the same
+- client CPU per session-second (the client process's CPU time, from the stream's start until
+  it was all written, over N x the streamed seconds), and beside it the bare google-genai SDK's sending the same audio to the same
   emulators (``--no-baseline`` skips it).
 
 The emulators run in processes of their own (``emulator_process``; ``--emulators`` of them,
@@ -306,7 +306,6 @@ async def _level(
     await asyncio.gather(*(server.fault("go_away") for server in servers))
     await asyncio.gather(*streams)
     ended = loop.time()
-    cpu = time.process_time() - cpu
     await lag.stop()
     turns.stop()
     async with asyncio.timeout(WAIT):
@@ -317,6 +316,8 @@ async def _level(
             break
         await asyncio.sleep(0.05)
     drain = loop.time() - ended
+    # Until the backlog is written: a client that fell behind writes the streamed audio after.
+    cpu = time.process_time() - cpu
     reports = await _settled(servers)
     dropped = [_dropped(rig) for rig in rigs]
     await asyncio.gather(*(rig.transport.disconnect() for rig in rigs))
