@@ -30,8 +30,8 @@ per N:
   lost beyond what it reported dropped (at least that much was lost without a report:
   every loss past the bounds must be counted, so anything above 0 is a fault);
 - client CPU per session-second (the client process's CPU time, from the stream's start until
-  it was all written, over N x the streamed seconds), and beside it the bare google-genai SDK's sending the same audio to the same
-  emulators (``--no-baseline`` skips it).
+  it was all written, over N x the streamed seconds), and beside it the bare google-genai
+  SDK's sending the same audio to the same emulators (``--no-baseline`` skips it).
 
 The emulators run in processes of their own (``emulator_process``; ``--emulators`` of them,
 sessions dealt round-robin), so the server side is not the bottleneck and its CPU is not the
