@@ -2,20 +2,36 @@
 
 For each N, N sessions spread over several emulator processes each ask one question (so each
 holds a resumption handle), then stream 20 ms audio in real time: silence, with a short
-utterance every ``--speech-every`` seconds (0: silence only); midway every session gets goAway
-at once (the storm) and moves. Reported per N:
+utterance every ``--speech-every`` seconds (0: silence only; 0.3, an utterance's length: the
+user talks without pause, so no turn ends and no newer handle comes); midway (or
+``--storm-at`` seconds in) every session gets goAway at once (the storm) and moves. Reported
+per N:
 
-- event loop lag of the client process (a 10 ms ticker's lateness): max and p99;
+- event loop lag of the client process (a 10 ms ticker's lateness): its max before the storm,
+  and max and p99 over the run (the max beyond the one before is what the moves added); and
+  the CPU time of the longest loop turn before the storm and from it on (turn pre / post, 0
+  when none took 1 ms: the lag the client's own work causes, unaffected by other processes
+  on a shared machine);
 - caller audio delay: from a chunk's real-time capture instant to its first arrival at an
   emulator (client lateness, the transport's queues and any hold during the move, the
   network); p50 / p95 / max over every chunk that arrived;
 - speech lost / heard twice: the user's speech chunks a session's final state lacks (or
   never received), and those it heard twice (the ledger's figures, speech by what was sent);
-  silence skipped: silent chunks that never arrived (the transport does not replay silence
-  beyond its padding: not a loss);
-- client CPU per session-second (the client process's CPU time over N x the streamed
-  seconds), and beside it the bare google-genai SDK's sending the same audio to the same
-  emulators (``--no-baseline`` skips it).
+  the lost split into never arrived and arrived but lacking from the final state (a resume
+  from a snapshot without them, not replayed); silence skipped: silent chunks that never
+  arrived (the transport does not replay silence beyond its padding: not a loss). The ledger
+  is read once every transport wrote everything it held, so a chunk that is merely late is
+  not counted lost (drain: how long that took after the streams ended, the client's own
+  backlog; past ``WAIT`` the run is marked, and what was still held counts as lost), and
+  then once the emulators have read it all (an emulator behind has chunks in its socket);
+- reported dropped: the audio chunks the transports say they gave up (their input stats, for
+  chunks never written, plus their move reports, for chunks a resumed session lacked; a chunk
+  dropped while no connection was live is in both), and silent: per session, the speech
+  lost beyond what it reported dropped (at least that much was lost without a report:
+  every loss past the bounds must be counted, so anything above 0 is a fault);
+- client CPU per session-second (the client process's CPU time, from the stream's start until
+  it was all written, over N x the streamed seconds), and beside it the bare google-genai
+  SDK's sending the same audio to the same emulators (``--no-baseline`` skips it).
 
 The emulators run in processes of their own (``emulator_process``; ``--emulators`` of them,
 sessions dealt round-robin), so the server side is not the bottleneck and its CPU is not the
@@ -26,6 +42,9 @@ printed, never asserted; on a shared machine they are noisy.
     .venv/bin/python tests/benchmarks/bench_sessions.py                  # N = 25, 50, 100, 150
     .venv/bin/python tests/benchmarks/bench_sessions.py --sessions 10 --seconds 6
     .venv/bin/python tests/benchmarks/bench_sessions.py --sessions 150 --spread 3 --seconds 20
+    # one session, a move from a 45 s old handle while the user talks throughout:
+    .venv/bin/python tests/benchmarks/bench_sessions.py --sessions 1 --seconds 50 --storm-at 45 \
+        --speech-every 0.3 --no-baseline
 """
 
 from __future__ import annotations
@@ -33,9 +52,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +98,7 @@ def _report(ledger: Ledger, started_at: float) -> dict[str, Any]:
     return {
         "arrivals": first_arrival,
         "lacking": {seq for s in sessions for seq in s.audio_lost},
+        "receipts": sum(len(s.audio_received) for s in sessions),
         "twice": {seq for s in sessions for seq in s.audio_duplicates},
         "moves": len(summary.moves),
         "max_stall": summary.max_input_stall,
@@ -88,6 +110,8 @@ class _LoopLag:
 
     def __init__(self) -> None:
         self.samples: list[float] = []
+        self.times: list[float] = []
+        """When each sample was taken (loop time)."""
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -104,6 +128,47 @@ class _LoopLag:
             due = loop.time() + TICK
             await asyncio.sleep(TICK)
             self.samples.append(max(0.0, loop.time() - due))
+            self.times.append(loop.time())
+
+    def before(self, instant: float) -> list[float]:
+        """The samples taken before ``instant``."""
+        return [lag for at, lag in zip(self.times, self.samples, strict=True) if at < instant]
+
+
+class _TurnCpu:
+    """The CPU time of each event loop turn: this thread's, so another process's load on a
+    shared machine does not count. A turn's CPU is how long it kept every other call of the
+    process waiting: the loop lag the client's own work causes, which the ticker's lateness
+    (scheduling by the machine included) only bounds from above."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.samples: list[tuple[float, float]] = []
+        """(loop time at the turn's end, its CPU seconds), for turns of 1 ms or more."""
+        self._loop: Any = loop
+        self._run_once: Callable[[], None] | None = None
+
+    def start(self) -> None:
+        # A benchmark's instrument: the loop's turn is private, measured by wrapping it.
+        run_once = self._run_once = self._loop._run_once
+        samples, clock = self.samples, self._loop.time
+
+        def measured() -> None:
+            cpu = time.thread_time()
+            run_once()
+            cpu = time.thread_time() - cpu
+            if cpu >= 0.001:
+                samples.append((clock(), cpu))
+
+        self._loop._run_once = measured
+
+    def stop(self) -> None:
+        if self._run_once is not None:
+            del self._loop._run_once
+            self._run_once = None
+
+    def largest(self, since: float = -math.inf, until: float = math.inf) -> float:
+        """The largest turn's CPU between the two instants."""
+        return max((cpu for at, cpu in self.samples if since <= at < until), default=0.0)
 
 
 def _speaks(k: int, index: int, speech_every: float) -> bool:
@@ -166,22 +231,39 @@ class _Session:
 class _Result:
     sessions: int
     lag_max: float
+    lag_before: float
+    """The loop lag's max before the storm: ``lag_max`` beyond it is what the moves added."""
+    turn_before: float
+    """The largest CPU time of one event loop turn before the storm."""
+    turn_after: float
+    """The largest from the storm on: what the moves cost the loop's lag, whatever the
+    machine's load."""
     lag_p99: float
     p50: float
     p95: float
     worst: float
     speech_lost: int
+    speech_lacking: int
+    """Of ``speech_lost``: received, but absent from the session's final state."""
     speech_twice: int
+    reported_dropped: int
+    """Audio chunks the transports reported dropped (input stats and move reports)."""
+    silent_loss: int
+    """Speech lost beyond what the session's transport reported dropped."""
     silence_skipped: int
     moves: int
     max_stall: float | None
     cpu_per_session_second: float
+    drain: float
+    """Seconds from the streams' end until no transport held input to write: the client's
+    own backlog (caller delay beyond it is the network's and the server's)."""
 
     @property
     def ok(self) -> bool:
         return (
             self.p95 < DELAY_GOAL
             and self.speech_lost == 0
+            and self.silent_loss == 0
             and self.speech_twice == 0
             and self.moves >= self.sessions
         )
@@ -194,13 +276,15 @@ def _config() -> EmulatorConfig:
 
 
 async def _level(
-    servers: list[EmulatorProcess], sessions: int, seconds: float, options: Args
+    servers: list[EmulatorProcess], sessions: int, seconds: float, options: Args, first: int
 ) -> _Result:
+    """One N: sessions ``first`` .. ``first + sessions - 1`` (their chunks' seqs are theirs
+    alone: the emulators' ledgers hold every level's)."""
     clients = [genai.Client(api_key="bench", http_options=s.http_options) for s in servers]
     resumption = ResumptionOptions(storm_spread=options.spread)
     rigs = [
         _Session(
-            i,
+            first + i,
             GeminiLiveTransport(
                 client=clients[i % len(clients)], model=MODEL, resumption=resumption
             ),
@@ -213,52 +297,106 @@ async def _level(
     lag = _LoopLag()
     start = loop.time() + 0.2
     lag.start()
+    turns = _TurnCpu(loop)
+    turns.start()
     cpu = time.process_time()
     streams = [asyncio.create_task(rig.stream(start, seconds)) for rig in rigs]
-    await asyncio.sleep(max(0.0, start + seconds / 2 - loop.time()))
+    storm = start + (seconds / 2 if options.storm_at is None else options.storm_at)
+    await asyncio.sleep(max(0.0, storm - loop.time()))
     await asyncio.gather(*(server.fault("go_away") for server in servers))
     await asyncio.gather(*streams)
-    cpu = time.process_time() - cpu
+    ended = loop.time()
     await lag.stop()
+    turns.stop()
     async with asyncio.timeout(WAIT):
         await asyncio.gather(*(rig.moved.wait() for rig in rigs))
-    await asyncio.sleep(0.5)  # the last chunks cross the network
-    reports = [_report(await s.ledger(), s.started_at) for s in servers]
+    # Everything held is written first: a chunk the loop is late with is late, not lost.
+    for _ in range(round(WAIT / 0.05)):
+        if not any(_held(rig.transport) for rig in rigs):
+            break
+        await asyncio.sleep(0.05)
+    drain = loop.time() - ended
+    # Until the backlog is written: a client that fell behind writes the streamed audio after.
+    cpu = time.process_time() - cpu
+    reports = await _settled(servers)
+    dropped = [_dropped(rig) for rig in rigs]
     await asyncio.gather(*(rig.transport.disconnect() for rig in rigs))
     arrivals = {seq: at for r in reports for seq, at in r["arrivals"].items()}
     lacking = set().union(*(r["lacking"] for r in reports))
     twice = set().union(*(r["twice"] for r in reports))
     delays: list[float] = []
-    speech_lost = speech_twice = skipped = 0
-    for rig in rigs:
+    speech_lost = speech_lacking = speech_twice = skipped = silent = 0
+    for rig, reported in zip(rigs, dropped, strict=True):
+        lost_here = 0
         for seq, due in rig.sent.items():
             if seq in arrivals:
                 delays.append(arrivals[seq] - due)
             speech = seq in rig.speech
             if seq not in arrivals or seq in lacking:
                 if speech:
-                    speech_lost += 1
+                    lost_here += 1
+                    speech_lacking += seq in lacking
                 else:
                     skipped += 1
             speech_twice += speech and seq in twice
+        speech_lost += lost_here
+        silent += max(0, lost_here - reported)
     return _Result(
         sessions=sessions,
         lag_max=max(lag.samples, default=0.0),
+        lag_before=max(lag.before(storm), default=0.0),
+        turn_before=turns.largest(until=storm),
+        turn_after=turns.largest(since=storm),
         lag_p99=_pct(lag.samples, 0.99),
         p50=statistics.median(delays),
         p95=_pct(delays, 0.95),
         worst=max(delays),
         speech_lost=speech_lost,
+        speech_lacking=speech_lacking,
         speech_twice=speech_twice,
+        reported_dropped=sum(dropped),
+        silent_loss=silent,
         silence_skipped=skipped,
         moves=sum(len(rig.moves) for rig in rigs),
         max_stall=max((r["max_stall"] or 0.0 for r in reports), default=None),
         cpu_per_session_second=cpu / (sessions * seconds),
+        drain=drain,
     )
 
 
+async def _settled(servers: list[EmulatorProcess]) -> list[dict[str, Any]]:
+    """The emulators' reports once they have read what the client wrote: an emulator that
+    fell behind (its process starved on a shared machine) still has chunks in its socket, and
+    they are late, not lost. Read again, a second apart, until no more audio arrives."""
+    received = -1
+    reports: list[dict[str, Any]] = []
+    for _ in range(round(WAIT)):
+        await asyncio.sleep(1.0)
+        reports = [_report(await s.ledger(), s.started_at) for s in servers]
+        # Every receipt, replays included: a replay read late leaves the final state lacking.
+        now = sum(r["receipts"] for r in reports)
+        if now == received:
+            break
+        received = now
+    return reports
+
+
+def _held(transport: GeminiLiveTransport) -> bool:
+    """Whether the transport still holds input to write."""
+    stats = transport.get_diagnostics().input
+    return stats is not None and stats.buffered > 0
+
+
+def _dropped(rig: _Session) -> int:
+    """Audio chunks the session's transport reported dropped: those never written (its input
+    stats) and those its resumed sessions lacked (its move reports)."""
+    stats = rig.transport.get_diagnostics().input
+    unsent = stats.audio_chunks_dropped if stats is not None else 0
+    return unsent + sum(report.audio_chunks_dropped for report in rig.moves)
+
+
 async def _bare_sdk(
-    servers: list[EmulatorProcess], sessions: int, seconds: float, speech_every: float
+    servers: list[EmulatorProcess], sessions: int, seconds: float, speech_every: float, first: int
 ) -> float:
     """CPU per session-second of the bare google-genai SDK streaming the same audio (its
     answers received and dropped): the cost the transport is compared with."""
@@ -291,7 +429,7 @@ async def _bare_sdk(
         readers = [asyncio.create_task(drain(session)) for session in live]
         start = asyncio.get_running_loop().time() + 0.2
         cpu = time.process_time()
-        await asyncio.gather(*(stream(i, s, start) for i, s in enumerate(live)))
+        await asyncio.gather(*(stream(first + i, s, start) for i, s in enumerate(live)))
         cpu = time.process_time() - cpu
         for reader in readers:
             reader.cancel()
@@ -311,6 +449,7 @@ class Args:
     spread: float
     speech_every: float
     baseline: bool
+    storm_at: float | None
 
 
 async def _main(args: Args) -> None:
@@ -321,9 +460,11 @@ async def _main(args: Args) -> None:
         f"an utterance every {args.speech_every:g} s"
     )
     print(
-        f"{'sessions':>8} {'lag max':>8} {'lag p99':>8} {'p50 ms':>7} {'p95 ms':>7} "
-        f"{'max ms':>7} {'speech lost':>11} {'twice':>6} {'silence skipped':>15} "
-        f"{'moves':>6} {'stall ms':>9} {'CPU us/session-s':>17} {'bare SDK':>9} {'ratio':>6}"
+        f"{'sessions':>8} {'turn pre':>8} {'turn post':>9} {'lag pre':>8} {'lag max':>8} "
+        f"{'lag p99':>8} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'speech lost':>11} "
+        f"{'lacking':>8} {'reported':>8} {'silent':>6} {'twice':>6} {'silence skipped':>15} "
+        f"{'moves':>6} {'stall ms':>9} {'drain ms':>9} {'CPU us/session-s':>17} "
+        f"{'bare SDK':>9} {'ratio':>6}"
     )
     best = None
     async with contextlib.AsyncExitStack() as stack:
@@ -331,21 +472,27 @@ async def _main(args: Args) -> None:
             await stack.enter_async_context(EmulatorProcess(_config()))
             for _ in range(args.emulators)
         ]
+        first = 0  # each level's sessions (and the baseline's) number on from the last
         for n in args.sessions:
-            r = await _level(servers, n, args.seconds, args)
+            r = await _level(servers, n, args.seconds, args, first)
+            first += n
             bare = (
-                await _bare_sdk(servers, n, args.seconds, args.speech_every)
+                await _bare_sdk(servers, n, args.seconds, args.speech_every, first)
                 if args.baseline
                 else None
             )
+            first += n if args.baseline else 0
             ratio = f"{r.cpu_per_session_second / bare:.2f}" if bare else "-"
             print(
-                f"{n:>8} {_ms(r.lag_max):>8} {_ms(r.lag_p99):>8} {_ms(r.p50):>7} "
-                f"{_ms(r.p95):>7} {_ms(r.worst):>7} {r.speech_lost:>11} {r.speech_twice:>6} "
-                f"{r.silence_skipped:>15} {r.moves:>6} {_ms(r.max_stall):>9} "
+                f"{n:>8} {_ms(r.turn_before):>8} {_ms(r.turn_after):>9} "
+                f"{_ms(r.lag_before):>8} {_ms(r.lag_max):>8} {_ms(r.lag_p99):>8} {_ms(r.p50):>7} "
+                f"{_ms(r.p95):>7} {_ms(r.worst):>7} {r.speech_lost:>11} {r.speech_lacking:>8} "
+                f"{r.reported_dropped:>8} {r.silent_loss:>6} {r.speech_twice:>6} "
+                f"{r.silence_skipped:>15} {r.moves:>6} {_ms(r.max_stall):>9} {_ms(r.drain):>9} "
                 f"{r.cpu_per_session_second * 1e6:>17.0f} "
                 f"{'-' if bare is None else f'{bare * 1e6:.0f}':>9} {ratio:>6}"
-                f"{'' if r.ok else '   over the goal'}",
+                f"{'' if r.ok else '   over the goal'}"
+                f"{'' if r.drain < WAIT else '   (input still held after the drain wait)'}",
                 flush=True,
             )
             if r.ok:
@@ -365,7 +512,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=6.0, help="streamed seconds per N")
     parser.add_argument("--emulators", type=int, default=2, help="emulator processes")
     parser.add_argument("--spread", type=float, default=0.0, help="ResumptionOptions.storm_spread")
-    parser.add_argument("--speech-every", type=float, default=3.0, help="0: silence only")
+    parser.add_argument(
+        "--speech-every",
+        type=float,
+        default=3.0,
+        help=f"0: silence only; {UTTERANCE:g} (an utterance's length): the user never pauses",
+    )
+    parser.add_argument(
+        "--storm-at", type=float, default=None, help="seconds into the stream (default: midway)"
+    )
     parser.add_argument("--no-baseline", dest="baseline", action="store_false")
     ns = parser.parse_args()
     asyncio.run(
@@ -377,6 +532,7 @@ def main() -> None:
                 ns.spread,
                 ns.speech_every,
                 ns.baseline,
+                ns.storm_at,
             )
         )
     )
