@@ -135,8 +135,9 @@ def emulator_config(profile: str = "gemini", **changes: Any) -> EmulatorConfig:
 def kind_emulator_config(profile: str = "gemini", **changes: Any) -> EmulatorConfig:
     """A fast emulator on a kind service: a handle after every setup, make-before-break
     accepted, prompt pongs, no cap. For the moves only a kind service allows (make-before-break
-    with no gap) and for tests that need a handle before any answer; each such test has a
-    sibling on ``emulator_config``."""
+    with no gap): in ``tests/transport`` each test on it says so in its name and has a sibling on
+    ``emulator_config``. The rotation, store and telemetry tests that have not moved to the
+    service as measured call it by this name."""
     changes.setdefault("update_after_setup", True)
     for name, kind in KIND_SERVICE.items():
         changes.setdefault(name, kind)
