@@ -46,18 +46,28 @@ VERTEX_HANDLE_DELAY = (0.5, 0.5)
 WAIT = 8.0
 """Bound of every wait in a scenario; a healthy one never comes near it."""
 
-INPUT_BUFFER = OutboxLimits(
-    handle_margin=OutboxLimits().handle_margin * SCALE, round_trip_tolerance=0.015
-)
-"""The replay margin before a handle shrinks with the emulator's time, as the tool-call grace
-does: in real time it covers the last 0.3 s before a handle, silence after a seconds-long
-answer; unscaled it would cover whole compressed utterances, which the session would hear
-twice. It stands for a round trip, which does not shrink: scenarios that load the machine (the
-storm) keep the shipped margin. The round-trip tolerance is 15 ms, not the shipped 40 ms:
-answers take 20 ms here, and a question answered that soon after it was written (held speech
-written at a switch) would lie within 40 ms of the handle after its answer, and be replayed
-and answered again; a real answer takes seconds. A scenario's transport gets it with the
-emulated network's round trip added to the tolerance (``limits_for``)."""
+
+def service_time_limits(scale: float) -> OutboxLimits:
+    """The shipped ``OutboxLimits`` with its windows of service time at ``scale``: the handle
+    margin and the round-trip tolerance (40 ms of the service's time: a token of audio, 1/32 s,
+    taken in after it arrived) shrink with the emulator's clock, as the tool-call grace does.
+    Unscaled, at 1/20 time the 40 ms would cover 0.8 s of compressed speech, and a question
+    answered in the emulator's 20 ms would lie within it of the handle after its answer: the
+    session would hear it twice and answer it again. What does not shrink, the event loop's
+    lag, the transport adds itself (twice the loop's lag, in the measured jitter); the emulated
+    network's round trip ``limits_for`` adds."""
+    shipped = OutboxLimits()
+    return replace(
+        shipped,
+        handle_margin=shipped.handle_margin * scale,
+        round_trip_tolerance=shipped.round_trip_tolerance * scale,
+    )
+
+
+INPUT_BUFFER = service_time_limits(SCALE)
+"""The shipped limits at the emulator's time (``service_time_limits``). A scenario's transport
+gets them with the emulated network's round trip added to the tolerance (``limits_for``);
+scenarios that load the machine (the storm) keep the shipped margins unscaled."""
 
 ROUND_TRIP = 0.006
 """The network round trip on the wall clock (the emulator's default): a round trip does not

@@ -13,7 +13,7 @@ from realtime_resumption.testing.emulator.ledger import SessionRecord
 from realtime_resumption.transport import ContentTurn
 
 from ..transport import transport_helpers
-from ..transport.transport_helpers import GRACE, MODEL, TIME_SCALE, Recorder, emulator_config
+from ..transport.transport_helpers import GRACE, MODEL, TIME_SCALE, Recorder, kind_emulator_config
 
 __all__ = [
     "CHUNK",
@@ -23,7 +23,7 @@ __all__ = [
     "MODEL",
     "TIME_SCALE",
     "Recorder",
-    "emulator_config",
+    "kind_emulator_config",
     "make_transport",
     "only_session",
     "seconds",

@@ -18,3 +18,11 @@ def test_an_unknown_endpoint_is_never_break_first() -> None:
     modes = EndpointModes()
     modes.refused_while_open(None)
     assert not modes.break_first(None)
+
+
+def test_by_default_an_endpoint_is_remembered_for_an_hour() -> None:
+    """The README's figure (Limits: "the process remembers the endpoint for an hour")."""
+    modes = EndpointModes()
+    modes.refused_while_open("gemini:example.test", now=0.0)
+    assert modes.break_first("gemini:example.test", now=3599.0)
+    assert not modes.break_first("gemini:example.test", now=3601.0)

@@ -6,7 +6,8 @@ handle expired, resume-while-open refused} on the service as measured (the emula
 defaults: a resume refused while the old connection is open, late pongs), and the ``ok`` cells
 again on a kind service and on one that refuses only after ``setupComplete``; an abrupt drop at each phase; silence after a
 goAway; input typed or spoken while a move is under way; two rotations back to back; a rotation
-storm of 100 sessions, each with its own transport. Each scenario ends with
+storm of 100 sessions, each with its own transport, on the service's terms and on a kind
+service. Each scenario ends with
 ``check_invariants`` (see conftest) and, unless the session is rightly lost, a further answered
 turn.
 
@@ -29,6 +30,7 @@ from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator.caller import CallerEvent
+from realtime_resumption.testing.emulator.ledger import LedgerSummary
 
 from .arena import (
     ASK_TOOL,
@@ -386,17 +388,19 @@ STORM_RESUMPTION = ResumptionOptions(
 )
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-async def test_rotation_storm(arena: Arena, profile: Profile) -> None:
-    # This cell keeps a handle after every setup and no network delay. On the service's
-    # terms (quiet setups, 6 ms round trip) the storm loses one or two chunks written just
-    # before a handle, in most runs: with 100 sessions and the emulator on one loop, the
-    # emulator takes those chunks in hundreds of milliseconds after they were written, more
-    # than the arrival rule's margin (the README's Limits: a service that lags by more than
-    # the margin). What it checks here is everything else a storm must keep.
-    emu = await arena.emulator(
-        profile, setup_timeout=200.0, update_after_setup=True, round_trip=0.0
-    )
+STORM_SILENCE_MISSING = 3
+"""Chunks of silence a storm session on the service's terms may end without: written within the
+arrival margin before the handle, taken in by the emulator after it (hundreds of milliseconds
+late, with 100 sessions on its one loop) and, being silence, not replayed (README, Limits).
+Measured 0 to 2 per session (load average up to 7); speech is never among them. A fixed
+figure, never derived from the margins under test."""
+
+
+async def _storm(arena: Arena, profile: Profile, **service: Any) -> tuple[list[Rig], LedgerSummary]:
+    """A hundred sessions, each with its own transport and the shipped ``OutboxLimits``, on
+    one emulator with ``service``'s settings: a typed turn each, a goAway to all at once, then
+    a further turn each. Returns the rigs and the ledger."""
+    emu = await arena.emulator(profile, setup_timeout=200.0, **service)
     client = emu.client(vertex=profile == "vertex")
     rigs = [
         arena.rig(
@@ -424,7 +428,39 @@ async def test_rotation_storm(arena: Arena, profile: Profile) -> None:
     ledger = await arena.finish()
     assert ledger is not None
     assert len(ledger.sessions) == STORM
+    return rigs, ledger
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_rotation_storm_on_a_kind_service(arena: Arena, profile: Profile) -> None:
+    """The storm with a handle after every setup and no network delay: every invariant, and
+    no move that waits for the old connection to close."""
+    rigs, ledger = await _storm(arena, profile, update_after_setup=True, round_trip=0.0)
     for rig in rigs:
         check_invariants(
             rig, ledger, Expect(reasons=(PLANNED,), handle_kinds=(HandleKind.AFTER_TURN,))
         )
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_rotation_storm(arena: Arena, profile: Profile) -> None:
+    """The storm on the service's terms (the emulator's defaults: no handle until an answer,
+    the 6 ms round trip, a resume refused while the old connection is open): every session
+    moves once, from its handle after the turn (the service refused the resumes dialled beside
+    an open connection, and the process closed first from then on); no speech is lost and
+    none is heard twice, and a session ends without at most ``STORM_SILENCE_MISSING`` chunks
+    of silence."""
+    rigs, ledger = await _storm(arena, profile)
+    emu = rigs[0].emu
+    refused = [
+        c for s in emu.ledger.sessions.values() for c in s.connections if c.refused is not None
+    ]
+    assert refused, "the storm ran on a service that takes a resume beside an open connection"
+    assert {c.refused for c in refused} == {"open-session"}
+    for rig in rigs:
+        check_invariants(
+            rig, ledger, Expect(reasons=(PLANNED,), handle_kinds=(HandleKind.AFTER_TURN,))
+        )
+        check_move_figures(rig, ledger, slow_setup=None)
+        missing = rig.caller.summary().compare(ledger).audio_missing
+        assert len(missing) <= STORM_SILENCE_MISSING, missing

@@ -324,6 +324,18 @@ def test_a_connection_that_dies_on_probation_is_a_failed_attempt_of_its_move() -
     assert mm.send(m.BackoffOver()) == [m.Dial(H1)]
 
 
+@pytest.mark.parametrize(("after", "failed"), [(0.9, True), (1.1, False)])
+def test_the_shipped_probation_is_one_second(after: float, failed: bool) -> None:
+    """The README's figure (Limits: a connection that dies within ``RetryPolicy.probation``,
+    1 s, of its switch is a failed attempt of its move), with the shipped policy."""
+    mm = m.MoveMachine(DELAYS, RetryPolicy(random=lambda: 0.5))
+    mm.send(due())
+    switch(mm, 10.0)
+    actions = mm.send(lost(10.0 + after))
+    assert (mm.budget.spent == 1) is failed
+    assert isinstance(actions[-1], m.Wait if failed else m.Dial)
+
+
 def test_a_server_that_drops_every_connection_after_its_switch_spends_the_streak() -> None:
     mm = machine(random=lambda: 0.5)
     mm.send(due())

@@ -19,14 +19,21 @@ from realtime_resumption.transport import (
     SetupRefusedError,
 )
 
-from .rotation_helpers import FAST, MODEL, Recorder, emulator_config, make_transport, only_session
+from .rotation_helpers import (
+    FAST,
+    MODEL,
+    Recorder,
+    kind_emulator_config,
+    make_transport,
+    only_session,
+)
 
 TOOLS = [{"name": "lookup", "description": "Looks things up."}]
 ASK = [ContentTurn("user", "lookup the weather")]
 
 
 async def test_new_tools_move_the_session_at_once_when_idle() -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
         await transport.connect()
@@ -56,7 +63,7 @@ async def test_new_tools_move_the_session_at_once_when_idle() -> None:
 
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
 async def test_a_change_mid_answer_waits_for_the_answer(profile: str) -> None:
-    async with Emulator(emulator_config(profile, answer_chunks=40)) as emu:
+    async with Emulator(kind_emulator_config(profile, answer_chunks=40)) as emu:
         transport = make_transport(emu, system_instruction="be chatty")
         rec = Recorder(transport)
         await transport.connect()
@@ -92,7 +99,7 @@ async def test_a_change_mid_answer_waits_for_the_answer(profile: str) -> None:
 
 async def test_a_service_that_refuses_a_new_instruction_gets_a_rebuilt_session() -> None:
     # Gemini 3.x models are reported to refuse a new system instruction mid-session.
-    async with Emulator(emulator_config("gemini", instruction_change="refuse")) as emu:
+    async with Emulator(kind_emulator_config("gemini", instruction_change="refuse")) as emu:
         transport = make_transport(emu, system_instruction="be chatty")
         rec = Recorder(transport)
         await transport.connect()
@@ -124,7 +131,7 @@ async def test_a_service_that_refuses_a_new_instruction_gets_a_rebuilt_session()
 async def test_a_setup_the_service_refuses_is_rolled_back_and_the_session_goes_on(
     profile: str,
 ) -> None:
-    async with Emulator(emulator_config(profile, refuse_unknown_voice=True)) as emu:
+    async with Emulator(kind_emulator_config(profile, refuse_unknown_voice=True)) as emu:
         transport = make_transport(emu, system_instruction="be chatty")
         rec = Recorder(transport)
         await transport.connect()
@@ -172,7 +179,7 @@ def _moved(session: SessionRecord) -> tuple[ConnectionRecord, ConnectionRecord]:
 
 
 async def test_reconnect_moves_now_and_returns_the_outcome() -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
         await transport.connect()
@@ -195,7 +202,7 @@ async def test_reconnect_moves_now_and_returns_the_outcome() -> None:
 
 
 async def test_an_expiring_credential_moves_the_session_to_a_new_one() -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         issued: list[Credential] = []
 
         async def provide() -> Credential:

@@ -15,7 +15,7 @@ from realtime_resumption.testing.emulator import Emulator
 
 from .rotation_helpers import (
     Recorder,
-    emulator_config,
+    kind_emulator_config,
     make_transport,
 )
 
@@ -59,7 +59,7 @@ async def test_nothing_outlives_a_disconnect_or_an_abort_during_a_move(
     phase: Phase, abort: bool
 ) -> None:
     baseline = asyncio.all_tasks()
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         transport = make_transport(emu, resumption=SLOW_RETRIES, setup_timeout=5)
         rec = Recorder(transport)
         await transport.connect()
@@ -87,7 +87,7 @@ async def test_nothing_outlives_a_disconnect_or_an_abort_during_a_move(
 
 async def test_nothing_outlives_a_disconnect_while_a_new_connection_settles() -> None:
     baseline = asyncio.all_tasks()
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         emu.faults.dead_after_resume(first_update=False)
         transport = make_transport(emu)
         rec = Recorder(transport)

@@ -15,7 +15,7 @@ from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import SessionLostError
 
-from .rotation_helpers import FAST, MODEL, Recorder, emulator_config, make_transport
+from .rotation_helpers import FAST, MODEL, Recorder, kind_emulator_config, make_transport
 
 PROBATION = 0.5
 
@@ -34,7 +34,7 @@ async def test_a_server_that_kills_every_new_connection_ends_the_session(after: 
     probation): every one is a failed attempt of the move, so the session dials once per
     retry delay, then is lost. Before, each move "succeeded" and the transport redialled
     without end (~450 dials in 8 s)."""
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         transport = make_transport(emu, retry_budget=RetryPolicy(probation=PROBATION))
         rec = Recorder(transport)
         loop = asyncio.get_running_loop()
@@ -65,7 +65,7 @@ async def test_credentials_refused_during_a_move_end_the_session_at_once() -> No
     async def credential() -> Credential:
         return Credential("emulator-key")
 
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         http_options = emu.http_options()
         transport = GeminiLiveTransport(
             model=MODEL,

@@ -15,7 +15,7 @@ from realtime_resumption.transport import ContentTurn, GenerationEndReason
 from .rotation_helpers import (
     HELLO,
     Recorder,
-    emulator_config,
+    kind_emulator_config,
     make_transport,
     only_session,
     stream_silence,
@@ -24,7 +24,7 @@ from .rotation_helpers import (
 
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
 async def test_a_drop_at_idle_resumes_and_delivers_what_was_sent_in_the_gap(profile: str) -> None:
-    async with Emulator(emulator_config(profile)) as emu:
+    async with Emulator(kind_emulator_config(profile)) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
         await transport.connect()
@@ -57,7 +57,7 @@ async def test_a_drop_at_idle_resumes_and_delivers_what_was_sent_in_the_gap(prof
 
 
 async def test_a_drop_mid_answer_ends_it_and_the_question_is_answered_again() -> None:
-    async with Emulator(emulator_config("gemini", answer_chunks=60)) as emu:
+    async with Emulator(kind_emulator_config("gemini", answer_chunks=60)) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
         await transport.connect()
@@ -78,7 +78,7 @@ async def test_a_drop_mid_answer_ends_it_and_the_question_is_answered_again() ->
 
 
 async def test_a_refused_attempt_is_retried_and_the_move_reports_both() -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
         await transport.connect()
@@ -98,7 +98,7 @@ async def test_a_refused_attempt_is_retried_and_the_move_reports_both() -> None:
 
 
 async def test_a_drop_during_a_planned_move_turns_it_into_a_gap_and_loses_nothing() -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         transport = make_transport(emu, setup_timeout=1.0)
         rec = Recorder(transport)
         await transport.connect()
@@ -131,7 +131,7 @@ async def test_a_drop_during_a_planned_move_turns_it_into_a_gap_and_loses_nothin
 
 
 async def test_a_long_gap_drops_the_oldest_audio_within_its_bound_never_text() -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         limits = OutboxLimits(max_audio_seconds=0.2)  # ten 20 ms chunks
         transport = make_transport(emu, input_buffer=limits, setup_timeout=1.0)
         rec = Recorder(transport)

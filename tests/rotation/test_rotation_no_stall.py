@@ -6,21 +6,20 @@ ledger's per-move input stall, audio lost and audio heard twice."""
 from __future__ import annotations
 
 import asyncio
-import math
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.testing.emulator.ledger import SessionSummary
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
 from ..ledger_checks import assert_nothing_said_lost
+from .arena import SILENCE_TWICE_PER_MOVE, SPEECH_TWICE_PER_MOVE
 from .rotation_helpers import (
     CHUNK,
     TIME_SCALE,
     Recorder,
-    emulator_config,
+    kind_emulator_config,
     make_transport,
     only_session,
     stream_silence,
@@ -30,9 +29,6 @@ SLOW_SETUP = 0.4
 """Wall seconds every resumed setup takes (the emulator's clock runs at ``TIME_SCALE``)."""
 STALL_BOUND = SLOW_SETUP / 4
 """An input stall this long would mean input waited for the setup."""
-DUPLICATES_BOUND = math.ceil(OutboxLimits().round_trip_tolerance / CHUNK) + 1
-"""Chunks a move may replay to a session that had them: those within the arrival rule's
-tolerance, and one for the event loop's lag."""
 
 
 async def _microphone(transport: GeminiLiveTransport, first: int, seconds: float) -> None:
@@ -59,14 +55,15 @@ def _assert_no_stall(summary: SessionSummary) -> None:
         assert move.input_stall is not None and move.input_stall < STALL_BOUND, move
         assert_nothing_said_lost(move)
         # Without transparent mode the handle's place in the input is estimated from the
-        # round trip: chunks written within the tolerance before it may be heard twice
-        # (README, Limits).
-        assert len(move.audio_duplicates) <= DUPLICATES_BOUND, move
+        # round trip: chunks written within the margin before it may be heard twice (README,
+        # Limits), within the matrix's fixed bounds.
+        assert len(move.speech_duplicates) <= SPEECH_TWICE_PER_MOVE, move
+        assert len(move.silence_duplicates) <= SILENCE_TWICE_PER_MOVE, move
     assert summary.answers_cut == ()
 
 
 async def test_a_question_during_a_slow_setup_is_answered_on_the_old_connection() -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         transport, rec = await _slow_emulator_transport(emu)
         streaming = asyncio.create_task(_microphone(transport, 1, 3 * SLOW_SETUP))
         emu.faults.go_away(60.0)
@@ -94,7 +91,7 @@ async def test_a_question_during_a_slow_setup_is_answered_on_the_old_connection(
 
 
 async def test_the_user_speaking_through_a_slow_setup_is_not_held() -> None:
-    async with Emulator(emulator_config("gemini", answer_chunks=10)) as emu:
+    async with Emulator(kind_emulator_config("gemini", answer_chunks=10)) as emu:
         transport, rec = await _slow_emulator_transport(emu)
         emu.faults.go_away(60.0)
         await rec.wait_for("on_move_started")
@@ -119,7 +116,7 @@ async def test_the_user_speaking_through_a_slow_setup_is_not_held() -> None:
 
 
 async def test_two_moves_back_to_back_with_slow_setups() -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         transport, rec = await _slow_emulator_transport(emu)
         streaming = asyncio.create_task(_microphone(transport, 1, 5 * SLOW_SETUP))
         emu.faults.go_away(60.0)

@@ -16,7 +16,7 @@ from ..ledger_checks import assert_nothing_said_lost
 from .rotation_helpers import (
     HELLO,
     Recorder,
-    emulator_config,
+    kind_emulator_config,
     make_transport,
     only_session,
     seconds,
@@ -31,7 +31,7 @@ question."""
 
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
 async def test_go_away_at_idle_moves_before_breaking_and_loses_no_input(profile: str) -> None:
-    async with Emulator(emulator_config(profile)) as emu:
+    async with Emulator(kind_emulator_config(profile)) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
         await transport.connect()
@@ -69,7 +69,7 @@ async def test_go_away_at_idle_moves_before_breaking_and_loses_no_input(profile:
 
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
 async def test_go_away_mid_answer_waits_for_the_answer_to_finish(profile: str) -> None:
-    async with Emulator(emulator_config(profile, answer_chunks=40)) as emu:
+    async with Emulator(kind_emulator_config(profile, answer_chunks=40)) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
         await transport.connect()
@@ -98,7 +98,7 @@ async def test_go_away_mid_answer_waits_for_the_answer_to_finish(profile: str) -
 
 async def test_go_away_between_turn_complete_and_the_handle_moves_at_the_handle() -> None:
     # Vertex AI issues the post-turn handle 20-70 ms after turnComplete; here 100 ms.
-    config = emulator_config("vertex", handle_delay=(2.0, 2.0))
+    config = kind_emulator_config("vertex", handle_delay=(2.0, 2.0))
     async with Emulator(config) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
@@ -131,7 +131,7 @@ async def test_go_away_between_turn_complete_and_the_handle_moves_at_the_handle(
 async def test_a_silent_connection_moves_at_the_deadline_and_ends_the_cut_answer(
     profile: str,
 ) -> None:
-    async with Emulator(emulator_config(profile, answer_chunks=200)) as emu:
+    async with Emulator(kind_emulator_config(profile, answer_chunks=200)) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
         await transport.connect()
@@ -168,7 +168,7 @@ async def test_a_silent_connection_moves_at_the_deadline_and_ends_the_cut_answer
 
 
 async def test_two_rotations_back_to_back_both_resume_after_the_turn() -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
         await transport.connect()
@@ -196,7 +196,7 @@ async def test_two_rotations_back_to_back_both_resume_after_the_turn() -> None:
 
 
 async def test_a_resume_refused_while_the_old_connection_is_open_falls_back_for_good() -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         emu.faults.refuse_resume_while_open = True
         transport = make_transport(emu)
         rec = Recorder(transport)
@@ -226,7 +226,7 @@ async def test_a_resume_refused_while_the_old_connection_is_open_falls_back_for_
 
 
 async def test_the_end_of_an_interrupted_answer_is_no_place_to_move() -> None:
-    async with Emulator(emulator_config("gemini", answer_chunks=10)) as emu:
+    async with Emulator(kind_emulator_config("gemini", answer_chunks=10)) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
         await transport.connect()
@@ -259,7 +259,7 @@ async def test_a_turn_the_user_begins_while_the_replacement_dials_runs_on_the_in
     """No stall: the old connection keeps taking the user's turn and answers it; the
     replacement, whose snapshot lacks the turn, is given up, and the move resumes from the
     handle that follows the answer."""
-    async with Emulator(emulator_config("gemini", answer_chunks=10)) as emu:
+    async with Emulator(kind_emulator_config("gemini", answer_chunks=10)) as emu:
         # The answer and its handle come within milliseconds of the question here (a real one
         # takes seconds): arrival margins that long would replay the question.
         transport = make_transport(emu, input_buffer=COMPRESSED_MARGINS)
@@ -300,7 +300,7 @@ async def test_a_turn_the_user_begins_while_the_replacement_dials_runs_on_the_in
 async def test_go_away_while_the_user_speaks_waits_for_the_turn_to_end(
     voice_activity: bool,
 ) -> None:
-    config = emulator_config("gemini", answer_chunks=10, voice_activity=voice_activity)
+    config = kind_emulator_config("gemini", answer_chunks=10, voice_activity=voice_activity)
     async with Emulator(config) as emu:
         # The whole utterance is sent, and answered, within milliseconds here: arrival
         # margins as long as a real service needs would replay all of it.

@@ -20,7 +20,7 @@ from .rotation_helpers import (
     HELLO,
     TIME_SCALE,
     Recorder,
-    emulator_config,
+    kind_emulator_config,
     make_transport,
     only_session,
     stream_silence,
@@ -45,7 +45,7 @@ async def _connected(emu: Emulator, **options: Any) -> tuple[GeminiLiveTransport
 async def test_after_a_drop_the_new_connection_takes_the_held_input_at_once() -> None:
     """The quiet emulator says nothing after a setup, so a full settle would hold the input
     for ``SETTLE`` after it."""
-    async with Emulator(emulator_config("gemini", update_after_setup=False)) as emu:
+    async with Emulator(kind_emulator_config("gemini", update_after_setup=False)) as emu:
         transport, rec = await _connected(emu)
         streaming = asyncio.create_task(stream_silence(transport, 1, 40, every=CHUNK))
         await asyncio.sleep(10 * CHUNK)
@@ -71,7 +71,7 @@ async def test_a_refusal_after_the_short_settle_is_retried_and_loses_nothing() -
     """The resumed connection is closed 1011 a little after the short settle (still within
     its probation): a failed attempt, retried from the same handle, with the audio the
     refused connection took replayed to the next."""
-    async with Emulator(emulator_config("gemini", update_after_setup=False)) as emu:
+    async with Emulator(kind_emulator_config("gemini", update_after_setup=False)) as emu:
         transport, rec = await _connected(emu)
         streaming = asyncio.create_task(stream_silence(transport, 1, 50, every=CHUNK))
         await asyncio.sleep(10 * CHUNK)
@@ -101,7 +101,7 @@ async def test_a_refusal_after_the_short_settle_is_retried_and_loses_nothing() -
 async def test_the_settle_does_not_count_against_attempt_timeout() -> None:
     """``attempt_timeout`` bounds the dial: on a quiet server a planned move settles the full
     ``SETTLE``, and an attempt bound shorter than that must not fail every move."""
-    async with Emulator(emulator_config("gemini", update_after_setup=False)) as emu:
+    async with Emulator(kind_emulator_config("gemini", update_after_setup=False)) as emu:
         options = ResumptionOptions(deadline_margin=1.0, attempt_timeout=SETTLE * 0.8)
         transport, rec = await _connected(emu, resumption=options)
         emu.faults.go_away(60.0)

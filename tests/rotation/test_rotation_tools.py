@@ -18,7 +18,7 @@ from realtime_resumption.transport import (
     ToolResult,
 )
 
-from .rotation_helpers import Recorder, emulator_config, make_transport, only_session
+from .rotation_helpers import Recorder, kind_emulator_config, make_transport, only_session
 
 TOOLS = [{"name": "lookup", "description": "Looks things up."}]
 ASK = [ContentTurn("user", "lookup the weather")]
@@ -61,7 +61,7 @@ async def test_a_late_loop_does_not_replay_an_answered_question_and_tool_result(
     the model talk on while it runs, output proves nothing and the timing decides: both are
     replayed."""
     monkeypatch.setattr(loop_lag, "for_running_loop", _LateLoop)
-    async with Emulator(emulator_config("gemini", answer_chunks=20)) as emu:
+    async with Emulator(kind_emulator_config("gemini", answer_chunks=20)) as emu:
         tool = types.FunctionDeclaration(name="lookup", behavior=behavior)
         transport, rec = await _connected(emu, tools=[tool])
         emu.faults.go_away_at(on_tool_call=True, time_left=60.0)
@@ -99,7 +99,7 @@ async def test_a_late_loop_does_not_replay_an_answered_question_and_tool_result(
 
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
 async def test_no_move_while_a_tool_call_is_open(profile: str) -> None:
-    async with Emulator(emulator_config(profile, answer_chunks=20)) as emu:
+    async with Emulator(kind_emulator_config(profile, answer_chunks=20)) as emu:
         transport, rec = await _connected(emu)
         emu.faults.go_away_at(on_tool_call=True, time_left=60.0)
         transport.send_content(ASK)
@@ -135,7 +135,7 @@ async def test_no_move_while_a_tool_call_is_open(profile: str) -> None:
 
 
 async def test_a_call_lost_with_its_session_is_orphaned_and_asked_again() -> None:
-    async with Emulator(emulator_config("gemini", answer_chunks=20)) as emu:
+    async with Emulator(kind_emulator_config("gemini", answer_chunks=20)) as emu:
         transport, rec = await _connected(emu)
         transport.send_content(ASK)
         await rec.wait_for("on_tool_call")
@@ -167,7 +167,7 @@ async def test_a_call_lost_with_its_session_is_orphaned_and_asked_again() -> Non
 
 
 async def test_a_rebuild_orphans_an_open_call_and_its_late_result_is_refused() -> None:
-    async with Emulator(emulator_config("gemini", answer_chunks=5)) as emu:
+    async with Emulator(kind_emulator_config("gemini", answer_chunks=5)) as emu:
         transport, rec = await _connected(emu)
         transport.send_content([ContentTurn("user", "hello there")])
         await rec.wait_for("on_generation_end")
@@ -200,7 +200,7 @@ async def test_a_call_open_when_its_answer_is_cut_is_orphaned_even_if_the_sessio
 ):
     # Vertex AI issues a resumable handle right after the call, so the resumed session knows
     # the call; but it does not continue the cut answer, so nothing awaits the result.
-    async with Emulator(emulator_config("vertex", answer_chunks=20)) as emu:
+    async with Emulator(kind_emulator_config("vertex", answer_chunks=20)) as emu:
         transport, rec = await _connected(emu)
         transport.send_content(ASK)
         await rec.wait_for("on_tool_call")

@@ -15,7 +15,7 @@ from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.testing.emulator.ledger import ClientMessageRecord, ConnectionRecord
 from realtime_resumption.transport import ContentTurn, GenerationEndReason, ReplayItem
 
-from .rotation_helpers import Recorder, emulator_config, make_transport
+from .rotation_helpers import Recorder, kind_emulator_config, make_transport
 
 HISTORY = [ReplayItem("user", text="my name is Ada"), ReplayItem("model", text="Hello Ada")]
 PCM = "audio/pcm;rate=16000"
@@ -27,7 +27,7 @@ def _sent(conn: ConnectionRecord) -> list[ClientMessageRecord]:
 
 
 async def test_a_dead_resumed_session_gets_the_turn_again_then_is_rebuilt() -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         emu.faults.dead_after_resume()
         transport = make_transport(emu, resume_watchdog=0.2)
         rec = Recorder(transport)
@@ -86,7 +86,7 @@ async def test_a_dead_resumed_session_gets_the_turn_again_then_is_rebuilt() -> N
 
 
 async def test_a_dead_resumed_session_with_nothing_to_rebuild_from_is_lost() -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         emu.faults.dead_after_resume()
         transport = make_transport(emu, resume_watchdog=0.1)
         rec = Recorder(transport)

@@ -21,7 +21,7 @@ from realtime_resumption.store import MemoryStore, hand_over_on
 from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.testing.redis_server import RedisServer
 
-from ..transport.transport_helpers import Recorder, emulator_config
+from ..transport.transport_helpers import Recorder, kind_emulator_config
 from .takeover_helpers import KEY, make_transport, stream_speech
 
 
@@ -65,7 +65,7 @@ async def run_worker_until_terminated(emu: Emulator, redis_server: RedisServer) 
 async def test_a_worker_sent_sigterm_hands_its_call_over_with_no_speech_lost(
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         sent = await run_worker_until_terminated(emu, redis_server)
         # At once: the lease was given up (no wait for it to expire).
         b = make_transport(emu, redis_store, StoreOptions(write_interval=0.25, lease_wait=0.0))
@@ -89,7 +89,7 @@ async def test_the_signal_hands_over_every_call_of_the_collection_then_runs_then
     each over (one already over is skipped), runs ``then`` instead of ending the process, and
     ignores a second signal meanwhile."""
     store = MemoryStore()
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         calls: set[GeminiLiveTransport] = set()
         done = asyncio.Event()
         ran: list[str] = []

@@ -16,7 +16,7 @@ from realtime_resumption.testing.redis_server import RedisServer
 from realtime_resumption.transport import ContentTurn
 
 from ..livekit.lk_helpers import until
-from ..transport.transport_helpers import Recorder, emulator_config
+from ..transport.transport_helpers import Recorder, kind_emulator_config
 from .takeover_helpers import KEY, make_transport, stream_speech
 
 OUTAGE = 10.0
@@ -36,7 +36,7 @@ async def current(store: RedisStore, handle: str | None) -> bool:
 async def test_a_ten_second_redis_outage_leaves_the_call_unaffected(
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         a = make_transport(emu, redis_store, StoreOptions())  # the defaults a deployment has
         rec = Recorder(a)
         await a.connect()

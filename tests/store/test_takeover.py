@@ -36,7 +36,7 @@ from realtime_resumption.transport import (
 )
 
 from ..livekit.lk_helpers import until
-from ..transport.transport_helpers import MODEL, Recorder, ScriptedServer, emulator_config
+from ..transport.transport_helpers import MODEL, Recorder, ScriptedServer, kind_emulator_config
 from .conftest import Clock
 from .takeover_helpers import CHUNK, KEY, OPTIONS, crash, make_transport, stream_speech
 
@@ -45,7 +45,7 @@ from .takeover_helpers import CHUNK, KEY, OPTIONS, crash, make_transport, stream
 async def test_a_call_taken_over_after_a_crash_resumes_its_session_and_keeps_the_speech(
     redis_store: RedisStore, profile: str
 ) -> None:
-    async with Emulator(emulator_config(profile)) as emu:
+    async with Emulator(kind_emulator_config(profile)) as emu:
         a = make_transport(emu, redis_store)
         rec_a = Recorder(a)
         await a.connect()
@@ -90,7 +90,7 @@ async def test_a_call_taken_over_after_a_crash_resumes_its_session_and_keeps_the
 
 async def test_a_second_process_is_refused_while_the_first_drives_the_call() -> None:
     store = MemoryStore()
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         a = make_transport(emu, store)
         await a.connect()
         b = make_transport(emu, store, StoreOptions(lease_wait=0.0))
@@ -145,7 +145,7 @@ async def run_worker_until_killed(
 async def test_a_call_survives_its_worker_killed_with_sigkill(
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         sent = await run_worker_until_killed("transport", emu, redis_server, 60)
         b = make_transport(emu, redis_store)
         rec_b = Recorder(b)
@@ -167,7 +167,7 @@ async def test_a_pipecat_pipeline_killed_with_sigkill_is_taken_over_by_another(
     from ..pipecat.rig import Rig
     from .test_takeover_pipecat import bot
 
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         sent = await run_worker_until_killed("pipecat", emu, redis_server, 60)
         async with Rig([bot(emu, redis_store)]) as rig:
             await rig.context()
@@ -202,7 +202,7 @@ def assert_kept_but_the_last_write_interval(
 
 async def test_an_expired_handle_rebuilds_the_call_from_the_stored_conversation() -> None:
     store = MemoryStore()
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         a = make_transport(emu, store)
         rec_a = Recorder(a)
         await a.connect()
@@ -238,7 +238,7 @@ async def test_an_expired_handle_rebuilds_the_call_from_the_stored_conversation(
 
 async def test_a_tool_call_open_at_the_crash_is_asked_again_and_answered_once() -> None:
     store = MemoryStore()
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         a = make_transport(emu, store, tools=[{"name": "lookup"}])
         rec_a = Recorder(a)
         await a.connect()
@@ -270,7 +270,7 @@ async def test_a_tool_call_open_at_the_crash_is_asked_again_and_answered_once() 
 async def test_the_call_goes_on_while_redis_is_down_and_is_saved_again_when_it_returns(
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         a = make_transport(emu, redis_store)
         rec = Recorder(a)
         await a.connect()
@@ -301,7 +301,7 @@ async def test_what_redis_holds_is_encrypted_and_another_key_starts_fresh_report
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
     key = Fernet.generate_key()
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         a = make_transport(emu, redis_store, StoreOptions(lease_ttl=1.0, encryption_key=key))
         rec_a = Recorder(a)
         await a.connect()
@@ -342,7 +342,7 @@ async def test_a_resume_refused_while_the_hung_worker_holds_the_session_open_is_
     store = MemoryStore()
     # The service as measured refuses (1011) a resume while the session has an open
     # connection: a hung worker's stays open.
-    async with Emulator(emulator_config("gemini", refuse_resume_while_open=True)) as emu:
+    async with Emulator(kind_emulator_config("gemini", refuse_resume_while_open=True)) as emu:
         a = make_transport(emu, store)
         rec_a = Recorder(a)
         await a.connect()
@@ -431,7 +431,7 @@ async def test_no_handle_is_whole_in_the_logs_reports_or_errors_of_a_takeover() 
 
     store = MemoryStore()
     with Capture() as capture:
-        async with Emulator(emulator_config("gemini")) as emu:
+        async with Emulator(kind_emulator_config("gemini")) as emu:
             a = make_transport(emu, store)
             rec_a = Recorder(a)
             await a.connect()
@@ -458,7 +458,7 @@ async def test_no_handle_is_whole_in_the_logs_reports_or_errors_of_a_takeover() 
 async def test_a_worker_that_lost_its_lease_stops_saving_and_leaves_the_record_be() -> None:
     clock = Clock()
     store = MemoryStore(clock)
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         a = make_transport(emu, store)
         rec = Recorder(a)
         await a.connect()
@@ -481,7 +481,7 @@ async def test_a_store_down_at_connect_starts_the_call_and_saves_it_once_back(
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
     await redis_server.stop()
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         a = make_transport(emu, redis_store)
         rec = Recorder(a)
         await a.connect()  # within the store's bound, without its state
@@ -517,7 +517,7 @@ async def test_a_disconnect_while_connect_asks_the_store_keeps_the_stored_call(
 ) -> None:
     clock = Clock()
     store = SlowLoad(clock)
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         a = make_transport(emu, store)
         rec_a = Recorder(a)
         await a.connect()
@@ -555,7 +555,7 @@ class Broken(MemoryStore):
 
 async def test_a_store_that_raises_anything_never_ends_the_call_nor_its_saver() -> None:
     store = Broken()
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         a = make_transport(emu, store)
         rec = Recorder(a)
         await a.connect()
@@ -579,7 +579,7 @@ async def test_a_livekit_agent_session_killed_with_sigkill_is_taken_over_by_anot
     from ..livekit.lk_helpers import voice_call
 
     model = {"store": redis_store, "session_key": KEY, "store_options": OPTIONS}
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         sent = await run_worker_until_killed("livekit", emu, redis_server, 60)
         async with voice_call(emu, Agent(instructions="Be brief."), pace=1.0, **model) as b:
             b.mic._seq = 100_000  # B's chunks apart from A's (each microphone counts from 0)
@@ -601,7 +601,7 @@ async def test_a_livekit_agent_session_killed_with_sigkill_is_taken_over_by_anot
 async def test_a_call_handed_over_mid_speech_loses_nothing_it_accepted(
     redis_store: RedisStore,
 ) -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         a = make_transport(emu, redis_store)
         rec_a = Recorder(a)
         await a.connect()
@@ -641,7 +641,7 @@ async def test_a_call_handed_over_mid_speech_loses_nothing_it_accepted(
 
 async def test_a_hand_over_waits_for_the_answer_in_progress() -> None:
     store = MemoryStore()
-    async with Emulator(emulator_config("gemini", answer_chunks=40)) as emu:
+    async with Emulator(kind_emulator_config("gemini", answer_chunks=40)) as emu:
         a = make_transport(emu, store)
         rec_a = Recorder(a)
         await a.connect()

@@ -24,7 +24,7 @@ from ..rotation.rotation_helpers import (
     CHUNK,
     HELLO,
     Recorder,
-    emulator_config,
+    kind_emulator_config,
     make_transport,
     only_session,
     stream_silence,
@@ -43,7 +43,7 @@ def otel() -> Iterator[Otel]:
 
 @pytest.fixture
 async def emu() -> AsyncIterator[Emulator]:
-    async with Emulator(emulator_config("gemini")) as emulator:
+    async with Emulator(kind_emulator_config("gemini")) as emulator:
         yield emulator
 
 
@@ -253,7 +253,7 @@ async def test_a_rebuild_shows_the_refused_attempt_as_an_event(emu: Emulator, ot
 
 
 async def test_a_lost_session_is_an_error_span_and_counted_lost(otel: Otel) -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         transport = make_transport(emu, telemetry=otel.telemetry)
         rec = Recorder(transport)
         emu.faults.refuse_next(1, how="close1011")  # set up, then closed: no handle ever came

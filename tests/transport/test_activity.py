@@ -13,7 +13,13 @@ from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.testing.emulator.ledger import SessionRecord
 
-from .transport_helpers import Recorder, emulator_config, make_transport
+from .transport_helpers import (
+    Recorder,
+    answered_with_handle,
+    emulator_config,
+    established,
+    make_transport,
+)
 
 MANUAL = types.RealtimeInputConfig(
     automatic_activity_detection=types.AutomaticActivityDetection(disabled=True)
@@ -33,7 +39,9 @@ def _speak(transport: GeminiLiveTransport, first: int, words: Sequence[str]) -> 
 
 
 def _kinds(emu: Emulator, connection: int) -> list[str]:
-    return [m.kind for m in _session(emu).connections[connection].client_messages[1:]]
+    """What the client sent on the ``connection``-th connection the emulator set up, after
+    its setup."""
+    return [m.kind for m in established(_session(emu))[connection].client_messages[1:]]
 
 
 async def test_activity_markers_frame_the_user_turn_on_the_wire(emu: Emulator) -> None:
@@ -86,7 +94,7 @@ async def test_an_activity_open_at_a_move_is_reopened_before_the_replayed_audio(
     texts = [t.user_text for t in session.turns.values()]
     assert texts[0] == "hello there" and texts[-1].endswith("what is new"), texts
     # On the new connection the activity opens (once) before the audio spoken in it.
-    messages = session.connections[1].client_messages[1:]
+    messages = established(session)[1].client_messages[1:]
     kinds = [m.kind for m in messages]
     assert kinds.count("activity_start") == 1
     opened = kinds.index("activity_start")
@@ -100,14 +108,14 @@ async def test_activity_markers_sent_while_the_connection_is_lost_are_held(
     transport = make_transport(emu, realtime_input_config=MANUAL)
     rec = Recorder(transport)
     await transport.connect()
-    await rec.wait_for("on_resumption_update")
+    await answered_with_handle(transport, rec, "hello")
     emu.faults.drop()
     await rec.wait_for("on_move_started")
     transport.send_activity_start()
     _speak(transport, 1, ["are", "you", "there"])
     transport.send_activity_end()
-    await rec.wait_for("on_turn_complete")
+    await rec.wait_for("on_turn_complete", 2)
     await transport.disconnect()
     assert [m.outcome for m in rec.moves] == [MoveOutcome.RESUMED]
-    assert [t.user_text for t in _session(emu).turns.values()] == ["are you there"]
+    assert [t.user_text for t in _session(emu).turns.values()] == ["hello", "are you there"]
     assert _kinds(emu, 1) == ["activity_start", "audio", "audio", "audio", "activity_end"]

@@ -16,7 +16,7 @@ from realtime_resumption.gemini.connection import CLOSE_TIMEOUT
 from realtime_resumption.gemini.tasks import cancel_and_wait
 from realtime_resumption.testing.emulator import Emulator
 
-from .transport_helpers import MODEL, Recorder, emulator_config
+from .transport_helpers import MODEL, Recorder, answered_with_handle, emulator_config
 
 BOUND = 0.5
 
@@ -58,7 +58,7 @@ async def _hung_move(emu: Emulator, provider: Stubborn) -> tuple[GeminiLiveTrans
     )
     rec = Recorder(transport)
     await transport.connect()
-    await rec.wait_for("on_resumption_update")
+    await answered_with_handle(transport, rec)
     emu.faults.drop()
     async with asyncio.timeout(5):
         await provider.entered.wait()

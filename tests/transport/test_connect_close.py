@@ -8,6 +8,7 @@ import time
 import pytest
 
 from realtime_resumption.gemini import Credential, GeminiLiveTransport
+from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import (
     ConnectError,
@@ -19,7 +20,14 @@ from realtime_resumption.transport import (
     TransportError,
 )
 
-from .transport_helpers import MODEL, Recorder, emulator_config, make_transport
+from .transport_helpers import (
+    MODEL,
+    Recorder,
+    answered_with_handle,
+    emulator_config,
+    kind_emulator_config,
+    make_transport,
+)
 
 HELLO = [ContentTurn("user", "hello there")]
 
@@ -217,7 +225,7 @@ async def test_clear_resumption_makes_the_next_dial_fresh(emu: Emulator) -> None
     transport = make_transport(emu)
     rec = Recorder(transport)
     await transport.connect()
-    await rec.wait_for("on_resumption_update")
+    await answered_with_handle(transport, rec)
     await transport.disconnect()
     assert transport.resumption_handle is not None
     transport.clear_resumption()
@@ -227,23 +235,47 @@ async def test_clear_resumption_makes_the_next_dial_fresh(emu: Emulator) -> None
     assert len(emu.ledger.sessions) == 2
 
 
-async def test_reconnect_resumes_on_a_new_connection(emu: Emulator) -> None:
+async def _reconnect_after_an_answer(emu: Emulator) -> Recorder:
+    """An answered turn, ``reconnect()``, another answered turn."""
     transport = make_transport(emu)
     rec = Recorder(transport)
     await transport.connect()
-    transport.send_content(HELLO)
-    await rec.wait_for("on_generation_end")
-    await rec.wait(lambda r: transport.resumption_handle is not None)
+    await answered_with_handle(transport, rec)
     await transport.reconnect()
     assert transport.is_connected
     assert transport.current_transport_generation == 2
     transport.send_content(HELLO)
     await rec.wait_for("on_generation_end", 2)
     await transport.disconnect()
+    return rec
+
+
+async def test_reconnect_resumes_on_a_new_connection(emu: Emulator) -> None:
+    """On the service as measured: the dial beside the open connection is refused, the old
+    connection closes, and the same handle resumes the session."""
+    rec = await _reconnect_after_an_answer(emu)
+    (session,) = emu.ledger.sessions.values()
+    first, refused, resumed = session.connections
+    assert refused.refused == "open-session" and refused.resumed_from is not None
+    assert resumed.established and resumed.resumed_from == refused.resumed_from
+    assert first.closed_at is not None and resumed.setup_at is not None
+    assert first.closed_at <= resumed.setup_at, "the old connection closed first"
+    (move,) = rec.moves
+    assert move.outcome is MoveOutcome.RESUMED
+    # The move replaced the first connection: only the session's end is a close.
+    assert [c for (c, _) in rec.of("on_close")] == [1000]
+
+
+async def test_reconnect_on_a_kind_service_resumes_beside_the_open_connection(
+    profile: str,
+) -> None:
+    """Where the service takes a resume while the old connection is open (make-before-break),
+    one dial does it."""
+    async with Emulator(kind_emulator_config(profile)) as emu:
+        rec = await _reconnect_after_an_answer(emu)
     (session,) = emu.ledger.sessions.values()
     assert len(session.connections) == 2
     assert session.connections[1].resumed_from is not None
-    # The move replaced the first connection: only the session's end is a close.
     assert [c for (c, _) in rec.of("on_close")] == [1000]
     closes = [e for (e,) in rec.of("on_connection_lifecycle") if e.kind == "generation-close"]
     assert [c.connect_attempt_id for c in closes] == ["att_1", "att_2"]
@@ -341,18 +373,33 @@ async def test_connect_twice_is_refused(emu: Emulator) -> None:
     await transport.disconnect()
 
 
+async def _transparent_indexes(emu: Emulator) -> list[int | None]:
+    """The client message indexes of a transparent session's resumption updates, through a
+    turn after two audio chunks."""
+    transport = make_transport(emu, transparent=True)
+    rec = Recorder(transport)
+    await transport.connect()
+    transport.send_audio(b"\0\0" * 160)
+    transport.send_audio(b"\0\0" * 160)
+    transport.send_content(HELLO)
+    await rec.wait_for("on_turn_complete")
+    await rec.wait(lambda r: r.of("on_resumption_update")[-1][2] == 3)
+    await transport.disconnect()
+    return [index for _, _, index in rec.of("on_resumption_update")]
+
+
 async def test_vertex_transparent_resumption_reports_the_client_message_index() -> None:
     async with Emulator(emulator_config("vertex")) as emu:
-        transport = make_transport(emu, transparent=True)
-        rec = Recorder(transport)
-        await transport.connect()
-        transport.send_audio(b"\0\0" * 160)
-        transport.send_audio(b"\0\0" * 160)
-        transport.send_content(HELLO)
-        await rec.wait_for("on_turn_complete")
-        await rec.wait(lambda r: r.of("on_resumption_update")[-1][2] == 3)
-        await transport.disconnect()
-    indexes = [index for _, _, index in rec.of("on_resumption_update")]
+        indexes = await _transparent_indexes(emu)
+    assert all(index is not None for index in indexes)
+    assert indexes == sorted(indexes)
+    assert indexes[-1] == 3  # the two chunks and the turn
+
+
+async def test_vertex_transparent_handle_after_setup_counts_only_the_setup() -> None:
+    """A service that issues a handle right after setupComplete: its index is the setup's."""
+    async with Emulator(emulator_config("vertex", update_after_setup=True)) as emu:
+        indexes = await _transparent_indexes(emu)
     assert indexes[0] == 0  # only the setup was consumed
     assert all(index is not None for index in indexes)
     assert indexes == sorted(indexes)

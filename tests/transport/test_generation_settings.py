@@ -9,9 +9,15 @@ from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.live_options import LiveOptions
 from realtime_resumption.moves import MoveReason
 from realtime_resumption.testing.emulator import Emulator
-from realtime_resumption.transport import ContentTurn, GenerationSettings, SessionUpdate
+from realtime_resumption.transport import GenerationSettings, SessionUpdate
 
-from .transport_helpers import Recorder, emulator_config, make_transport
+from .transport_helpers import (
+    Recorder,
+    answered_with_handle,
+    emulator_config,
+    established,
+    make_transport,
+)
 
 SETTINGS = GenerationSettings(
     temperature=0.25,
@@ -29,14 +35,12 @@ SETTINGS = GenerationSettings(
 
 
 async def test_every_setting_reaches_the_setup_and_an_update_moves_the_session() -> None:
-    async with Emulator(emulator_config("gemini", update_after_setup=False)) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         transport = make_transport(emu, generation=SETTINGS)
         rec = Recorder(transport)
         await transport.connect()
         # A first turn, so that the session has a handle to move with.
-        transport.send_content([ContentTurn("user", "hello")])
-        await rec.wait_for("on_turn_complete")
-        await rec.wait_for("on_resumption_update")
+        await answered_with_handle(transport, rec, "hello")
         await transport.update_session(
             SessionUpdate(generation=GenerationSettings(temperature=0.75))
         )
@@ -46,7 +50,7 @@ async def test_every_setting_reaches_the_setup_and_an_update_moves_the_session()
     (move,) = rec.moves
     assert move.reason is MoveReason.CONFIG
     (session,) = emu.ledger.sessions.values()
-    first, second = (c.setup for c in session.connections)
+    first, second = (c.setup for c in established(session))
     assert first is not None and second is not None
     assert first.generation == {
         "temperature": 0.25,

@@ -17,12 +17,7 @@ from google import genai
 from google.genai import types
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.gemini.connection import (
-    PONG_TIMEOUT,
-    USER_TIMEOUT,
-    ConnectionHooks,
-    LiveConnection,
-)
+from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
 from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.transport import ContentTurn
@@ -34,6 +29,11 @@ TIME_SCALE = 0.02
 STOCK_PING_INTERVAL = 20.0
 STOCK_PING_TIMEOUT = 20.0
 PONGS_LATE = 25.0
+PONG_TIMEOUT = 60.0
+"""The README's figures (Limits): a pong may take 60 s, and the kernel drops a connection whose
+data stays unacknowledged for 20 s. Not the package's constants, so that changing those fails
+here."""
+USER_TIMEOUT = 20.0
 CALL = 240.0
 """Seconds of the call, at the emulator's scale: four minutes."""
 

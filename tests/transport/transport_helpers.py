@@ -16,7 +16,8 @@ from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.moves import MoveReport
 from realtime_resumption.testing.emulator import KIND_SERVICE, Emulator, EmulatorConfig
 from realtime_resumption.testing.emulator.certs import TlsMaterial
-from realtime_resumption.transport import GenerationEndReason
+from realtime_resumption.testing.emulator.ledger import ConnectionRecord, SessionRecord
+from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
 MODEL = "gemini-live-2.5-flash-preview"
 GRACE = 0.05
@@ -123,18 +124,52 @@ class Recorder:
 
 
 def emulator_config(profile: str = "gemini", **changes: Any) -> EmulatorConfig:
-    """A fast emulator on a kind service: durations at 1/20, ten 2 ms-spaced chunks per
-    answer, a handle after every setup, make-before-break accepted, prompt pongs, no cap.
-
-    These tests are about the transport's calls and callbacks, and about the moves a kind
-    service allows (make-before-break with no gap); the service as measured (the emulator's
-    defaults) is what ``tests/rotation``'s matrix, interleavings and ``test_service_terms``
-    run on. A test passes a setting to have it the strict way."""
+    """A fast emulator on the service as measured (the emulator's defaults: a resume refused
+    while the old connection is open, no handle until the first answer, late pongs, the 6 ms
+    network round trip), durations at 1/20. A test that needs a kinder service says so in its
+    name and uses ``kind_emulator_config``."""
     changes.setdefault("time_scale", TIME_SCALE)
+    return EmulatorConfig(profile=profile, **changes)  # type: ignore[arg-type]
+
+
+def kind_emulator_config(profile: str = "gemini", **changes: Any) -> EmulatorConfig:
+    """A fast emulator on a kind service: a handle after every setup, make-before-break
+    accepted, prompt pongs, no cap. For the moves only a kind service allows (make-before-break
+    with no gap): in ``tests/transport`` each test on it says so in its name and has a sibling on
+    ``emulator_config``. The rotation, store and telemetry tests that have not moved to the
+    service as measured call it by this name."""
     changes.setdefault("update_after_setup", True)
     for name, kind in KIND_SERVICE.items():
         changes.setdefault(name, kind)
-    return EmulatorConfig(profile=profile, **changes)  # type: ignore[arg-type]
+    return emulator_config(profile, **changes)
+
+
+async def answered_with_handle(
+    transport: GeminiLiveTransport, rec: Recorder, text: str = "hello there"
+) -> None:
+    """One answered turn, then the resumable handle that follows it: the service as measured
+    issues a connection's first handle after its first answer, never right after the setup."""
+    start = len(rec.events)
+    transport.send_content([ContentTurn("user", text)])
+
+    def handle_after_the_answer(r: Recorder) -> bool:
+        names = [name for name, _ in r.events[start:]]
+        if "on_turn_complete" not in names:
+            return False
+        after = start + names.index("on_turn_complete")
+        return any(
+            name == "on_resumption_update" and args[0] and args[1]
+            for name, args in r.events[after:]
+        )
+
+    await rec.wait(handle_after_the_answer)
+
+
+def established(session: SessionRecord) -> list[ConnectionRecord]:
+    """The connections of ``session`` the emulator set up: on the service as measured a move
+    that first dials while the old connection is open is refused, and that dial is in the
+    ledger too."""
+    return [c for c in session.connections if c.established]
 
 
 def make_transport(emu: Emulator, **options: Any) -> GeminiLiveTransport:
