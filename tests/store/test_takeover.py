@@ -666,7 +666,7 @@ async def test_a_hand_over_waits_for_the_answer_in_progress() -> None:
 
 async def test_what_the_framework_sends_when_it_hears_of_the_takeover_is_kept() -> None:
     store = MemoryStore()
-    async with Emulator(emulator_config("gemini")) as emu:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
         a = make_transport(emu, store)
         rec_a = Recorder(a)
         await a.connect()
