@@ -1186,3 +1186,24 @@ def test_without_a_level_audio_is_bound_by_age_as_before() -> None:
 def test_silence_padding_is_checked(limits: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="silence_padding"):
         OutboxLimits(**limits)  # type: ignore[arg-type]
+
+
+def test_a_foreign_handle_holds_nothing_until_the_session_issues_its_own() -> None:
+    # A call taken over: the stored input and a result of the stored session's call are
+    # queued before the dial, the session resumes from the stored handle.
+    outbox, wire = make()
+    for name, kind in (("a-stored", A), ("r-stored", TOOL)):
+        outbox.submit(name, kind, 0.0, audio_seconds=CHUNK if kind is A else 0.0)
+    outbox.record_foreign_handle("h-stored")
+    replay = outbox.attach_resumed(1, "h-stored", 0.1)
+    assert (replay.replayed, replay.buffered) == (0, 2)
+    assert wire.flush(0.1) == ["a-stored", "r-stored"]  # the result goes to its session
+    send(outbox, wire, 0.2, "a-new")
+    # Written or not, the stored session lacks it all: another takeover replays it again.
+    assert outbox.lacking("h-stored") == ["a-stored", "r-stored", "a-new"]
+    outbox.attach_resumed(2, "h-stored", 0.3)
+    assert wire.flush(0.3) == ["a-stored", "r-stored", "a-new"]
+    # The session's own handle holds what was written before it, by the usual rules.
+    outbox.record_handle("h-own", 2, 1.0, last_consumed_index=3)
+    assert outbox.lacking("h-own") == []
+    assert outbox.lacking("h-stored") == ["a-stored", "r-stored", "a-new"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 from realtime_resumption.gemini import GeminiLiveTransport
@@ -33,10 +34,21 @@ def make_transport(
     )
 
 
-async def stream_speech(transport: GeminiLiveTransport, first: int, count: int) -> None:
-    """The user talking: ``count`` 20 ms chunks numbered from ``first``, in real time."""
+async def stream_speech(
+    transport: GeminiLiveTransport,
+    first: int,
+    count: int,
+    *,
+    speech: bool = True,
+    words: Iterable[str] = (),
+) -> None:
+    """The user talking (silent with ``speech=False``): ``count`` 20 ms chunks numbered from
+    ``first``, in real time, the first ones carrying ``words`` (what the emulator recognises
+    in them)."""
+    spoken = list(words)
     for seq in range(first, first + count):
-        transport.send_audio(user_audio(seq, speech=True))
+        word = spoken.pop(0) if spoken else None
+        transport.send_audio(user_audio(seq, speech=speech, word=word))
         await asyncio.sleep(CHUNK)
 
 

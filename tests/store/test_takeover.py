@@ -396,6 +396,9 @@ async def test_a_tool_call_the_stored_handle_knows_is_answered_on_the_session_th
     rec_a = Recorder(a)
     await a.connect()
     a.send_content([ContentTurn("user", "please lookup flights")])
+    async with asyncio.timeout(5):  # the session has the question before its handle comes
+        while not scripted.received:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
     call = {"id": "fc-1", "name": "lookup", "args": {"to": "Oslo"}}
     await scripted.send({"toolCall": {"functionCalls": [call]}})
     await rec_a.wait_for("on_tool_call")
@@ -414,8 +417,6 @@ async def test_a_tool_call_the_stored_handle_knows_is_answered_on_the_session_th
     async with asyncio.timeout(5):
         while not any("tool_response" in m for m in scripted.received):  # noqa: ASYNC110
             await asyncio.sleep(0.01)
-    await b.disconnect()
-
     (move,) = rec_b.moves
     assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
     assert scripted.setups[-1]["setup"]["sessionResumption"]["handle"] == "h-with-call"
@@ -424,6 +425,25 @@ async def test_a_tool_call_the_stored_handle_knows_is_answered_on_the_session_th
     # B's session never got the question again: the session it resumed has it.
     assert [m for m in scripted.received if "client_content" in m] == scripted.received[:1]
     assert rec_b.names("on_move", "on_tool_call") == ["on_move", "on_tool_call"]
+
+    # B dies before the session issues a handle: C resumes the stored handle again, and the
+    # result B sent, which that session lacks, goes to it again (the call is not asked again).
+    await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+    await crash(b)
+    c = transport()
+    rec_c = Recorder(c)
+    await c.connect()
+    async with asyncio.timeout(5):
+        while sum("tool_response" in m for m in scripted.received) < 2:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    await c.disconnect()
+
+    (move,) = rec_c.moves
+    assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
+    assert scripted.setups[-1]["setup"]["sessionResumption"]["handle"] == "h-with-call"
+    responses = [m["tool_response"] for m in scripted.received if "tool_response" in m]
+    assert [r["functionResponses"][0]["id"] for r in responses] == ["fc-1", "fc-1"]
+    assert rec_c.count("on_tool_call") == 0
 
 
 async def test_no_handle_is_whole_in_the_logs_reports_or_errors_of_a_takeover() -> None:
@@ -695,3 +715,104 @@ async def test_what_the_framework_sends_when_it_hears_of_the_takeover_is_kept() 
     (session,) = emu.ledger.sessions.values()
     consumed = emu.ledger.summary().sessions[session.session_id].audio_consumed
     assert {500, *range(501, 506)} <= set(consumed)
+
+
+async def test_a_call_taken_over_twice_before_its_session_issues_a_handle_resumes_twice() -> None:
+    # The service as measured (the emulator's default): no handle after a setup, none during
+    # a turn, none while a tool call is open. B resumes A's session and dies before the
+    # session issues one: the handle B resumed from is still the session's, and C resumes
+    # from it too, with what B's session heard replayed again.
+    store = MemoryStore()
+    tools = [{"name": "lookup"}]
+    async with Emulator(emulator_config("gemini", update_after_setup=False)) as emu:
+        a = make_transport(emu, store, tools=tools)
+        rec_a = Recorder(a)
+        await a.connect()
+        a.send_content([ContentTurn("user", "hello")])
+        await rec_a.wait_for("on_resumption_update")  # after the answer
+        await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+        await stream_speech(a, 1, 30, words=["please", "lookup"])
+        await crash(a)  # mid-question
+        b = make_transport(emu, store, tools=tools)
+        rec_b = Recorder(b)
+        await b.connect()
+        await stream_speech(b, 100, 10, words=["flights"])
+        silence = asyncio.create_task(stream_speech(b, 110, 200, speech=False))
+        try:
+            await rec_b.wait_for("on_tool_call")
+            await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+        finally:
+            silence.cancel()
+            await asyncio.gather(silence, return_exceptions=True)
+        # The session issued no handle since B resumed it: the record keeps the stored one.
+        assert not any(resumable for _, resumable, _ in rec_b.of("on_resumption_update"))
+        record = await store.load(KEY)
+        assert record is not None
+        stored = RecordCodec().decode(record)
+        assert stored.handle is not None and stored.handle == b.resumption_handle
+        assert stored.handle_kind is HandleKind.AFTER_TURN
+        await crash(b)  # while the tool runs
+        c = make_transport(emu, store, tools=tools)
+        rec_c = Recorder(c)
+        await c.connect()
+        await rec_c.wait_for("on_tool_call")  # the question, heard again, asks again
+        ((calls,),) = rec_c.of("on_tool_call")
+        (call,) = calls
+        c.send_tool_result(ToolResult(call.id, call.name, {"flights": 2}))
+        await rec_c.wait_for("on_turn_complete")
+        await c.disconnect()
+
+    ((b_move,), (c_move,)) = rec_b.moves, rec_c.moves
+    for move in (b_move, c_move):
+        assert (move.reason, move.outcome, move.handle_kind) == (
+            MoveReason.TAKEOVER,
+            MoveOutcome.RESUMED,
+            HandleKind.AFTER_TURN,
+        )
+    assert c_move.error is None
+    (session,) = emu.ledger.sessions.values()  # resumed twice: no second server session
+    assert session.stranded_tool_responses == []
+    assert session.unawaited_tool_responses == []
+    summary = emu.ledger.summary().sessions[session.session_id]
+    assert summary.connections == 3
+    assert summary.turns[-1].outcome == "complete"
+    # B's words reached C's session once each; what is lost is A's last beat at most.
+    consumed = summary.audio_consumed
+    assert set(range(100, 110)) <= set(consumed)
+    assert summary.speech_duplicates == ()
+    assert all(seq > 30 - (OPTIONS.write_interval / CHUNK) - 1 for seq in summary.speech_lost)
+    assert rec_c.count("on_error") == 0
+
+
+async def test_a_call_taken_over_moves_from_the_handle_it_resumed_from_until_a_new_one() -> None:
+    # No handle after a setup (the service as measured): a move before the session issues one
+    # resumes from the stored handle, with the input replayed again, as after any move.
+    store = MemoryStore()
+    async with Emulator(emulator_config("gemini", update_after_setup=False)) as emu:
+        a = make_transport(emu, store)
+        rec_a = Recorder(a)
+        await a.connect()
+        a.send_content([ContentTurn("user", "hello")])
+        await rec_a.wait_for("on_resumption_update")
+        await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+        await crash(a)
+        b = make_transport(emu, store)
+        rec_b = Recorder(b)
+        await b.connect()
+        stored = b.resumption_handle
+        assert stored is not None  # the handle B resumed from, before the session issued one
+        await stream_speech(b, 1, 10)
+        await b.reconnect()
+        await stream_speech(b, 11, 5)
+        await asyncio.sleep(0.1)
+        assert not any(resumable for _, resumable, _ in rec_b.of("on_resumption_update"))
+        await b.disconnect()
+
+    takeover, moved = rec_b.moves
+    assert (takeover.reason, takeover.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
+    assert (moved.reason, moved.outcome) == (MoveReason.REQUESTED, MoveOutcome.RESUMED)
+    assert moved.messages_replayed >= 10  # the speech since the takeover: the handle lacks it
+    (session,) = emu.ledger.sessions.values()
+    summary = emu.ledger.summary().sessions[session.session_id]
+    assert set(range(1, 16)) <= set(summary.audio_consumed)
+    assert summary.speech_duplicates == ()

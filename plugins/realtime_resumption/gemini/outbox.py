@@ -13,7 +13,9 @@ It never touches a socket. The transport tells it:
   count restarts on each connection, as Vertex ``transparent`` mode counts them), and what a
   failed write did not deliver (:meth:`Outbox.mark_unsent`);
 - which resumption handles arrived, on which connection, when, and with which
-  ``lastConsumedClientMessageIndex`` (:meth:`Outbox.record_handle`);
+  ``lastConsumedClientMessageIndex`` (:meth:`Outbox.record_handle`), and which handle of a
+  session it never wrote to a new connection resumes from (:meth:`Outbox.record_foreign_handle`:
+  that session holds none of the log);
 - when a turn completed (:meth:`Outbox.turn_completed`), for the rebuild path;
 - when a connection went away (:meth:`Outbox.detach`) and when a new one took over, resumed
   from a handle (:meth:`Outbox.attach_resumed`) or as a fresh session
@@ -668,17 +670,24 @@ class Outbox(Generic[T]):
                 )
             limit, exact = min(last_consumed_index, live.last_index), True
         self._clock = max(self._clock, now)
-        point = _Point(
-            handle, live, limit, exact, now, live.margin, live.round_trip, live.answered_through
+        self._add_point(
+            _Point(
+                handle, live, limit, exact, now, live.margin, live.round_trip, live.answered_through
+            )
         )
-        point.prunable_through = self._prunable_through(point)
-        self._handles.pop(handle, None)
-        self._handles[handle] = point
-        for old in list(self._handles)[: -self._limits.max_handles]:
-            if old not in self._held:
-                del self._handles[old]
-        self._refresh()
         return True
+
+    def record_foreign_handle(self, handle: HandleRef) -> None:
+        """Record ``handle``, the snapshot of a session this outbox never wrote to (the stored
+        handle of a call taken over from another process, or one ``connect`` resumes from
+        after the log was cleared), as a resumption point that holds none of the messages
+        logged, before or after: call it before :meth:`attach_resumed` from it. Until the
+        new session issues a handle of its own, a resume from ``handle`` (and :meth:`lacking`,
+        what a snapshot of the session stores) queues every message again, the ones the
+        takeover replayed first: the session resumed from it again lacks them all."""
+        # A connection no entry is ever written to, whose session every entry came after.
+        elsewhere = _ConnectionLog(-1, 0, None, 0, 0.0)
+        self._add_point(_Point(handle, elsewhere, 0, True, self._clock, 0.0, None))
 
     def hold(self, handle: HandleRef) -> bool:
         """Keep ``handle``'s resumption point, however many newer handles arrive, until the
@@ -940,6 +949,17 @@ class Outbox(Generic[T]):
                 self._skipped.add(middle)
                 middle._withdrawn = True
                 self._remove(middle)
+
+    def _add_point(self, point: _Point) -> None:
+        """Keep ``point`` as the newest resumption point (a repeated handle moves up), within
+        ``max_handles`` but the held ones."""
+        point.prunable_through = self._prunable_through(point)
+        self._handles.pop(point.handle, None)
+        self._handles[point.handle] = point
+        for old in list(self._handles)[: -self._limits.max_handles]:
+            if old not in self._held:
+                del self._handles[old]
+        self._refresh()
 
     def _prunable_through(self, point: _Point) -> int:
         for entry in self._log.values():

@@ -20,6 +20,9 @@
   stored handle with the stored input replayed, its open tool calls issued again, or rebuilt
   from the stored conversation; reported as a move. The dials on the stored handle are the move
   machine's (``gemini.move``: one retry policy, one table), with ``TAKEOVER_RETRY_DELAYS``.
+  Until the resumed session issues a handle of its own, the stored one stays its handle (saved
+  with its kind and issue time, the input replayed counted as lacking from it): a process that
+  dies before then is taken over by resuming it again, not by rebuilding the call.
 - ``hand_over_call`` (at ``GeminiLiveTransport.hand_over``): once the answer in progress ended,
   the final saves (``hand_over``, until nothing is left unsaved), then ``release``: the lease
   given up and the record kept for the next process.
@@ -275,6 +278,9 @@ class Persister:
             conn = s.current
             assert conn is not None
             s.tools.calls_issued(stored.tool_calls, conn.dial_gen, s.now())
+            # The stored handle's session issued them: a snapshot taken before the session's
+            # next handle keeps them open, for the process that takes the call over next.
+            s.tools.handle_recorded(handle, conn.dial_gen)
             for call in stored.tool_calls:
                 s.history.tool_call(call)
             s.call(s.callbacks.on_tool_call, stored.tool_calls)

@@ -195,6 +195,13 @@ class Rotation:
         self._closed = False
         self._last_close: tuple[int | None, str | None] = (None, None)
 
+    def resumed_from(self, handle: HandleRef) -> None:
+        """A session was opened by resuming ``handle`` (``connect``, a takeover): it is the
+        handle a lost connection resumes from until the session issues one of its own, and no
+        resumable point (a planned move waits for the session's first), as after a move."""
+        # An update not marked resumable: the helper keeps its handle as the fallback alone.
+        self._helper.resumption_update(handle, False)
+
     def forget_handles(self) -> None:
         """Drop the handles of the current server session (``clear_resumption``): a later
         move rebuilds. A move already running goes on."""
