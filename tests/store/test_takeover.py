@@ -36,7 +36,13 @@ from realtime_resumption.transport import (
 )
 
 from ..livekit.lk_helpers import until
-from ..transport.transport_helpers import MODEL, Recorder, ScriptedServer, kind_emulator_config
+from ..transport.transport_helpers import (
+    MODEL,
+    Recorder,
+    ScriptedServer,
+    emulator_config,
+    kind_emulator_config,
+)
 from .conftest import Clock
 from .takeover_helpers import CHUNK, KEY, OPTIONS, crash, make_transport, stream_speech
 
@@ -724,7 +730,7 @@ async def test_a_call_taken_over_twice_before_its_session_issues_a_handle_resume
     # from it too, with what B's session heard replayed again.
     store = MemoryStore()
     tools = [{"name": "lookup"}]
-    async with Emulator(emulator_config("gemini", update_after_setup=False)) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         a = make_transport(emu, store, tools=tools)
         rec_a = Recorder(a)
         await a.connect()
@@ -788,7 +794,7 @@ async def test_a_call_taken_over_moves_from_the_handle_it_resumed_from_until_a_n
     # No handle after a setup (the service as measured): a move before the session issues one
     # resumes from the stored handle, with the input replayed again, as after any move.
     store = MemoryStore()
-    async with Emulator(emulator_config("gemini", update_after_setup=False)) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         a = make_transport(emu, store)
         rec_a = Recorder(a)
         await a.connect()
