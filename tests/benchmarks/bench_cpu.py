@@ -1,5 +1,6 @@
 """Client CPU per second of call audio: the bare google-genai SDK, our transport, and each
-framework's stock Gemini service against ours, on the same call, in one run, no rotation.
+framework's stock Gemini service against ours, on the same call, in one run (no rotation
+unless ``--rotate-every``).
 
 The call: 20 ms chunks of 16 kHz PCM16 streamed at the call's pace, a second of speech every
 ten seconds of audio, and the emulator's answers (50 chunks of 40 ms at 24 kHz) received and
@@ -10,11 +11,17 @@ process's CPU (``time.process_time``: every thread, a framework's native ones in
 second of call audio; each stack runs ``--runs`` times, interleaved, and the best run counts
 (load on a shared machine only adds time). Ratios are printed from the same run.
 
+Work done per second of wall clock rather than per chunk (the transport samples the event
+loop's lag 20 times a second, ``gemini.loop_lag``; WebSocket keepalive pings) counts ``scale``
+times per second of call: a scale above 1 (valgrind needs 3 to 6) overstates it, one below 1
+understates it. Comparing two scales separates the two kinds of work.
+
     .venv/bin/python tests/benchmarks/bench_cpu.py [--seconds 60] [--runs 3]
         [--stacks sdk,transport,pipecat-stock,pipecat-ours,livekit-stock,livekit-ours]
-        [--profile transport]   # cProfile of one stack's call: the top entries by own time
+        [--profile transport]   # cProfile of one stack's call: the top by own and cumulative time
         [--callgrind --scale 3 --seconds 10]   # instructions instead of CPU time (repeatable)
         [--sessions 10 --scale 1 --stacks sdk,transport]   # many calls in one process
+        [--rotate-every 15]   # the emulator moves each connection (goAway 5 s before)
 """
 
 from __future__ import annotations
@@ -49,6 +56,8 @@ ASK_EVERY = 500
 SPEECH = 50
 """Chunks of speech per question (1 s); the rest is silence."""
 ANSWER_CHUNKS = 50
+NOTICE = 5.0
+"""goAway ``timeLeft`` (call seconds) before each rotation, with ``--rotate-every``."""
 WARMUP = 1.0
 """Seconds (emulator time) after connecting before the measured call starts."""
 
@@ -79,7 +88,7 @@ class Call:
         loop = asyncio.get_running_loop()
         await asyncio.sleep(WARMUP * self.scale)
         interval = CHUNK * self.scale
-        _callgrind("on")
+        _measuring("on")
         cpu = time.process_time()
         start = loop.time()
         for index in range(self.chunks):
@@ -94,20 +103,29 @@ class Call:
         # The last answer's tail: a question's answer ends well within one question's span.
         await asyncio.sleep(ASK_EVERY * interval / 2)
         cpu = time.process_time() - cpu
-        _callgrind("off")
+        _measuring("off")
         return cpu
 
 
 _streaming = 0
-"""Calls streaming now: instructions are counted while any is."""
+"""Calls streaming now: instructions are counted (and the profile taken) while any is."""
+_profiler: cProfile.Profile | None = None
+"""With ``--profile``: the profile of the calls' streaming (not the imports and set-up)."""
 
 
-def _callgrind(state: str) -> None:
-    """Under ``valgrind --tool=callgrind --instr-atstart=no``, count instructions while the
-    calls stream only (``callgrind_control`` toggles instrumentation in this process)."""
+def _measuring(state: str) -> None:
+    """Count while the calls stream only: under ``valgrind --tool=callgrind
+    --instr-atstart=no`` (``callgrind_control`` toggles instrumentation in this process), and
+    with ``--profile``."""
     global _streaming
     _streaming += 1 if state == "on" else -1
-    if os.environ.get("BENCH_CALLGRIND") and _streaming == (1 if state == "on" else 0):
+    if _streaming != (1 if state == "on" else 0):
+        return
+    if _profiler is not None and state == "on":
+        _profiler.enable()
+    elif _profiler is not None:
+        _profiler.disable()
+    if os.environ.get("BENCH_CALLGRIND"):
         subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True)
 
 
@@ -275,28 +293,43 @@ RATIOS = (
 
 
 async def measure(
-    name: str, seconds: float, scale: float, profile: bool, sessions: int = 1
+    name: str,
+    seconds: float,
+    scale: float,
+    profile: bool,
+    sessions: int = 1,
+    rotate_every: float | None = None,
 ) -> tuple[float, int]:
     """(CPU ms per second of call audio and session, answer chunks seen) of ``sessions``
-    calls at once on ``name``, in this process."""
+    calls at once on ``name``, in this process; with ``rotate_every``, the emulator rotates
+    each connection at that age (call seconds), goAway ``NOTICE`` before."""
     calls = [Call(seconds, scale) for _ in range(sessions)]
     # Prompt pongs: the service's late ones (8-30 s, scaled) outlast the SDK's keepalive
     # timeout, which would close the stock stacks' connections mid-call (ours waits longer).
-    config = EmulatorConfig(time_scale=scale, answer_chunks=ANSWER_CHUNKS, pong_latency=0.0)
+    config = EmulatorConfig(
+        time_scale=scale,
+        answer_chunks=ANSWER_CHUNKS,
+        pong_latency=0.0,
+        rotate_every=rotate_every,
+        notice=NOTICE,
+    )
     async with EmulatorProcess(config) as server:
         assert server.http_options is not None
         options = server.http_options
-        profiler = cProfile.Profile() if profile else None
-        if profiler is not None:
-            profiler.enable()
+        global _profiler
+        # The event loop thread's CPU time, not the wall clock: on a shared machine another
+        # process's turn would count against whatever function it interrupted.
+        _profiler = profiler = cProfile.Profile(time.thread_time) if profile else None
         # The calls stream over the same stretch of time: each measures the process's CPU
         # over it, so their mean is the CPU of all of them.
         cpus = await asyncio.gather(*(STACKS[name](call, options) for call in calls))
         if profiler is not None:
-            profiler.disable()
+            _profiler = None
             profiler.dump_stats(f"bench_cpu_{name}.prof")  # for pstats or snakeviz
             out = io.StringIO()
-            pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
+            stats = pstats.Stats(profiler, stream=out)
+            stats.sort_stats("tottime").print_stats(25)
+            stats.sort_stats("cumulative").print_stats(40)
             print(out.getvalue())
     cpu = statistics.mean(cpus) / sessions
     late = max(call.late for call in calls)
@@ -305,7 +338,13 @@ async def measure(
     return cpu * 1000 / (calls[0].chunks * CHUNK), sum(call.answers for call in calls)
 
 
-def instructions(name: str, seconds: float, scale: float, sessions: int = 1) -> float:
+def instructions(
+    name: str,
+    seconds: float,
+    scale: float,
+    sessions: int = 1,
+    rotate_every: float | None = None,
+) -> float:
     """Millions of instructions per second of call and session on ``name``, counted by callgrind in a
     child process (this script, one run of one stack, collecting during the call only):
     unlike CPU time, the count repeats on a shared machine. The scale must leave room for
@@ -322,6 +361,7 @@ def instructions(name: str, seconds: float, scale: float, sessions: int = 1) -> 
         "--runs=1",
         f"--stacks={name}",
         f"--sessions={sessions}",
+        *([f"--rotate-every={rotate_every}"] if rotate_every is not None else []),
     ]
     env = {**os.environ, "BENCH_CALLGRIND": "1"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
@@ -343,7 +383,8 @@ async def main(args: argparse.Namespace) -> None:
         raise SystemExit(f"unknown stacks: {', '.join(sorted(unknown))}")
     if args.callgrind:
         counts = {
-            name: instructions(name, args.seconds, args.scale, args.sessions) for name in names
+            name: instructions(name, args.seconds, args.scale, args.sessions, args.rotate_every)
+            for name in names
         }
         print(
             f"Instructions per second of call audio (callgrind, {args.seconds:.0f} s of 20 ms "
@@ -356,13 +397,17 @@ async def main(args: argparse.Namespace) -> None:
                 print(f"  {ours} / {theirs}: {counts[ours] / counts[theirs]:.2f}x (goal {goal})")
         return
     if args.profile:
-        figure, answers = await measure(args.profile, args.seconds, args.scale, True, args.sessions)
+        figure, answers = await measure(
+            args.profile, args.seconds, args.scale, True, args.sessions, args.rotate_every
+        )
         print(f"{args.profile}: {figure:.2f} ms CPU per s of call (profiled), {answers} answers")
         return
     figures: dict[str, list[float]] = {name: [] for name in names}
     for _ in range(args.runs):
         for name in names:
-            figure, answers = await measure(name, args.seconds, args.scale, False, args.sessions)
+            figure, answers = await measure(
+                name, args.seconds, args.scale, False, args.sessions, args.rotate_every
+            )
             figures[name].append(figure)
             print(f"  {name:14} {figure:6.2f} ms CPU per s of call ({answers} answer chunks)")
     print(
@@ -388,6 +433,12 @@ if __name__ == "__main__":
         "--sessions", type=int, default=1, help="calls at once in this process (use --scale 1)"
     )
     parser.add_argument("--stacks", default=",".join(STACKS))
+    parser.add_argument(
+        "--rotate-every",
+        type=float,
+        default=None,
+        help="the emulator rotates each connection at this age (call seconds; default: never)",
+    )
     parser.add_argument("--profile", choices=sorted(STACKS), help="profile one stack's call")
     parser.add_argument(
         "--callgrind",

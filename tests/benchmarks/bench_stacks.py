@@ -8,6 +8,7 @@ process's CPU time alone (``time.process_time``: every thread, a framework's nat
 included) over the call's wall time. Printed, not asserted; ours over stock should be <= 1.0x.
 
     .venv/bin/python tests/benchmarks/bench_stacks.py [--seconds 40]
+        [--profile pipecat-ours]   # cProfile of one lane's call (its event loop thread's CPU)
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
+import io
 import logging
 import os
+import pstats
 import ssl
 import sys
 import time
@@ -73,8 +77,14 @@ async def emulator_process() -> AsyncIterator[types.HttpOptions]:
             await process.wait()
 
 
-async def measure(lane: Lane, http_options: types.HttpOptions, seconds: float) -> float:
-    """CPU seconds per second of call on ``lane``'s stack."""
+async def measure(
+    lane: Lane,
+    http_options: types.HttpOptions,
+    seconds: float,
+    profiler: cProfile.Profile | None = None,
+) -> float:
+    """CPU seconds per second of call on ``lane``'s stack; ``profiler`` runs over the measured
+    call."""
     loop = asyncio.get_running_loop()
     started = loop.time()
 
@@ -90,6 +100,8 @@ async def measure(lane: Lane, http_options: types.HttpOptions, seconds: float) -
         async with ScriptedCaller(Microphone(stack), turn_silence=0.0) as caller:
             caller.start_microphone()
             await asyncio.sleep(SETTLE)
+            if profiler is not None:
+                profiler.enable()
             cpu, wall = time.process_time(), loop.time()
             asked = 0
             while loop.time() - wall < seconds:
@@ -98,12 +110,30 @@ async def measure(lane: Lane, http_options: types.HttpOptions, seconds: float) -
                 asked += 1
                 await asyncio.sleep(ASK_EVERY)
             cpu, wall = time.process_time() - cpu, loop.time() - wall
+            if profiler is not None:
+                profiler.disable()
             await caller.stop_microphone()
     finally:
         await stack.stop()
     if record.errors or record.closed:
         print(f"  {lane.title}: {len(record.errors)} error(s), closed: {record.closed}")
     return cpu / wall
+
+
+async def profile(key: str, seconds: float) -> None:
+    """Profile one lane's call: the top entries by own and by cumulative time of its event
+    loop thread's CPU (not the wall clock, which another process's turn would inflate)."""
+    lane = next(lane for lane in all_lanes() if lane.key == key)
+    profiler = cProfile.Profile(time.thread_time)
+    async with emulator_process() as http_options:
+        figure = await measure(lane, http_options, seconds, profiler)
+    profiler.dump_stats(f"bench_stacks_{key}.prof")  # for pstats or snakeviz
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(40)
+    print(out.getvalue())
+    print(f"{lane.title}: {figure * 1000:.1f} ms CPU per s of call (profiled)")
 
 
 async def main(seconds: float) -> None:
@@ -124,8 +154,11 @@ async def main(seconds: float) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=40.0, help="measured call length")
+    parser.add_argument(
+        "--profile", choices=[lane.key for lane in all_lanes()], help="profile one lane's call"
+    )
     args = parser.parse_args()
     logger.remove()
     logger.add(sys.stderr, level=os.environ.get("LOGURU_LEVEL", "ERROR"))
     logging.basicConfig(level=logging.ERROR)
-    asyncio.run(main(args.seconds))
+    asyncio.run(profile(args.profile, args.seconds) if args.profile else main(args.seconds))
