@@ -131,8 +131,8 @@ async def test_an_append_keeps_the_record_for_its_ttl_from_then(clock: Clock) ->
 async def test_redis_expires_records_and_leases_by_its_own_clock(
     redis_store: RedisStore,
 ) -> None:
-    await redis_store.save(KEY, b"r", 0.05)
     assert await redis_store.acquire(KEY, "a", 0.05)
+    await redis_store.save(KEY, b"r", 0.05)  # after the lease: it expires after it too
     for _ in range(500):  # Redis' own expiry, polled within a bound
         if await redis_store.load(KEY) is None:
             break

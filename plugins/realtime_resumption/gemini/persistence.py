@@ -10,8 +10,9 @@
 - ``start``: an owned background task writes the session's snapshot at most once per
   ``write_interval``, only when it changed: the whole record when anything but the input
   changed (a new handle, a turn, a setup), else only the input sent since as a part appended
-  to it (a beat of the user talking costs a beat of audio, not the record). It renews the
-  lease every third of its time to live and never blocks the audio path: the transport's
+  to it (a beat of the user talking costs a beat of audio, not the record). Each write renews
+  the lease (the store's fenced write does both); a call that did not write for a third of
+  the lease's time to live renews it alone. It never blocks the audio path: the transport's
   sends never wait for it. A store error is counted, logged and reported through the
   transport's ``on_error`` (recoverable) once per outage, never fatal; the next beat tries
   again. A lease found held by another process (it took the call over while this one
@@ -208,26 +209,37 @@ class Persister:
         False when the lease was lost (saving stops). Raises ``StoreError``."""
         snapshot = self.snapshot()
         loop = asyncio.get_running_loop()
-        if loop.time() - self._renewed_at >= self._options.lease_ttl / 3:
-            if not await self._store.acquire(self.key, self._owner, self._options.lease_ttl):
+        lease_ttl = self._options.lease_ttl
+        if loop.time() - self._renewed_at >= lease_ttl / 3:
+            # No write renewed it lately (nothing changed, or the store failed): renew it
+            # here, taking it again if it expired meanwhile and nobody took the call.
+            if not await self._store.acquire(self.key, self._owner, lease_ttl):
                 return self._lease_lost()
             self._renewed_at = loop.time()
         ttl = snapshot.ttl(snapshot.saved_at)
         added = _added_input(self._saved, snapshot)
+        # A fenced write renews the lease too: counted from before it was sent.
+        sent_at = loop.time()
         if added is None:
             record = self._codec.encode(snapshot)
-            if not await self._store.save(self.key, record, ttl, lease=self._owner):
+            if not await self._store.save(
+                self.key, record, ttl, lease=self._owner, lease_ttl=lease_ttl
+            ):
                 return self._lease_lost()
             self._saved = snapshot
+            self._renewed_at = sent_at
             self.writes += 1
             self.written_bytes += len(record)
         elif added:
             part = self._codec.encode_part(added, snapshot.saved_at)
             # False: the record is gone (Redis restarted empty) or the lease is: write it whole.
-            if not await self._store.append(self.key, part, ttl, lease=self._owner):
+            if not await self._store.append(
+                self.key, part, ttl, lease=self._owner, lease_ttl=lease_ttl
+            ):
                 self._saved = None
                 return True
             self._saved = snapshot
+            self._renewed_at = sent_at
             self.writes += 1
             self.written_bytes += len(part)
         if self._failing:
