@@ -260,7 +260,7 @@ class RedisStore:
         except TimeoutError:
             raise StoreError(f"redis {operation} timed out after {2 * self._timeout:g} s") from None
         except ResponseError as error:
-            if str(error).startswith("WRONGTYPE"):
+            if "WRONGTYPE" in str(error):  # a script's error names it after its own prefix
                 raise StoreError(
                     f"redis {operation}: a key of this session holds another type "
                     "(not written by this store: check the prefix)"

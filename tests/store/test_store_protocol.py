@@ -186,3 +186,38 @@ async def test_a_stopped_server_is_a_bounded_store_error(
     await redis_server.start()
     assert await redis_store.save(KEY, b"back", 60)  # the client reconnects by itself
     assert await redis_store.load(KEY) == [b"back"]
+
+
+async def test_redis_commands_asked_at_once_share_a_round_trip_each_with_its_own_reply(
+    redis_server: RedisServer, redis_store: RedisStore
+) -> None:
+    from redis import asyncio as aioredis
+
+    raw = aioredis.Redis.from_url(redis_server.url)
+    try:
+        await raw.set(redis_store.record_key("wrong"), b"a string")  # not a list
+    finally:
+        await raw.aclose()
+    keys = [f"call-{i}" for i in range(50)]
+    assert all(await asyncio.gather(*(redis_store.acquire(k, "me", 30) for k in keys)))
+    before = redis_store.batches
+    outcomes = await asyncio.gather(
+        *(redis_store.save(k, k.encode(), 60, lease="me", lease_ttl=30) for k in keys),
+        redis_store.append("wrong", b"part", 60),
+        return_exceptions=True,
+    )
+    assert redis_store.batches - before < len(keys) // 10  # pipelined, not one per save
+    assert outcomes[:-1] == [True] * len(keys)
+    assert isinstance(outcomes[-1], StoreError) and "another type" in str(outcomes[-1])
+    assert [await redis_store.load(k) for k in keys] == [[k.encode()] for k in keys]
+
+
+async def test_a_fenced_write_with_a_lease_ttl_renews_the_writers_lease(
+    store: SessionStore, clock: Clock
+) -> None:
+    assert await store.acquire(KEY, "me", 1.0)
+    assert await store.save(KEY, b"r", 60, lease="me", lease_ttl=30.0)
+    clock.now += 2.0
+    await asyncio.sleep(1.1 if isinstance(store, RedisStore) else 0)  # Redis' own clock
+    assert not await store.acquire(KEY, "other", 30)  # still held: the write renewed it
+    assert await store.append(KEY, b"p", 60, lease="me")
