@@ -23,6 +23,7 @@ much).
     .venv/bin/python tests/benchmarks/bench_store.py [--runs 3] [--sessions 10] [--seconds 6]
         [--writers 1000] [--write-seconds 4]
         [--profile]   # cProfile of one encrypted run: the store's entries by cumulative time
+        [--callgrind --scale 10 --sessions 2]   # instructions instead of CPU time (repeatable)
 """
 
 from __future__ import annotations
@@ -31,8 +32,11 @@ import argparse
 import asyncio
 import cProfile
 import io
+import os
 import pstats
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -56,7 +60,12 @@ CHUNK = 0.02
 
 
 async def one_call(
-    emu: Emulator, seconds: float, store: RedisStore | None, key: str, options: StoreOptions
+    emu: Emulator,
+    seconds: float,
+    store: RedisStore | None,
+    key: str,
+    options: StoreOptions,
+    scale: float = 1.0,
 ) -> GeminiLiveTransport:
     extra: dict[str, Any] = (
         {"store": store, "session_key": key, "store_options": options} if store else {}
@@ -68,7 +77,7 @@ async def one_call(
         transport.send_audio(user_audio(seq, speech=seq % 100 < 60))
         if seq % 150 == 149:
             transport.send_content([ContentTurn("user", f"question {seq}")])
-        await asyncio.sleep(CHUNK)
+        await asyncio.sleep(CHUNK * scale)
     return transport
 
 
@@ -109,22 +118,85 @@ def _timed_beats(durations: list[float]) -> None:
 MODES = ("none", "clear", "encrypted")
 
 
+def _callgrind(state: str) -> None:
+    """Under ``valgrind --tool=callgrind --instr-atstart=no`` (``--callgrind``), count
+    instructions while the calls run only."""
+    if os.environ.get("BENCH_CALLGRIND"):
+        subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True)
+
+
+def instructions(args: argparse.Namespace, mode: str) -> float:
+    """Instructions per session-second of one run in ``mode``, counted by callgrind in a child
+    process (this script, ``--mode``): unlike CPU time, the count repeats on a shared
+    machine. The scale must leave room for valgrind's slowdown."""
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        __file__,
+        f"--mode={mode}",
+        f"--scale={args.scale}",
+        f"--sessions={args.sessions}",
+        f"--seconds={args.seconds}",
+    ]
+    env = {**os.environ, "BENCH_CALLGRIND": "1"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode or found is None:
+        raise RuntimeError(f"{mode} failed under valgrind:\n{done.stderr[-3000:]}")
+    return int(found.group(1)) / (args.sessions * args.seconds)
+
+
+def part_instructions(args: argparse.Namespace) -> None:
+    counts: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for round_ in range(args.runs):
+        for mode in MODES[round_ % 3 :] + MODES[: round_ % 3]:
+            counts[mode].append(instructions(args, mode))
+    print(
+        f"{args.sessions} sessions x {args.seconds:g} s at time scale {args.scale:g}, "
+        f"{args.runs} rounds under callgrind: instructions per session-second"
+    )
+    base = statistics.median(counts["none"])
+    for mode in MODES:
+        ratios = sorted(c / base for c in counts[mode])
+        print(
+            f"  {mode}: "
+            + ", ".join(f"{c / 1e6:.1f}" for c in counts[mode])
+            + " M"
+            + (
+                f"; vs no store {statistics.median(ratios):.3f}x median "
+                f"(spread {ratios[0]:.3f}-{ratios[-1]:.3f}x)"
+                if mode != "none"
+                else ""
+            )
+        )
+
+
 async def one_run(
     args: argparse.Namespace, server: RedisServer, mode: str, beats: list[float]
 ) -> dict[str, float]:
     """One run of ``args.sessions`` calls in ``mode``: its figures per session-second."""
-    options = StoreOptions(encryption_key=Fernet.generate_key() if mode == "encrypted" else None)
-    store = RedisStore(url=server.url) if mode != "none" else None
+    scale = args.scale
+    options = StoreOptions(
+        write_interval=StoreOptions.write_interval * scale,
+        lease_ttl=StoreOptions.lease_ttl * scale,
+        encryption_key=Fernet.generate_key() if mode == "encrypted" else None,
+    )
+    store = RedisStore(url=server.url, timeout=scale) if mode != "none" else None
     del beats[:]
-    async with Emulator(EmulatorConfig(time_scale=1.0)) as emu:
+    async with Emulator(EmulatorConfig(time_scale=scale)) as emu:
+        _callgrind("on")
         started = time.process_time()
         transports = await asyncio.gather(
             *(
-                one_call(emu, args.seconds, store, f"{mode}-{i}", options)
+                one_call(emu, args.seconds, store, f"{mode}-{i}", options, scale)
                 for i in range(args.sessions)
             )
         )
         cpu = time.process_time() - started
+        _callgrind("off")
         stats = [t.store_stats for t in transports if t.store_stats is not None]
         await asyncio.gather(*(t.disconnect() for t in transports))
     session_seconds = args.sessions * args.seconds
@@ -135,9 +207,10 @@ async def one_run(
             "bytes": sum(s.written_bytes for s in stats) / session_seconds,
             "errors": sum(s.errors for s in stats),
             "trips": store.batches / session_seconds,
-            "beat_p50": statistics.median(beats),
-            "beat_p99": sorted(beats)[int(len(beats) * 0.99)],
         }
+        if beats:  # timed (not under the profiler)
+            figures["beat_p50"] = statistics.median(beats)
+            figures["beat_p99"] = sorted(beats)[int(len(beats) * 0.99)]
         await store.close()
     return figures
 
@@ -251,12 +324,23 @@ async def main() -> None:
     parser.add_argument("--writers", type=int, default=1000)
     parser.add_argument("--write-seconds", type=float, default=4.0)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--callgrind", action="store_true", help="instructions instead of CPU time (part 1 only)"
+    )
+    parser.add_argument("--scale", type=float, default=1.0, help="time scale (callgrind: 10)")
+    parser.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     logger.remove()
+    if args.callgrind:
+        part_instructions(args)  # each run in a child under valgrind, with its own Redis
+        return
     with tempfile.TemporaryDirectory() as workdir:
         server = RedisServer(Path(workdir))
         await server.start()
         try:
+            if args.mode:  # one run under callgrind (see ``instructions``)
+                await one_run(args, server, args.mode, [])
+                return
             if args.profile:
                 await profile(args, server)
                 return

@@ -32,15 +32,20 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Final
 
 from loguru import logger
 
-from realtime_resumption.gemini.live_options import StoreOptions
+from realtime_resumption.gemini.live_options import LiveOptions, StoreOptions
 from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.gemini.state import TransportState
-from realtime_resumption.gemini.stored_session import RecordCodec, RecordError, SessionSnapshot
+from realtime_resumption.gemini.stored_session import (
+    RecordCodec,
+    RecordError,
+    SessionSnapshot,
+    Setup,
+)
 from realtime_resumption.moves import HandleKind
 from realtime_resumption.store import (
     LeaseHeldError,
@@ -96,6 +101,8 @@ class Persister:
         self._seen_handle: str | None = None
         self._handle_kind = HandleKind.NONE
         self._handle_at: float | None = None
+        self._setup: tuple[LiveOptions, Setup] | None = None
+        """The options last seen and their setup as a record keeps it."""
         self._saved: SessionSnapshot | None = None
         """The stored snapshot (its input as appended since), None until written."""
         self._renewed_at = -math.inf
@@ -180,12 +187,17 @@ class Persister:
             self._handle_kind = (
                 HandleKind.AFTER_TURN if s.tracker.generation_id is None else HandleKind.MID_TURN
             )
+        if self._setup is None or self._setup[0] is not s.options:
+            # The options are replaced whole when the setup changes: its dict form is made
+            # once per setup, not once per beat.
+            self._setup = (s.options, Setup.of(s.options))
         return SessionSnapshot.capture(
             s,
             handle_kind=self._handle_kind,
             handle_issued_at=self._handle_at,
             vertex=self._vertex,
             now=now,
+            setup=self._setup[1],
         )
 
     async def _run(self) -> None:
@@ -333,9 +345,7 @@ def _added_input(
 ) -> Sequence[ClientMessage] | None:
     """The input ``now`` adds to what is stored, when only input was added since (empty when
     nothing changed); None when the record must be written whole."""
-    if saved is None or replace(saved, input=(), saved_at=0.0) != replace(
-        now, input=(), saved_at=0.0
-    ):
+    if saved is None or not saved.same_but_input(now):
         return None
     stored, current = saved.input, now.input
     # The same message objects of the outbox: what was stored must still lead the input.

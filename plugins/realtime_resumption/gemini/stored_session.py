@@ -26,7 +26,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Any, Final
 
@@ -138,8 +138,11 @@ class SessionSnapshot:
         handle_issued_at: float | None,
         vertex: bool,
         now: float,
+        setup: Setup | None = None,
     ) -> SessionSnapshot:
-        """The state of session ``s`` now (``now``: wall-clock time)."""
+        """The state of session ``s`` now (``now``: wall-clock time). ``setup``: the setup of
+        ``s.options`` when the caller has it already (it is the same until the options
+        change)."""
         handle = s.handle
         known = s.tools.known_at(handle) if handle is not None else frozenset()
         calls = tuple(
@@ -163,8 +166,16 @@ class SessionSnapshot:
             input=pending,
             tool_calls=calls,
             conversation=tuple(s.seeded) + tuple(s.history.replay_items()),
-            setup=Setup.of(s.options),
+            setup=setup if setup is not None else Setup.of(s.options),
             saved_at=now,
+        )
+
+    def same_but_input(self, other: SessionSnapshot) -> bool:
+        """Whether ``other`` holds the same state as this but for its input and when it was
+        taken (only input was sent since, or nothing)."""
+        return all(
+            (mine := getattr(self, name)) is (theirs := getattr(other, name)) or mine == theirs
+            for name in _STATE_FIELDS
         )
 
     @property
@@ -185,6 +196,11 @@ class SessionSnapshot:
         (a record without a handle: as long as a handle issued now would be)."""
         start = self.handle_issued_at if self.handle_issued_at is not None else self.saved_at
         return max(_MIN_TTL, start + self.validity - now)
+
+
+_STATE_FIELDS: Final = tuple(
+    f.name for f in fields(SessionSnapshot) if f.name not in ("input", "saved_at")
+)
 
 
 class RecordCodec:
