@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import math
 import ssl
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -187,6 +188,12 @@ kernel acknowledges, never late for its application, so this only ends a connect
 is gone from the network: within 20 s of the first write it leaves unanswered. A call writes
 audio every 20 ms, and the keepalive pings every 20 s when it does not."""
 
+ROUND_TRIP_REFRESH: Final = 0.1
+"""Seconds a reading of the kernel's round-trip estimate serves the handovers that follow it
+(:meth:`LiveConnection.round_trip_measure`), rather than one system call per 20 ms chunk. The
+kernel's estimate is itself a smoothed average over eight acknowledgements or more, so it moves
+slower than this; the loop's lag, which moves faster, is read at every handover."""
+
 _BAD_FRAME: Final = (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError)
 """What the SDK raises for a frame it cannot parse."""
 
@@ -257,6 +264,8 @@ class LiveConnection:
         self._pong_timeout = pong_timeout
         self._user_timeout = user_timeout
         self._socket: tcp.Socket | None = None
+        self._estimate: tcp.RoundTrip | None = None
+        self._estimated_at = -math.inf
         self._wake = asyncio.Event()
         self._writing_since: float | None = None
         self._watchdog: asyncio.TimerHandle | None = None
@@ -354,8 +363,12 @@ class LiveConnection:
         is larger. The lag moves the next handle's arrival back (:meth:`arrived_at`), and the
         outbox keeps what that handle may lack by this margin; a ping's latency used to carry
         the lag, the kernel's estimate does not. Under load a move replays more (heard twice),
-        never less."""
-        estimate = tcp.round_trip(self._socket) if self._socket is not None else None
+        never less. The kernel's estimate is read again after ``ROUND_TRIP_REFRESH``."""
+        now = time.monotonic()
+        if now - self._estimated_at >= ROUND_TRIP_REFRESH:
+            self._estimated_at = now
+            self._estimate = tcp.round_trip(self._socket) if self._socket is not None else None
+        estimate = self._estimate
         if estimate is None:
             return None
         lag = self._lag.recent() if self._lag is not None else 0.0
