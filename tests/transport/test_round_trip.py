@@ -167,12 +167,13 @@ async def test_late_pongs_never_widen_the_replay(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_connection_reads_the_kernel_estimate_once_per_refresh(
-    loopback_pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch
+    loopback_pair: tuple[socket.socket, socket.socket],
 ) -> None:
     """Every handover asks for the round trip; the kernel is asked once per
-    ``ROUND_TRIP_REFRESH`` (the clock is the test's)."""
+    ``ROUND_TRIP_REFRESH`` (at the clock readings it is given)."""
     client, _ = loopback_pair
     reads: list[int] = []
+    now = 100.0
 
     class Counted:
         """The real socket, its reads of ``TCP_INFO`` counted."""
@@ -184,8 +185,6 @@ def test_a_connection_reads_the_kernel_estimate_once_per_refresh(
         def setsockopt(self, level: int, option: int, value: int, /) -> None:
             client.setsockopt(level, option, value)
 
-    now = [100.0]
-    monkeypatch.setattr(connection.time, "monotonic", lambda: now[0])
     conn = LiveConnection(
         client=genai.Client(api_key="test-key"),
         model="gemini-live-2.5-flash-preview",
@@ -205,9 +204,9 @@ def test_a_connection_reads_the_kernel_estimate_once_per_refresh(
     expected = tcp.round_trip(client)
     assert expected is not None
     for _ in range(5):
-        assert conn.round_trip_measure() == (expected.seconds, expected.jitter)
-        now[0] += connection.ROUND_TRIP_REFRESH / 10
+        assert conn.round_trip_measure(now) == (expected.seconds, expected.jitter)
+        now += connection.ROUND_TRIP_REFRESH / 10
     assert len(reads) == 1
-    now[0] += connection.ROUND_TRIP_REFRESH
-    assert conn.round_trip_measure() is not None
+    now += connection.ROUND_TRIP_REFRESH
+    assert conn.round_trip_measure(now) is not None
     assert len(reads) == 2

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import math
 import ssl
-import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -111,11 +110,6 @@ class WritePacer:
     def turn(self) -> int:
         """The current turn's number: what :meth:`wrote` is told a write began in."""
         return self._turn
-
-    @property
-    def allowance(self) -> float:
-        """Seconds of writing the current turn allows."""
-        return self._allowance
 
     def turn_began(self, now: float) -> None:
         """A loop turn with writes to make began at ``now``."""
@@ -355,16 +349,15 @@ class LiveConnection:
         estimate = tcp.round_trip(self._socket) if self._socket is not None else None
         return estimate.seconds if estimate is not None else None
 
-    def round_trip_measure(self) -> tuple[float, float] | None:
+    def round_trip_measure(self, now: float) -> tuple[float, float] | None:
         """The network round trip and how far a handle's place may reach beyond it, in
-        seconds, from one look at the socket; None where the kernel gives no estimate.
+        seconds, at ``now`` (the loop's clock); None where the kernel gives no estimate.
 
         The reach is the kernel's deviation, or twice the event loop's recent lag when that
         is larger. The lag moves the next handle's arrival back (:meth:`arrived_at`), and the
         outbox keeps what that handle may lack by this margin; a ping's latency used to carry
         the lag, the kernel's estimate does not. Under load a move replays more (heard twice),
         never less. The kernel's estimate is read again after ``ROUND_TRIP_REFRESH``."""
-        now = time.monotonic()
         if now - self._estimated_at >= ROUND_TRIP_REFRESH:
             self._estimated_at = now
             self._estimate = tcp.round_trip(self._socket) if self._socket is not None else None
