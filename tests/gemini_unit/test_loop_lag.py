@@ -67,6 +67,23 @@ def test_a_late_sample_is_the_recent_lag_until_it_leaves_the_window() -> None:
     assert monitor.recent() == pytest.approx(0.0)
 
 
+def test_when_the_largest_lag_leaves_the_window_the_next_largest_is_the_recent_one() -> None:
+    monitor, clock = _monitor()
+    monitor.acquire()
+    clock.run_due_timer_at(INTERVAL + 0.3)
+    for _ in range(3):
+        (timer,) = clock.timers
+        clock.run_due_timer_at(timer.when)
+    (timer,) = clock.timers
+    clock.run_due_timer_at(timer.when + 0.1)
+    assert monitor.recent() == pytest.approx(0.3)
+    # On-time samples until the 0.3 s spike is past the window: the 0.1 s one is still in it.
+    while clock.now < INTERVAL + 0.3 + WINDOW + INTERVAL:
+        (timer,) = clock.timers
+        clock.run_due_timer_at(timer.when)
+    assert monitor.recent() == pytest.approx(0.1)
+
+
 def test_a_loop_busy_right_now_shows_in_the_recent_lag() -> None:
     monitor, clock = _monitor()
     monitor.acquire()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 import struct
 
 import pytest
@@ -47,3 +48,13 @@ def test_a_strided_level_tells_speech_from_silence_as_the_full_one_does() -> Non
 def test_a_stride_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="stride"):
         rms(bytes(640), stride=0)
+
+
+@pytest.mark.parametrize("stride", [1, 3, 4])
+def test_the_level_is_the_rms_of_the_strided_samples(stride: int) -> None:
+    rng = random.Random(stride)
+    samples = [rng.randint(-32768, 32767) for _ in range(321)]
+    pcm = struct.pack(f"<{len(samples)}h", *samples) + b"\x7f"  # an odd byte is no sample
+    picked = samples[::stride]
+    expected = math.sqrt(sum(s * s for s in picked) / len(picked))
+    assert math.isclose(rms(pcm, stride=stride), expected, rel_tol=1e-12)

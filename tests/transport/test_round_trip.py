@@ -12,8 +12,11 @@ import struct
 from collections.abc import Iterator
 
 import pytest
+from google import genai
+from google.genai import types
 
-from realtime_resumption.gemini import GeminiLiveTransport, tcp
+from realtime_resumption.gemini import GeminiLiveTransport, connection, tcp
+from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
 from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.transport import ContentTurn
@@ -160,3 +163,49 @@ async def test_late_pongs_never_widen_the_replay(monkeypatch: pytest.MonkeyPatch
     # two or three chunks on a quiet machine. A round trip read from the late pongs would
     # replay their 1.25 s (60 chunks and more).
     assert len(move.audio_duplicates) * CHUNK < LATE * TIME_SCALE / 2, move.audio_duplicates
+
+
+def test_a_connection_reads_the_kernel_estimate_once_per_refresh(
+    loopback_pair: tuple[socket.socket, socket.socket],
+) -> None:
+    """Every handover asks for the round trip; the kernel is asked once per
+    ``ROUND_TRIP_REFRESH`` (at the clock readings it is given)."""
+    client, _ = loopback_pair
+    reads: list[int] = []
+    now = 100.0
+
+    class Counted:
+        """The real socket, its reads of ``TCP_INFO`` counted."""
+
+        def getsockopt(self, level: int, option: int, buflen: int, /) -> bytes:
+            reads.append(option)
+            return client.getsockopt(level, option, buflen)
+
+        def setsockopt(self, level: int, option: int, value: int, /) -> None:
+            client.setsockopt(level, option, value)
+
+    conn = LiveConnection(
+        client=genai.Client(api_key="test-key"),
+        model="gemini-live-2.5-flash-preview",
+        config=types.LiveConnectConfig(),
+        dial_gen=1,
+        handle_supplied=False,
+        hooks=ConnectionHooks(
+            message=lambda *_: None,
+            receive_error=lambda *_: None,
+            written=lambda *_: None,
+            write_failed=lambda *_: None,
+            closed=lambda *_: None,
+        ),
+        owns_client=False,
+    )
+    conn._socket = Counted()
+    expected = tcp.round_trip(client)
+    assert expected is not None
+    for _ in range(5):
+        assert conn.round_trip_measure(now) == (expected.seconds, expected.jitter)
+        now += connection.ROUND_TRIP_REFRESH / 10
+    assert len(reads) == 1
+    now += connection.ROUND_TRIP_REFRESH
+    assert conn.round_trip_measure(now) is not None
+    assert len(reads) == 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import ssl
 import weakref
 from collections import deque
@@ -48,56 +49,123 @@ WRITE_BATCH: Final = 16
 """Messages the write loop writes before it lets the event loop run other work. A socket with
 room in its buffer takes a write without suspending, so without this a replay (up to 30 s of
 held audio: 1,500 messages) was written in one loop turn, stalling every other call of the
-process for a fifth of a second. 16 messages cost about 2 ms of the SDK's serialising, a
-third of a 20 ms audio frame, and write a 20 ms frame backlog at 16 frames per turn: a replay
-still goes out in well under its own duration. The socket's buffer (websockets waits while it
-holds more than its high-water mark) paces it to what the network and the service take."""
+process for a fifth of a second. A connection that wrote its batch waits for the next turn, so
+the connections of a process take turns; a replay still goes out at 16 frames of 20 ms per
+loop turn, far faster than real time. The socket's buffer (websockets waits while it holds
+more than its high-water mark) paces it to what the network and the service take."""
 
-TURN_BUDGET: Final = 64
-"""Messages the write loops of one event loop write in one turn of it, together. Each loop's
-batch bounds one session; this bounds them all, so a storm (every session replaying at once)
-costs each turn at most about 10 ms of serialising on a slow core, and the other calls keep
-their pace. A write loop that finds the turn's budget spent waits for the next turn."""
+TURN_WRITE_SHARE: Final = 0.5
+"""Share of the time since the previous loop turn that the write loops of one event loop may
+spend writing in this turn, together (see :class:`WritePacer`). What the calls submitted in
+that time costs less than this to write as long as the writes fit in half the loop, so it
+is always written in the next turn, however long turns grow under load; only a backlog (a
+replay, a storm of them) beyond it waits for later turns."""
+
+TURN_WRITE_FLOOR: Final = 0.004
+"""Seconds of writing every loop turn allows, however short the last one was: about 64
+messages of the SDK's serialising, so a replay on a loop with little else to do is not held
+to a crawl by its own short turns."""
+
+TURN_WRITE_CEILING: Final = 0.02
+"""Seconds of writing no loop turn exceeds (but for the one message that crosses it), however
+long the last one was: the writes add at most this to any other call's wait, under the 50 ms
+a caller notices."""
 
 _PROVIDER_TEXT_LIMIT: Final = 300
 
 
-class _TurnBudget:
-    """How many messages the write loops of one event loop wrote in its current turn: the
-    count restarts in the next turn (a callback scheduled by the turn's first write)."""
+class WritePacer:
+    """How long the write loops of one event loop may write in its current turn: a pure
+    decision on the clock readings it is given, so it is tested with a fake clock.
 
-    __slots__ = ("_restarting", "_spent")
+    A turn's allowance is a share (``share``) of the time since the previous turn began, kept
+    between ``floor`` and ``ceiling`` seconds. What is due in real time (the messages the
+    calls submitted since the last turn) is written as long as writing fits in that share of
+    the loop's time; a backlog beyond it is paced, at most ``ceiling`` of writing per turn. A
+    turn always takes its first write, so writing never stops.
+    """
 
-    def __init__(self) -> None:
-        # No reference to the loop: it is this budget's key in a weak mapping.
-        self._spent = 0
-        self._restarting = False
+    __slots__ = ("_allowance", "_began", "_ceiling", "_floor", "_share", "_spent", "_turn")
 
-    def take(self, loop: asyncio.AbstractEventLoop) -> bool:
-        """Count one write in this turn of ``loop``; False when the turn's budget is spent."""
-        if not self._restarting:
-            self._restarting = True
-            loop.call_soon(self._restart)
-        if self._spent >= TURN_BUDGET:
-            return False
-        self._spent += 1
-        return True
+    def __init__(
+        self,
+        *,
+        share: float = TURN_WRITE_SHARE,
+        floor: float = TURN_WRITE_FLOOR,
+        ceiling: float = TURN_WRITE_CEILING,
+    ) -> None:
+        if not 0 <= share <= 1:
+            raise ValueError(f"share must be between 0 and 1, got {share}")
+        if not 0 <= floor <= ceiling:
+            raise ValueError(f"need 0 <= floor <= ceiling, got {floor} and {ceiling}")
+        self._share = share
+        self._floor = floor
+        self._ceiling = ceiling
+        self._turn = 0
+        self._began = -math.inf
+        self._allowance = ceiling
+        self._spent = 0.0
 
-    def _restart(self) -> None:
-        self._spent = 0
-        self._restarting = False
+    @property
+    def turn(self) -> int:
+        """The current turn's number: what :meth:`wrote` is told a write began in."""
+        return self._turn
+
+    def turn_began(self, now: float) -> None:
+        """A loop turn with writes to make began at ``now``."""
+        elapsed = now - self._began
+        self._allowance = min(max(self._share * elapsed, self._floor), self._ceiling)
+        self._began = now
+        self._spent = 0.0
+        self._turn += 1
+
+    def may_write(self) -> bool:
+        """Whether another write fits in the current turn."""
+        return self._spent == 0.0 or self._spent < self._allowance
+
+    def wrote(self, turn: int, began: float, ended: float) -> None:
+        """A write (and its bookkeeping) that began in turn ``turn`` took ``began`` to
+        ``ended``. A write that waited for the socket ended in a later turn: not this turn's
+        work, so not counted."""
+        if turn == self._turn:
+            # Never 0: a turn's first write counts, however coarse the clock.
+            self._spent += max(ended - began, 1e-9)
 
 
-_BUDGETS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _TurnBudget] = (
+class _LoopPacing:
+    """The :class:`WritePacer` of one event loop, told when a turn with writes begins: at its
+    first write, which schedules the mark of the next turn (``call_soon`` runs in the next
+    turn)."""
+
+    __slots__ = ("_marked", "pacer")
+
+    def __init__(self, pacer: WritePacer) -> None:
+        # No reference to the loop: it is this pacing's key in a weak mapping.
+        self.pacer = pacer
+        self._marked = False
+
+    def may_write(self, loop: asyncio.AbstractEventLoop, now: float) -> bool:
+        """Whether a write loop may write at ``now`` in this turn of ``loop``."""
+        if not self._marked:
+            self._marked = True
+            self.pacer.turn_began(now)
+            loop.call_soon(self._next_turn)
+        return self.pacer.may_write()
+
+    def _next_turn(self) -> None:
+        self._marked = False
+
+
+_PACING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPacing] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _turn_budget(loop: asyncio.AbstractEventLoop) -> _TurnBudget:
-    budget = _BUDGETS.get(loop)
-    if budget is None:
-        budget = _BUDGETS[loop] = _TurnBudget()
-    return budget
+def _loop_pacing(loop: asyncio.AbstractEventLoop) -> _LoopPacing:
+    pacing = _PACING.get(loop)
+    if pacing is None:
+        pacing = _PACING[loop] = _LoopPacing(WritePacer())
+    return pacing
 
 
 PONG_TIMEOUT: Final = 60.0
@@ -113,6 +181,12 @@ USER_TIMEOUT: Final = 20.0
 kernel acknowledges, never late for its application, so this only ends a connection whose peer
 is gone from the network: within 20 s of the first write it leaves unanswered. A call writes
 audio every 20 ms, and the keepalive pings every 20 s when it does not."""
+
+ROUND_TRIP_REFRESH: Final = 0.1
+"""Seconds a reading of the kernel's round-trip estimate serves the handovers that follow it
+(:meth:`LiveConnection.round_trip_measure`), rather than one system call per 20 ms chunk. The
+kernel's estimate is itself a smoothed average over eight acknowledgements or more, so it moves
+slower than this; the loop's lag, which moves faster, is read at every handover."""
 
 _BAD_FRAME: Final = (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError)
 """What the SDK raises for a frame it cannot parse."""
@@ -184,6 +258,8 @@ class LiveConnection:
         self._pong_timeout = pong_timeout
         self._user_timeout = user_timeout
         self._socket: tcp.Socket | None = None
+        self._estimate: tcp.RoundTrip | None = None
+        self._estimated_at = -math.inf
         self._wake = asyncio.Event()
         self._writing_since: float | None = None
         self._watchdog: asyncio.TimerHandle | None = None
@@ -273,16 +349,19 @@ class LiveConnection:
         estimate = tcp.round_trip(self._socket) if self._socket is not None else None
         return estimate.seconds if estimate is not None else None
 
-    def round_trip_measure(self) -> tuple[float, float] | None:
+    def round_trip_measure(self, now: float) -> tuple[float, float] | None:
         """The network round trip and how far a handle's place may reach beyond it, in
-        seconds, from one look at the socket; None where the kernel gives no estimate.
+        seconds, at ``now`` (the loop's clock); None where the kernel gives no estimate.
 
         The reach is the kernel's deviation, or twice the event loop's recent lag when that
         is larger. The lag moves the next handle's arrival back (:meth:`arrived_at`), and the
         outbox keeps what that handle may lack by this margin; a ping's latency used to carry
         the lag, the kernel's estimate does not. Under load a move replays more (heard twice),
-        never less."""
-        estimate = tcp.round_trip(self._socket) if self._socket is not None else None
+        never less. The kernel's estimate is read again after ``ROUND_TRIP_REFRESH``."""
+        if now - self._estimated_at >= ROUND_TRIP_REFRESH:
+            self._estimated_at = now
+            self._estimate = tcp.round_trip(self._socket) if self._socket is not None else None
+        estimate = self._estimate
         if estimate is None:
             return None
         lag = self._lag.recent() if self._lag is not None else 0.0
@@ -372,7 +451,9 @@ class LiveConnection:
         loop = asyncio.get_running_loop()
         clock = loop.time
         batch = self._write_batch
-        budget = _turn_budget(loop)
+        pacing = _loop_pacing(loop)
+        pacer = pacing.pacer
+        written = self._hooks.written
         run = 0
         while True:
             if not outbox:
@@ -381,16 +462,18 @@ class LiveConnection:
                 await self._wake.wait()
                 run = 0
                 continue
-            if run >= batch or not budget.take(loop):
+            began = clock()
+            if run >= batch or not pacing.may_write(loop, began):
                 # Bounded work per loop turn, for this connection and for all of them: let
-                # every other call of the process run first (``WRITE_BATCH``, ``TURN_BUDGET``).
+                # every other call of the process run first (``WRITE_BATCH``, ``WritePacer``).
                 await asyncio.sleep(0)
                 run = 0
                 continue
             run += 1
+            turn = pacer.turn
             message = outbox[0]
             # Bounded by the watchdog rather than a timer per message: this is the audio path.
-            self._writing_since = clock()
+            self._writing_since = began
             try:
                 await write(message)
             except (ConnectionClosed, OSError) as error:
@@ -408,7 +491,9 @@ class LiveConnection:
             finally:
                 self._writing_since = None
             outbox.popleft()
-            self._hooks.written(self, message)
+            written(self, message)
+            # The hook fed the next message: its bookkeeping is the write's cost too.
+            pacer.wrote(turn, began, clock())
 
     def _arm_watchdog(self, delay: float) -> None:
         self._watchdog = asyncio.get_running_loop().call_later(delay, self._watch_writes)

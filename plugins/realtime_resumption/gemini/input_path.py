@@ -184,7 +184,7 @@ class InputPath:
             return
         # Measured before each handover, so handles are placed by the estimate current when
         # the input they follow was written (nothing to hand over: nothing to place).
-        measure = conn.round_trip_measure()
+        measure = conn.round_trip_measure(now)
         if measure is not None:
             outbox.round_trip_measured(conn.dial_gen, *measure)
         if reopen:

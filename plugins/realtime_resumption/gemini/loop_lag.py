@@ -40,6 +40,10 @@ class LoopLag:
         self._timer: asyncio.TimerHandle | None = None
         self._due = 0.0
         self._samples: deque[tuple[float, float]] = deque()
+        self._peak: float | None = 0.0
+        """The largest lag among ``_samples``; None when a pruned sample may have been it.
+        :meth:`recent` is asked at every handover (every 20 ms audio chunk of every call), the
+        samples change every ``interval``: the maximum is kept rather than searched."""
 
     def acquire(self) -> None:
         """A connection starts using the monitor (sampling starts with the first)."""
@@ -54,6 +58,7 @@ class LoopLag:
             self._timer.cancel()
             self._timer = None
             self._samples.clear()
+            self._peak = 0.0
 
     def recent(self) -> float:
         """The largest lag of the last ``window`` seconds, the current one included (a loop
@@ -62,8 +67,10 @@ class LoopLag:
             return 0.0
         now = self._loop.time()
         self._prune(now)
-        lags = [lag for _, lag in self._samples]
-        return max([now - self._due, *lags, 0.0])
+        peak = self._peak
+        if peak is None:
+            peak = self._peak = max([lag for _, lag in self._samples], default=0.0)
+        return max(now - self._due, peak, 0.0)
 
     def _schedule(self) -> None:
         self._due = self._loop.time() + self._interval
@@ -71,13 +78,18 @@ class LoopLag:
 
     def _sample(self) -> None:
         now = self._loop.time()
-        self._samples.append((now, max(0.0, now - self._due)))
+        lag = max(0.0, now - self._due)
+        self._samples.append((now, lag))
+        if self._peak is not None:
+            self._peak = max(self._peak, lag)
         self._prune(now)
         self._schedule()
 
     def _prune(self, now: float) -> None:
         while self._samples and self._samples[0][0] < now - self._window:
-            self._samples.popleft()
+            _, lag = self._samples.popleft()
+            if lag == self._peak:
+                self._peak = None
 
 
 _MONITORS: Final[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLag]] = (

@@ -5,8 +5,9 @@ audio written close to a handle's arrival may or may not be in its snapshot. Rep
 there costs a few milliseconds heard twice, losing it costs the user's words; replaying silence
 costs the service a duplicate pause and saves nothing. So within that window only speech is
 replayed, and this module says which chunk is which: its loudness (RMS of PCM16) below
-:data:`SILENCE_LEVEL`. The test is run only on the few chunks a move must decide about, never on
-the audio path.
+:data:`SILENCE_LEVEL`. The outbox also holds speech rather than wall time (``gemini.outbox``,
+*Held silence*), so it asks the level of every audio chunk once, as it is submitted: the test
+is on the audio path, and is kept cheap there (a stride, and the sum of squares in C).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import math
 import sys
 from array import array
-from operator import mul
+from collections.abc import Sequence
 from typing import Final
 
 SILENCE_LEVEL: Final = 100.0
@@ -31,15 +32,20 @@ def rms(pcm: bytes, stride: int = 1) -> float:
     all of it, at a quarter of the cost (what a test run on every chunk can afford)."""
     if stride < 1:
         raise ValueError(f"stride must be >= 1, got {stride}")
-    samples = array("h")
-    samples.frombytes(pcm[: len(pcm) - len(pcm) % 2])
+    whole = len(pcm) - len(pcm) % 2
+    samples: Sequence[int]
+    if _BIG_ENDIAN:
+        swapped = array("h")
+        swapped.frombytes(pcm[:whole])
+        swapped.byteswap()
+        samples = swapped[::stride]
+    else:
+        # A view, not a copy: the samples are read in place.
+        samples = memoryview(pcm)[:whole].cast("h")[::stride]
     if not samples:
         return 0.0
-    if _BIG_ENDIAN:
-        samples.byteswap()
-    if stride > 1:
-        samples = samples[::stride]
-    return math.sqrt(sum(map(mul, samples, samples)) / len(samples))
+    # hypot sums the squares in C (exactly rounded), several times faster than a Python sum.
+    return math.hypot(*samples) / math.sqrt(len(samples))
 
 
 def is_silent(pcm: bytes, level: float = SILENCE_LEVEL) -> bool:
