@@ -31,16 +31,13 @@ import asyncio
 import cProfile
 import io
 import logging
-import os
 import pstats
-import re
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import callgrind
 from emulator_process import EmulatorProcess
 from google import genai
 from google.genai import types
@@ -125,8 +122,7 @@ def _measuring(state: str) -> None:
         _profiler.enable()
     elif _profiler is not None:
         _profiler.disable()
-    if os.environ.get("BENCH_CALLGRIND"):
-        subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True)
+    callgrind.measure(state)
 
 
 # --- stacks ------------------------------------------------------------------------------------
@@ -349,13 +345,7 @@ def instructions(
     child process (this script, one run of one stack, collecting during the call only):
     unlike CPU time, the count repeats on a shared machine. The scale must leave room for
     valgrind's slowdown (3: a 20 ms chunk every 60 ms)."""
-    command = [
-        "valgrind",
-        "--tool=callgrind",
-        "--instr-atstart=no",
-        "--callgrind-out-file=/dev/null",
-        sys.executable,
-        __file__,
+    arguments = [
         f"--seconds={seconds}",
         f"--scale={scale}",
         "--runs=1",
@@ -363,17 +353,11 @@ def instructions(
         f"--sessions={sessions}",
         *([f"--rotate-every={rotate_every}"] if rotate_every is not None else []),
     ]
-    env = {**os.environ, "BENCH_CALLGRIND": "1"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    if done.returncode:
-        raise RuntimeError(f"{name} failed under valgrind:\n{done.stderr[-3000:]}")
-    for line in done.stdout.splitlines():
+    instructions, output = callgrind.count(__file__, arguments, name)
+    for line in output.splitlines():
         if "fell behind" in line:
             print(line)
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if found is None:
-        raise RuntimeError(f"callgrind printed no count:\n{done.stderr[-2000:]}")
-    return int(found.group(1)) / 1e6 / seconds / sessions
+    return instructions / 1e6 / seconds / sessions
 
 
 async def main(args: argparse.Namespace) -> None:

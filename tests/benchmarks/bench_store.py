@@ -32,11 +32,8 @@ import argparse
 import asyncio
 import cProfile
 import io
-import os
 import pstats
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import callgrind
 from cryptography.fernet import Fernet
 from loguru import logger
 
@@ -118,35 +116,18 @@ def _timed_beats(durations: list[float]) -> None:
 MODES = ("none", "clear", "encrypted")
 
 
-def _callgrind(state: str) -> None:
-    """Under ``valgrind --tool=callgrind --instr-atstart=no`` (``--callgrind``), count
-    instructions while the calls run only."""
-    if os.environ.get("BENCH_CALLGRIND"):
-        subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True)
-
-
 def instructions(args: argparse.Namespace, mode: str) -> float:
     """Instructions per session-second of one run in ``mode``, counted by callgrind in a child
     process (this script, ``--mode``): unlike CPU time, the count repeats on a shared
     machine. The scale must leave room for valgrind's slowdown."""
-    command = [
-        "valgrind",
-        "--tool=callgrind",
-        "--instr-atstart=no",
-        "--callgrind-out-file=/dev/null",
-        sys.executable,
-        __file__,
+    arguments = [
         f"--mode={mode}",
         f"--scale={args.scale}",
         f"--sessions={args.sessions}",
         f"--seconds={args.seconds}",
     ]
-    env = {**os.environ, "BENCH_CALLGRIND": "1"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if done.returncode or found is None:
-        raise RuntimeError(f"{mode} failed under valgrind:\n{done.stderr[-3000:]}")
-    return int(found.group(1)) / (args.sessions * args.seconds)
+    instructions, _ = callgrind.count(__file__, arguments, mode)
+    return instructions / (args.sessions * args.seconds)
 
 
 def part_instructions(args: argparse.Namespace) -> None:
@@ -187,7 +168,7 @@ async def one_run(
     store = RedisStore(url=server.url, timeout=scale) if mode != "none" else None
     del beats[:]
     async with Emulator(EmulatorConfig(time_scale=scale)) as emu:
-        _callgrind("on")
+        callgrind.measure("on")
         started = time.process_time()
         transports = await asyncio.gather(
             *(
@@ -196,7 +177,7 @@ async def one_run(
             )
         )
         cpu = time.process_time() - started
-        _callgrind("off")
+        callgrind.measure("off")
         stats = [t.store_stats for t in transports if t.store_stats is not None]
         await asyncio.gather(*(t.disconnect() for t in transports))
     session_seconds = args.sessions * args.seconds
