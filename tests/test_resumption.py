@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Awaitable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import pytest
 from loguru import logger
 
+from realtime_resumption.handles import HandleRef
+from realtime_resumption.redaction import redact
 from realtime_resumption.resumption import (
     DEFAULT_GO_AWAY_NOTICE,
     MIN_DEADLINE_MARGIN,
@@ -46,6 +48,7 @@ class Rig:
         took: float = 0.0,
         options: ResumptionOptions | None = None,
         failed_callback_raises: bool = False,
+        spread_draw: Callable[[], float] | None = None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.t0 = self.loop.time()
@@ -56,7 +59,9 @@ class Rig:
         self.cancelled = 0
         self.raised: list[Exception] = []
         self.failures: list[Exception] = []
-        self.helper = SessionResumption(self.reconnect, options, self.on_failed)
+        self.helper = SessionResumption(
+            self.reconnect, options, self.on_failed, spread_draw=spread_draw or (lambda: 0.5)
+        )
 
     def now(self) -> float:
         return self.loop.time() - self.t0
@@ -400,8 +405,8 @@ def test_min_deadline_margin_is_a_second() -> None:
     assert MIN_DEADLINE_MARGIN == 1.0
 
 
-@pytest.mark.parametrize("notice", [0.9, 0.5, 0.0, -3.0])
-async def test_notice_shorter_than_the_margin_moves_at_once(notice: float) -> None:
+@pytest.mark.parametrize("notice", [1.0, 0.9, 0.5, 0.0, -3.0])
+async def test_notice_no_longer_than_the_margin_moves_at_once(notice: float) -> None:
     rig = Rig()
     rig.helper.turn_started()
     rig.helper.resumption_update(H1, True)
@@ -881,7 +886,9 @@ async def test_a_new_move_after_a_lost_connection_move() -> None:
 def test_move_decision_repr_redacts_the_handle() -> None:
     text = repr(MoveDecision(H1, "after-turn", "planned", 2))
     assert H1 not in text
-    assert "after-turn" in text
+    assert f"handle={redact(H1)}" in text
+    assert "kind='after-turn'" in text
+    assert "reason='planned'" in text
     assert "attempt=2" in text
 
 
@@ -905,14 +912,15 @@ def test_options_are_frozen_and_store_a_tuple() -> None:
         options.attempt_timeout = 3  # type: ignore[misc]
 
 
+# Each message names its field as a word (the docstring's promise); the wording is free.
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("kwargs", "field"),
     [
         ({"deadline_margin": -1.0}, "deadline_margin"),
         ({"deadline_margin": math.nan}, "deadline_margin"),
         ({"deadline_margin": math.inf}, "deadline_margin"),
-        ({"deadline_margin": 0.5}, "MIN_DEADLINE_MARGIN"),
-        ({"retry_delays": ()}, "at least one"),
+        ({"deadline_margin": 0.5}, "deadline_margin"),
+        ({"retry_delays": ()}, "retry_delays"),
         ({"retry_delays": (0.0, -0.5)}, r"retry_delays\[1\]"),
         ({"retry_delays": (math.nan,)}, r"retry_delays\[0\]"),
         ({"retry_delays": (math.inf,)}, r"retry_delays\[0\]"),
@@ -920,19 +928,35 @@ def test_options_are_frozen_and_store_a_tuple() -> None:
         ({"attempt_timeout": -2.0}, "attempt_timeout"),
         ({"attempt_timeout": math.nan}, "attempt_timeout"),
         ({"attempt_timeout": math.inf}, "attempt_timeout"),
+        ({"storm_spread": -0.5}, "storm_spread"),
+        ({"storm_spread": math.nan}, "storm_spread"),
+        ({"storm_spread": math.inf}, "storm_spread"),
     ],
 )
-def test_invalid_options_raise_value_error(kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+def test_invalid_options_raise_value_error_naming_the_field(
+    kwargs: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ValueError, match=rf"(?<!\w){field}(?!\w)"):
         ResumptionOptions(**kwargs)
 
 
+def test_deadline_margin_of_exactly_the_minimum_is_accepted() -> None:
+    assert ResumptionOptions(deadline_margin=MIN_DEADLINE_MARGIN).deadline_margin == 1.0
+
+
 @pytest.mark.parametrize(
-    "kwargs",
-    [{"deadline_margin": "5"}, {"attempt_timeout": None}, {"retry_delays": (True,)}],
+    ("kwargs", "field"),
+    [
+        ({"deadline_margin": "5"}, "deadline_margin"),
+        ({"attempt_timeout": None}, "attempt_timeout"),
+        ({"retry_delays": (True,)}, r"retry_delays\[0\]"),
+        ({"storm_spread": "3"}, "storm_spread"),
+    ],
 )
-def test_non_numeric_options_raise_type_error(kwargs: dict[str, Any]) -> None:
-    with pytest.raises(TypeError):
+def test_non_numeric_options_raise_type_error_naming_the_field(
+    kwargs: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(TypeError, match=rf"(?<!\w){field}(?!\w)"):
         ResumptionOptions(**kwargs)
 
 
@@ -978,3 +1002,199 @@ async def test_forget_abandons_a_move_in_flight_and_a_pending_notice() -> None:
     await settle()
     assert [call.handle for call in rig.calls] == [H1, H2]
     assert rig.failures == []
+
+
+async def test_forget_at_a_resumable_point_leaves_no_point_behind() -> None:
+    rig = Rig()
+    rig.helper.resumption_update(H1, True)
+    rig.helper.forget()
+    rig.helper.go_away(10)  # the forgotten point is no place to move from
+    await rig.until(100)
+    assert rig.calls == []
+    assert not rig.helper.reconnecting
+    assert rig.helper.is_idle
+
+
+async def test_a_move_abandoned_by_forget_never_drops_the_next_move() -> None:
+    rig = Rig("hang", "hang")
+    rig.helper.resumption_update(H1, True)
+    rig.helper.connection_lost()
+    await settle()
+    rig.helper.forget()
+    rig.helper.resumption_update(H2, True)
+    assert rig.helper.connection_lost()
+    await settle()  # the abandoned move unwinds here
+    assert rig.cancelled == 1
+    assert rig.helper.reconnecting
+    assert rig.helper.connection_lost()  # the new move is still the one in flight
+    await settle()
+    assert [call.handle for call in rig.calls] == [H1, H2]
+    rig.helper.dispose()
+    await settle()
+    assert other_tasks() == set()
+
+
+# State a fresh or reset helper reports
+
+
+async def test_a_new_helper_reports_no_move_and_no_stop() -> None:
+    rig = Rig()
+    assert rig.helper.last_move is None
+    assert rig.helper.stopped is False
+    assert rig.helper.reconnecting is False
+    rig.helper.dispose()
+    rig.helper.forget()
+    assert rig.helper.stopped is False
+
+
+async def test_move_tasks_are_named_for_the_helper_and_numbered() -> None:
+    rig = Rig("ok", "hang")
+    rig.helper.resumption_update(H1, True)
+    rig.helper.connection_lost()
+    await settle()
+    rig.helper.connection_lost()
+    await settle()
+    assert [task.get_name() for task in other_tasks()] == ["realtime-resumption-move-2"]
+    rig.helper.dispose()
+    await settle()
+
+
+# Failures: secrets and handle references
+
+
+async def test_an_on_reconnect_failed_error_quoting_the_handle_is_logged_redacted(
+    logs: list[str],
+) -> None:
+    def on_failed(error: Exception) -> None:
+        raise RuntimeError(f"could not report {H1}")
+
+    rig = Rig("fail", options=ResumptionOptions(retry_delays=(0,)))
+    rig.helper = SessionResumption(rig.reconnect, rig.helper.options, on_failed)
+    rig.helper.resumption_update(H1, True)
+    rig.helper.connection_lost()
+    await rig.until(10)
+    raised = [line for line in logs if "on_reconnect_failed raised" in line]
+    assert len(raised) == 1
+    assert redact(H1) in raised[0]  # the autouse fixture checks H1 is never whole
+
+
+async def test_failed_moves_with_handle_references_are_reported() -> None:
+    ref = HandleRef(1)
+    seen: list[HandleRef] = []
+    failures: list[Exception] = []
+
+    async def reconnect(handle: HandleRef) -> None:
+        seen.append(handle)
+        raise ConnectionError("refused")
+
+    helper = SessionResumption(reconnect, ResumptionOptions(retry_delays=(0, 1)), failures.append)
+    helper.resumption_update(ref, True)
+    assert helper.connection_lost()
+    await asyncio.sleep(5)
+    assert seen == [ref, ref]
+    assert [type(error) for error in failures] == [ConnectionError]
+    assert helper.stopped
+
+
+# Storm spread (README: a random share of up to storm_spread, never more than a quarter of
+# the time before the deadline fallback; off by default)
+
+
+async def test_storm_spread_off_moves_at_once_and_draws_nothing() -> None:
+    draws: list[float] = []
+
+    def draw() -> float:
+        draws.append(0.5)
+        return 0.5
+
+    rig = Rig(spread_draw=draw)
+    rig.helper.resumption_update(H1, True)
+    rig.helper.go_away(60)
+    assert rig.helper.reconnecting
+    await settle()
+    assert rig.times == [0.0]
+    assert draws == []
+
+
+@pytest.mark.parametrize(("spread", "draw", "wait"), [(4.0, 0.5, 2.0), (1.0, 0.5, 0.5)])
+async def test_storm_spread_waits_its_drawn_share(spread: float, draw: float, wait: float) -> None:
+    rig = Rig(options=ResumptionOptions(storm_spread=spread), spread_draw=lambda: draw)
+    rig.helper.resumption_update(H1, True)
+    rig.helper.go_away(60)
+    assert not rig.helper.reconnecting
+    await rig.until(wait - 0.01)
+    assert rig.calls == []
+    await rig.until(wait)
+    assert [(c.at, c.move) for c in rig.calls] == [
+        (approx(wait), MoveDecision(H1, "after-turn", "planned", 1))
+    ]
+    await rig.until(100)
+    assert len(rig.calls) == 1
+    assert rig.helper.is_idle
+
+
+async def test_storm_spread_is_capped_at_a_quarter_of_the_time_before_the_fallback() -> None:
+    rig = Rig(options=ResumptionOptions(storm_spread=100.0), spread_draw=lambda: 0.5)
+    await rig.until(50)
+    rig.helper.resumption_update(H1, True)
+    rig.helper.go_away(20)  # fallback 15 s ahead: the spread is at most 3.75 s
+    await rig.until(50 + 1.875 - 0.01)
+    assert rig.calls == []
+    await rig.until(50 + 1.875)
+    assert [(c.at, c.move) for c in rig.calls] == [
+        (approx(51.875), MoveDecision(H1, "after-turn", "planned", 1))
+    ]
+
+
+async def test_storm_spread_with_a_zero_draw_moves_at_once() -> None:
+    rig = Rig(options=ResumptionOptions(storm_spread=3.0), spread_draw=lambda: 0.0)
+    rig.helper.resumption_update(H1, True)
+    rig.helper.go_away(60)
+    assert rig.helper.reconnecting
+    await settle()
+    assert rig.times == [0.0]
+
+
+@pytest.mark.parametrize("draw", [1.0, 1.5, -0.1, math.nan, math.inf])
+async def test_a_spread_draw_outside_zero_to_one_is_refused(draw: float) -> None:
+    rig = Rig(options=ResumptionOptions(storm_spread=3.0), spread_draw=lambda: draw)
+    rig.helper.resumption_update(H1, True)
+    with pytest.raises(ValueError, match="spread_draw"):
+        rig.helper.go_away(60)
+    rig.helper.dispose()
+
+
+async def test_a_turn_started_during_the_spread_waits_for_the_next_point() -> None:
+    rig = Rig(options=ResumptionOptions(storm_spread=4.0), spread_draw=lambda: 0.5)
+    rig.helper.resumption_update(H1, True)
+    rig.helper.go_away(60)
+    await rig.until(1)
+    rig.helper.turn_started()
+    await rig.until(10)
+    assert rig.calls == []  # the spread ended mid-turn: no move
+    rig.helper.turn_ended()
+    rig.helper.resumption_update(H2, True)
+    await settle()
+    assert [(c.at, c.move) for c in rig.calls] == [
+        (approx(10), MoveDecision(H2, "after-turn", "planned", 1))
+    ]
+
+
+async def test_a_lost_connection_during_the_spread_moves_once_and_clears_it() -> None:
+    rig = Rig(options=ResumptionOptions(storm_spread=4.0), spread_draw=lambda: 0.5)
+    rig.helper.resumption_update(H1, True)
+    rig.helper.go_away(60)
+    await rig.until(1)
+    assert rig.helper.connection_lost()
+    await rig.until(100)
+    assert [(c.at, c.move) for c in rig.calls] == [
+        (approx(1), MoveDecision(H1, "after-turn", "lost", 1))
+    ]
+    assert rig.helper.is_idle
+    # The next notice at the new connection's point is spread again.
+    rig.helper.resumption_update(H2, True)
+    rig.helper.go_away(60)
+    await rig.until(102)
+    assert [(c.at, c.handle, c.move) for c in rig.calls[1:]] == [
+        (approx(102), H2, MoveDecision(H2, "after-turn", "planned", 1))
+    ]
