@@ -182,6 +182,9 @@ def test_a_takeover_rebuilds_once_the_attempts_with_its_handle_are_spent() -> No
     # Two more dials with the handle (three in all, one per delay), then a rebuild, not a
     # give-up.
     assert dials == [m.Dial(H1), m.Dial(H1), m.Dial(None)]
+    assert actions[0] == m.Retried(
+        "every attempt with the handle failed; last: the provider refused the connection (HTTP 503)"
+    )
     assert H1 in mm.refused and mm.phase is m.Phase.DIALLING
     # A move without the flag gives up there.
     plain = m.MoveMachine((0.0, 0.5, 1.0), RetryPolicy(random=lambda: 0.5))
@@ -402,9 +405,153 @@ def test_dispose_closes_and_nothing_moves_after() -> None:
     mm = machine()
     mm.send(due())
     assert mm.send(m.Dispose()) == []
-    assert mm.phase is m.Phase.CLOSED
+    assert (mm.phase, mm.move) == (m.Phase.CLOSED, None)
     for event in (m.Wanted(), due(), lost(1.0), m.TurnStarted(), m.SetupOk(), m.BackoffOver()):
         assert mm.send(event) == []
+
+
+def test_a_forced_config_move_with_the_incumbent_gates_media_and_holds_a_turn() -> None:
+    """A setup change forced by the deadline neither yields nor lets the incumbent begin an
+    answer the switch would cut: audio only until a turn begins, then input is held for the
+    replacement, which gets the turn replayed (no Abandon)."""
+    mm = machine()
+    mm.send(m.Wanted())
+    assert mm.send(due(reason=MoveReason.CONFIG, forced=True)) == [
+        m.Gate(InputGate.MEDIA_ONLY),
+        m.Begin(MoveReason.CONFIG, H1, HandleKind.AFTER_TURN),
+        m.Dial(H1),
+    ]
+    assert mm.send(m.TurnStarted()) == [m.Gate(InputGate.HELD)]
+    assert mm.phase is m.Phase.DIALLING
+    assert switch(mm, 1.0) == [m.Switch(H1)]
+
+
+def test_a_handle_refused_on_probation_is_never_resumed_again() -> None:
+    """A close 1008 right after the switch: a failed attempt of the move (backoff first), and
+    the next dial rebuilds, reported as a rebuild, rather than resuming the refused handle."""
+    mm = machine(random=lambda: 0.5)
+    mm.send(due())
+    switch(mm, 10.0)
+    actions = mm.send(m.Lost(10.2, 1008, H1, HandleKind.AFTER_TURN, True))
+    assert actions == [
+        m.Gate(InputGate.HELD),
+        m.Begin(MoveReason.LOST, None, HandleKind.NONE),
+        m.Wait(DELAYS[1]),
+    ]
+    assert mm.refused == {H1}
+    assert mm.probation_until is None
+    assert mm.send(m.BackoffOver()) == [m.Dial(None)]
+
+
+def test_a_transient_loss_on_probation_keeps_the_handle() -> None:
+    mm = machine(random=lambda: 0.5)
+    mm.send(due())
+    switch(mm, 10.0)
+    mm.send(m.Lost(10.2, 1006, H1, HandleKind.AFTER_TURN, True))
+    assert mm.refused == set()
+    assert mm.send(m.BackoffOver()) == [m.Dial(H1)]
+
+
+def test_a_loss_exactly_at_the_end_of_probation_is_a_fresh_move() -> None:
+    """The probation covers losses *before* its end (``probation_until``)."""
+    mm = machine(probation=1.0)
+    mm.send(due())
+    switch(mm, 10.0)
+    assert mm.probation_until == 11.0
+    assert mm.send(lost(11.0))[-1] == m.Dial(H1)
+    assert mm.budget.spent == 0
+
+
+def test_the_incumbent_lost_mid_move_makes_a_1011_a_strike_not_a_refusal_while_open() -> None:
+    """With the incumbent gone nothing of the session is open: a 1011 says nothing about
+    break-before-make, and no Break closes a connection that is no more."""
+    mm = machine(random=lambda: 0.5)
+    mm.send(due())
+    mm.send(lost(1.0))
+    actions = mm.send(m.Failed(2.0, Stage.DIAL, closed(1011)))
+    assert m.RefusedWhileOpen() not in actions and not mm.break_first
+    assert mm.strikes == {H1: 1}
+    assert actions[-1] == m.Wait(DELAYS[1])
+    assert mm.send(m.BackoffOver()) == [m.Dial(H1)]
+
+
+def test_only_1011_closes_are_strikes_against_the_handle() -> None:
+    """A transient failure, then a first 1011 with the handle: a retry with the same handle,
+    not the second strike that would rebuild."""
+    mm = machine(random=lambda: 0.5)
+    mm.send(lost(0.0))
+    mm.send(m.Failed(1.0, Stage.DIAL, http(503)))
+    assert mm.strikes == {}
+    mm.send(m.BackoffOver())
+    actions = mm.send(m.Failed(2.0, Stage.DIAL, closed(1011)))
+    assert mm.strikes == {H1: 1}
+    assert isinstance(actions[-1], m.Wait)
+    assert mm.send(m.BackoffOver()) == [m.Dial(H1)]
+
+
+def test_a_1011_on_a_rebuild_is_a_plain_retry() -> None:
+    """No handle, so no strike and no talk of a refused handle."""
+    mm = machine()
+    mm.send(lost(0.0, None))
+    actions = mm.send(m.Failed(1.0, Stage.DIAL, closed(1011)))
+    assert mm.strikes == {}
+    retried = actions[0]
+    assert isinstance(retried, m.Retried)
+    assert retried.why == "the connection closed during setup (code 1011)"
+
+
+def test_a_move_after_a_lasting_connection_starts_a_fresh_streak() -> None:
+    """A connection that outlived its probation ends the streak: the next move dials at once.
+    A move due while the connection is still on probation goes on with the streak."""
+    for now, first in ((20.0, m.Dial(H1)), (10.5, m.Wait(DELAYS[1]))):
+        mm = machine(random=lambda: 0.5)
+        mm.send(due())
+        mm.send(m.Failed(1.0, Stage.DIAL, http(503)))
+        mm.send(m.BackoffOver())
+        switch(mm, 10.0)
+        mm.send(m.Wanted())
+        assert mm.send(due(now))[-1] == first, now
+        assert mm.budget.streak == (0 if now == 20.0 else 1)
+
+
+def test_every_retry_and_give_up_says_why() -> None:
+    """The reasons reach the logs and the lost session's error: each names its cause."""
+    # A transient failure, retried; the streak spent, the session lost.
+    mm = m.MoveMachine((0.0, 0.5), RetryPolicy(random=lambda: 0.5))
+    mm.send(due())
+    retried = mm.send(m.Failed(1.0, Stage.DIAL, http(503)))[0]
+    assert isinstance(retried, m.Retried) and "HTTP 503" in retried.why
+    mm.send(m.BackoffOver())
+    lost_ = mm.send(m.Failed(2.0, Stage.DIAL, http(503)))[-1]
+    assert isinstance(lost_, m.GiveUp)
+    assert lost_.why == "every attempt failed; last: the provider refused the connection (HTTP 503)"
+    # A refused handle rebuilt; without history, lost.
+    mm = machine()
+    mm.send(due())
+    retried = mm.send(m.Failed(1.0, Stage.DIAL, closed(1008)))[0]
+    assert isinstance(retried, m.Retried) and "code 1008" in retried.why
+    mm = machine()
+    mm.send(due(can_rebuild=False))
+    [lost_] = mm.send(m.Failed(1.0, Stage.DIAL, closed(1007), can_rebuild=False))
+    assert isinstance(lost_, m.GiveUp)
+    assert "code 1007" in lost_.why and "no history" in lost_.why
+    # A refusal while the incumbent was open.
+    mm = machine()
+    mm.send(due())
+    retried = mm.send(m.Failed(1.0, Stage.DIAL, closed(1011)))[1]
+    assert isinstance(retried, m.Retried) and "code 1011" in retried.why
+    # A setup refused on a fresh session too, rolled back.
+    mm = machine()
+    mm.send(due(reason=MoveReason.CONFIG, handle=None))
+    rollback = mm.send(m.Failed(1.0, Stage.DIAL, closed(1007), setup_changed=True))[0]
+    assert rollback == m.RollBack("a fresh session was refused it too (code 1007)")
+    # The budget spent by a connection that died on probation.
+    mm = machine(attempts=1)
+    mm.send(due())
+    switch(mm, 10.0)
+    [lost_] = mm.send(lost(10.2))
+    assert isinstance(lost_, m.GiveUp)
+    assert "budget (1 failed attempts)" in lost_.why and "code 1006" in lost_.why
 
 
 def test_jitter_spreads_delays_and_keeps_zero_at_zero() -> None:
