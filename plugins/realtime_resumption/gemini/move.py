@@ -353,7 +353,6 @@ class Move:
     forced: bool
     incumbent: bool
     """A connection still serves the session during the move (make-before-break)."""
-    can_rebuild: bool
     attempts: int = 0
     held: bool = False
     """Input waits for the replacement (a turn began on the incumbent, or it is gone)."""
@@ -431,7 +430,6 @@ class MoveMachine:
             event.kind if handle is not None else HandleKind.NONE,
             event.forced or not event.incumbent,
             event.incumbent,
-            event.can_rebuild,
             rebuild_when_spent=event.rebuild_when_spent,
         )
         self.move.first_handle, self.move.first_kind = self.move.handle, self.move.kind
@@ -453,7 +451,7 @@ class MoveMachine:
                     "there is no resumption handle and no history to rebuild the session from"
                 ),
             ]
-        return actions + self._attempt(event.now)
+        return actions + self._attempt()
 
     def _setup_ok(self, event: SetupOk) -> list[Action]:
         move = self.move
@@ -495,7 +493,7 @@ class MoveMachine:
                 self.refused.discard(move.first_handle)
                 move.handle, move.kind = move.first_handle, move.first_kind
             why = f"a fresh session was refused it too (code {code})"
-            return [RollBack(why), *self._attempt(event.now)]
+            return [RollBack(why), *self._attempt()]
         if (
             code == REFUSED_OR_OVERLOADED
             and handle is not None
@@ -507,7 +505,7 @@ class MoveMachine:
             # That says nothing about the handle: no strike, no failed attempt. The
             # incumbent is closed first, now and from now on.
             self.break_first = True
-            return [RefusedWhileOpen(), Retried(ruling.why), *self._attempt(event.now)]
+            return [RefusedWhileOpen(), Retried(ruling.why), *self._attempt()]
         if code == REFUSED_OR_OVERLOADED and handle is not None:
             self.strikes[handle] = strikes + 1
         if ruling.verdict is Verdict.REFUSED and handle is not None:
@@ -517,11 +515,11 @@ class MoveMachine:
                 return self._give_up(
                     f"{ruling.why}, and there is no history to rebuild the session from"
                 )
-            return [Retried(ruling.why), *self._attempt(event.now)]
+            return [Retried(ruling.why), *self._attempt()]
         return self._retry(event.now, ruling.why)
 
     def _backoff_over(self, event: BackoffOver) -> list[Action]:
-        return self._attempt(None)
+        return self._attempt()
 
     def _lost(self, event: Lost) -> list[Action]:
         handle = event.handle
@@ -591,7 +589,7 @@ class MoveMachine:
 
     # --- attempts -----------------------------------------------------------------------------
 
-    def _attempt(self, now: float | None) -> list[Action]:
+    def _attempt(self) -> list[Action]:
         """The next attempt of the move: dial now, or after the streak's delay."""
         move = self.move
         assert move is not None
@@ -628,7 +626,7 @@ class MoveMachine:
             self.refused.add(move.handle)
             move.handle, move.kind = None, HandleKind.NONE
             why = f"every attempt with the handle failed; last: {why}"
-            return [Retried(why), *self._attempt(now)]
+            return [Retried(why), *self._attempt()]
         if delay is None:
             return self._give_up(f"every attempt failed; last: {why}")
         self.phase = Phase.BACKOFF
