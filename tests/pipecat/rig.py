@@ -137,8 +137,9 @@ class Rig:
     def count(self, kind: type[Frame] | tuple[type[Frame], ...], up: bool = False) -> int:
         return len(self.of(kind, up))
 
-    async def end(self) -> None:
-        await self._finish(EndFrame())
+    async def end(self, frame: EndFrame | None = None) -> None:
+        """End the pipeline with ``frame`` (a plain ``EndFrame`` by default)."""
+        await self._finish(frame if frame is not None else EndFrame())
 
     async def cancel(self) -> None:
         await self._finish(CancelFrame())

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from realtime_resumption.gemini import GeminiLiveTransport
@@ -70,3 +72,23 @@ async def crash(transport: GeminiLiveTransport, *, hung: bool = False) -> None:
     # What the process still ran dies with it.
     for task in transport._s.tasks:
         task.cancel()
+
+
+async def start_worker(mode: str, emu: Emulator, redis_url: str) -> asyncio.subprocess.Process:
+    """A worker process (``tests/store/worker.py``) taking the call under ``KEY`` in ``mode``,
+    its chunks numbered from 1000; it prints a line per chunk its transport accepted."""
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.store.worker",
+        mode,
+        emu.base_url,
+        emu.ca_file,
+        redis_url,
+        KEY,
+        "1000",
+        stdout=asyncio.subprocess.PIPE,
+        cwd=Path(__file__).parents[2],
+    )
+    assert worker.stdout is not None
+    return worker

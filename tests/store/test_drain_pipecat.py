@@ -30,7 +30,7 @@ from .test_takeover_pipecat import bot
 
 async def hand_over(rig: Rig) -> None:
     """The app ends the pipeline marking the end as a handover (queued as any EndFrame)."""
-    await rig._finish(EndFrame(reason=HANDOVER))
+    await rig.end(EndFrame(reason=HANDOVER))
 
 
 async def test_a_handover_end_frame_ends_the_pipeline_and_the_next_keeps_all_the_speech() -> None:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
-from pathlib import Path
 
 import pytest
 from loguru import logger
@@ -22,25 +20,13 @@ from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.testing.redis_server import RedisServer
 
 from ..transport.transport_helpers import Recorder, kind_emulator_config
-from .takeover_helpers import KEY, make_transport, stream_speech
+from .takeover_helpers import make_transport, start_worker, stream_speech
 
 
 async def run_worker_until_terminated(emu: Emulator, redis_server: RedisServer) -> list[int]:
     """A worker (``tests/store/worker.py drain``) takes the call and talks; after 50 chunks it
     is sent SIGTERM. Returns the seqs of every chunk its transport accepted."""
-    worker = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.store.worker",
-        "drain",
-        emu.base_url,
-        emu.ca_file,
-        redis_server.url,
-        KEY,
-        "1000",
-        stdout=asyncio.subprocess.PIPE,
-        cwd=Path(__file__).parents[2],
-    )
+    worker = await start_worker("drain", emu, redis_server.url)
     assert worker.stdout is not None
     sent: list[int] = []
     try:

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 from collections.abc import Iterable
-from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
@@ -44,7 +42,15 @@ from ..transport.transport_helpers import (
     kind_emulator_config,
 )
 from .conftest import Clock
-from .takeover_helpers import CHUNK, KEY, OPTIONS, crash, make_transport, stream_speech
+from .takeover_helpers import (
+    CHUNK,
+    KEY,
+    OPTIONS,
+    crash,
+    make_transport,
+    start_worker,
+    stream_speech,
+)
 
 
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
@@ -119,19 +125,7 @@ async def run_worker_until_killed(
 ) -> list[int]:
     """A worker process (``tests/store/worker.py``) takes the call, says it sent ``chunks``
     chunks of speech, and is killed with SIGKILL at once. Returns their seqs."""
-    worker = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.store.worker",
-        mode,
-        emu.base_url,
-        emu.ca_file,
-        redis_server.url,
-        KEY,
-        "1000",
-        stdout=asyncio.subprocess.PIPE,
-        cwd=Path(__file__).parents[2],
-    )
+    worker = await start_worker(mode, emu, redis_server.url)
     assert worker.stdout is not None
     sent: list[int] = []
     try:
