@@ -22,7 +22,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from enum import Enum, StrEnum
-from typing import TypedDict
+
+from pydantic import BaseModel
 
 from realtime_resumption.redaction import redact
 
@@ -104,8 +105,11 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
     return text
 
 
-class MoveFigures(TypedDict):
-    """A move's figures, as :meth:`MoveReport.figures` gives them to metrics."""
+class MoveFigures(BaseModel):
+    """A move's figures, as :meth:`MoveReport.figures` gives them to metrics (enums as
+    strings, durations in ms; never the handle). Each framework's move metrics (Pipecat's
+    ``SessionMoveMetricsData``, LiveKit's ``SessionMoveMetrics``) are its own metrics type
+    with these fields mixed in, so the figures are declared once."""
 
     reason: str
     outcome: str
@@ -119,8 +123,8 @@ class MoveFigures(TypedDict):
     replayed_audio_ms: float
     dropped_audio_ms: float
     turn_cut: bool
-    go_away_notice_ms: float | None
-    go_away_to_switch_ms: float | None
+    go_away_notice_ms: float | None = None
+    go_away_to_switch_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -205,7 +209,7 @@ class MoveReport:
 
     def figures(self) -> MoveFigures:
         """The move's figures as metrics carry them (enums as strings, durations in ms; never
-        the handle): one mapping for every framework's metrics."""
+        the handle), for every framework's metrics."""
         return MoveFigures(
             reason=self.reason.value,
             outcome=self.outcome.value,

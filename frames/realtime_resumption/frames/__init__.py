@@ -42,7 +42,7 @@ from typing import Final
 from pipecat.frames.frames import ControlFrame, SystemFrame
 from pipecat.metrics.metrics import MetricsData
 
-from realtime_resumption.moves import HandleKind, MoveReason, MoveReport
+from realtime_resumption.moves import HandleKind, MoveFigures, MoveReason, MoveReport
 from realtime_resumption.redaction import redact
 from realtime_resumption.transport import GenerationEndReason
 
@@ -157,26 +157,12 @@ class SessionLostFrame(SystemFrame):
         return f"{self.name}(error: {self.error})"
 
 
-class SessionMoveMetricsData(MetricsData):
-    """One move's figures, for a ``MetricsFrame``: what a metrics observer sums per call
-    (durations in ms, as in ``MoveReport``; never the handle)."""
+class SessionMoveMetricsData(MetricsData, MoveFigures):
+    """One move's figures (``MoveFigures``), for a ``MetricsFrame``: what a metrics observer
+    sums per call (durations in ms, as in ``MoveReport``; never the handle)."""
 
     number: int
-    reason: str
-    outcome: str
-    mode: str
-    handle_kind: str
-    attempts: int
-    gap_ms: float
-    held_messages: int
-    held_audio_ms: float
-    replayed_messages: int
-    replayed_audio_ms: float
-    dropped_audio_ms: float
-    turn_cut: bool
     duration_ms: float
-    go_away_notice_ms: float | None = None
-    go_away_to_switch_ms: float | None = None
 
     @classmethod
     def from_report(
@@ -188,5 +174,5 @@ class SessionMoveMetricsData(MetricsData):
             model=model,
             number=report.number,
             duration_ms=report.duration_ms,
-            **report.figures(),
+            **report.figures().model_dump(),
         )

@@ -8,7 +8,7 @@ import time
 from livekit.agents.metrics import RealtimeModelMetrics
 from livekit.agents.metrics.base import Metadata
 
-from realtime_resumption.moves import MoveReport
+from realtime_resumption.moves import MoveFigures, MoveReport
 from realtime_resumption.transport import RealtimeLLMUsage
 
 from .generations import Generation
@@ -56,28 +56,15 @@ def answer_metrics(
     )
 
 
-class SessionMoveMetrics(RealtimeModelMetrics):
+class SessionMoveMetrics(RealtimeModelMetrics, MoveFigures):
     """One move of the session between connections, through ``metrics_collected`` as the
     realtime model's own metrics go (``request_id`` is ``move-<number>``). It is a
     ``RealtimeModelMetrics`` with no tokens and no duration, so LiveKit's usage and latency
-    figures do not count it; the move's figures are its own fields (ms, as ``MoveReport``)."""
+    figures do not count it; the move's figures are its own fields (``MoveFigures``, ms as
+    ``MoveReport``)."""
 
     move_number: int
-    reason: str
-    outcome: str
-    mode: str
-    handle_kind: str
-    attempts: int
-    gap_ms: float
-    held_messages: int
-    held_audio_ms: float
-    replayed_messages: int
-    replayed_audio_ms: float
-    dropped_audio_ms: float
-    turn_cut: bool
     move_duration_ms: float
-    go_away_notice_ms: float | None = None
-    go_away_to_switch_ms: float | None = None
 
 
 def move_metrics(
@@ -93,5 +80,5 @@ def move_metrics(
         metadata=Metadata(model_name=model, model_provider=provider),
         move_number=report.number,
         move_duration_ms=report.duration_ms,
-        **report.figures(),
+        **report.figures().model_dump(),
     )
