@@ -11,9 +11,8 @@ process's CPU (``time.process_time``: every thread, a framework's native ones in
 second of call audio; each stack runs ``--runs`` times, interleaved, and the best run counts
 (load on a shared machine only adds time). Ratios are printed from the same run.
 
-Work done per second of wall clock rather than per chunk (the transport samples the event
-loop's lag 20 times a second, ``gemini.loop_lag``; WebSocket keepalive pings) counts ``scale``
-times per second of call: a scale above 1 (valgrind needs 3 to 6) overstates it, one below 1
+Work done per second of wall clock rather than per chunk (timers such as WebSocket keepalive
+pings) counts ``scale`` times per second of call: a scale above 1 (valgrind needs 3 to 6) overstates it, one below 1
 understates it. Comparing two scales separates the two kinds of work.
 
     .venv/bin/python tests/benchmarks/bench_cpu.py [--seconds 60] [--runs 3]

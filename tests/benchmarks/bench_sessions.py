@@ -31,7 +31,9 @@ per N:
   every loss past the bounds must be counted, so anything above 0 is a fault);
 - client CPU per session-second (the client process's CPU time, from the stream's start until
   it was all written, over N x the streamed seconds), and beside it the bare google-genai
-  SDK's sending the same audio to the same emulators (``--no-baseline`` skips it).
+  SDK's sending the same audio to the same emulators, and the wire floor's: the same audio
+  as one fixed JSON text per chunk on the SDK's WebSocket, the least a Python client does
+  (``--no-baseline`` skips both; ratios are ours over each).
 
 The emulators run in processes of their own (``emulator_process``; ``--emulators`` of them,
 sessions dealt round-robin), so the server side is not the bottleneck and its CPU is not the
@@ -51,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import math
 import statistics
@@ -437,6 +440,51 @@ async def _bare_sdk(
     return cpu / (sessions * seconds)
 
 
+async def _wire_floor(
+    servers: list[EmulatorProcess], sessions: int, seconds: float, speech_every: float, first: int
+) -> float:
+    """CPU per session-second of the least any Python client does per chunk: the audio
+    base64-encoded into a fixed JSON text and sent as one WebSocket message over TLS, on the
+    SDK's own connection (its private ``_ws``: a benchmark's reach), answers received and
+    dropped the same way. No accounting, no checks: the floor the transport's cost sits on."""
+    clients = [genai.Client(api_key="bench", http_options=s.http_options) for s in servers]
+    config = types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])
+    prefix, suffix = (
+        '{"realtimeInput":{"audio":{"data":"',
+        f'","mimeType":"{INPUT_AUDIO_MIME}"}}}}}}',
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        live = [
+            await stack.enter_async_context(
+                clients[i % len(clients)].aio.live.connect(model=MODEL, config=config)
+            )
+            for i in range(sessions)
+        ]
+
+        async def drain(session: Any) -> None:
+            async for _ in session._ws:
+                pass
+
+        async def stream(index: int, session: Any, start: float) -> None:
+            loop = asyncio.get_running_loop()
+            ws = session._ws
+            for k in range(round(seconds / CHUNK)):
+                if (wait := start + k * CHUNK - loop.time()) > 0:
+                    await asyncio.sleep(wait)
+                pcm = user_audio(index * 1_000_000 + k, speech=_speaks(k, index, speech_every))
+                await ws.send(prefix + base64.b64encode(pcm).decode("ascii") + suffix)
+
+        readers = [asyncio.create_task(drain(session)) for session in live]
+        start = asyncio.get_running_loop().time() + 0.2
+        cpu = time.process_time()
+        await asyncio.gather(*(stream(first + i, s, start) for i, s in enumerate(live)))
+        cpu = time.process_time() - cpu
+        for reader in readers:
+            reader.cancel()
+        await asyncio.wait(readers)
+    return cpu / (sessions * seconds)
+
+
 def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.1f}"
 
@@ -464,7 +512,7 @@ async def _main(args: Args) -> None:
         f"{'lag p99':>8} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'speech lost':>11} "
         f"{'lacking':>8} {'reported':>8} {'silent':>6} {'twice':>6} {'silence skipped':>15} "
         f"{'moves':>6} {'stall ms':>9} {'drain ms':>9} {'CPU us/session-s':>17} "
-        f"{'bare SDK':>9} {'ratio':>6}"
+        f"{'bare SDK':>9} {'ratio':>6} {'floor':>6} {'ratio':>6}"
     )
     best = None
     async with contextlib.AsyncExitStack() as stack:
@@ -482,7 +530,14 @@ async def _main(args: Args) -> None:
                 else None
             )
             first += n if args.baseline else 0
+            floor = (
+                await _wire_floor(servers, n, args.seconds, args.speech_every, first)
+                if args.baseline
+                else None
+            )
+            first += n if args.baseline else 0
             ratio = f"{r.cpu_per_session_second / bare:.2f}" if bare else "-"
+            over_floor = f"{r.cpu_per_session_second / floor:.2f}" if floor else "-"
             print(
                 f"{n:>8} {_ms(r.turn_before):>8} {_ms(r.turn_after):>9} "
                 f"{_ms(r.lag_before):>8} {_ms(r.lag_max):>8} {_ms(r.lag_p99):>8} {_ms(r.p50):>7} "
@@ -490,7 +545,8 @@ async def _main(args: Args) -> None:
                 f"{r.reported_dropped:>8} {r.silent_loss:>6} {r.speech_twice:>6} "
                 f"{r.silence_skipped:>15} {r.moves:>6} {_ms(r.max_stall):>9} {_ms(r.drain):>9} "
                 f"{r.cpu_per_session_second * 1e6:>17.0f} "
-                f"{'-' if bare is None else f'{bare * 1e6:.0f}':>9} {ratio:>6}"
+                f"{'-' if bare is None else f'{bare * 1e6:.0f}':>9} {ratio:>6} "
+                f"{'-' if floor is None else f'{floor * 1e6:.0f}':>6} {over_floor:>6}"
                 f"{'' if r.ok else '   over the goal'}"
                 f"{'' if r.drain < WAIT else '   (input still held after the drain wait)'}",
                 flush=True,

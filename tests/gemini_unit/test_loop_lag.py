@@ -1,110 +1,107 @@
-"""The event loop's lag, sampled by a timer: the largest recent lateness, the current one
-included, and nothing scheduled while no connection uses it."""
+"""The event loop's lag, measured on the turns the writes mark: the largest recent lateness,
+the current one included, and no timer of its own."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import weakref
 from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
 
 from realtime_resumption.gemini import loop_lag
-from realtime_resumption.gemini.loop_lag import INTERVAL, WINDOW, LoopLag
+from realtime_resumption.gemini.loop_lag import WINDOW, LoopLag
 
 
-class _Timer:
-    def __init__(self, when: float, callback: Callable[[], None]) -> None:
-        self.when, self.callback, self.cancelled = when, callback, False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class _Clock:
-    """The two loop methods LoopLag uses, on a clock the test moves (a stand-in: a real
-    loop cannot be made late on purpose without blocking it)."""
+class _Loop:
+    """The two loop methods LoopLag uses, on a clock the test moves (a stand-in: a real loop
+    cannot be made late on purpose without blocking it)."""
 
     def __init__(self) -> None:
         self.now = 0.0
-        self.timers: list[_Timer] = []
+        self.ready: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
 
     def time(self) -> float:
         return self.now
 
-    def call_at(self, when: float, callback: Callable[[], None]) -> _Timer:
-        timer = _Timer(when, callback)
-        self.timers.append(timer)
-        return timer
+    def call_soon(self, callback: Callable[..., None], *args: Any) -> None:
+        self.ready.append((callback, args))
 
-    def run_due_timer_at(self, now: float) -> None:
-        """The loop gets to its pending timer at ``now`` (late if ``now`` is past its time)."""
-        (timer,) = [t for t in self.timers if not t.cancelled]
-        self.timers.remove(timer)
+    def next_turn_at(self, now: float) -> None:
+        """The loop's next turn starts at ``now`` and runs what it was handed."""
         self.now = now
-        timer.callback()
+        ready, self.ready = self.ready, []
+        for callback, args in ready:
+            callback(*args)
 
 
-def _monitor() -> tuple[LoopLag, _Clock]:
-    clock = _Clock()
-    return LoopLag(cast(Any, clock)), clock
+def _turn(monitor: LoopLag, loop: _Loop, write_at: float, next_turn_at: float) -> None:
+    """A turn with a write at ``write_at``; the loop gets to its next turn at ``next_turn_at``."""
+    loop.now = write_at
+    assert monitor.mark_turn(cast(Any, loop), write_at)
+    loop.next_turn_at(next_turn_at)
 
 
-def test_a_late_sample_is_the_recent_lag_until_it_leaves_the_window() -> None:
-    monitor, clock = _monitor()
-    monitor.acquire()
-    assert monitor.recent() == 0.0
-    clock.run_due_timer_at(INTERVAL + 0.25)  # the loop was busy for a quarter second
-    assert monitor.recent() == pytest.approx(0.25)
-    # On-time samples after it leave the spike in the window...
-    for _ in range(10):
-        (timer,) = clock.timers
-        clock.run_due_timer_at(timer.when)
-    assert monitor.recent() == pytest.approx(0.25)
+def test_a_late_turn_is_the_recent_lag_until_it_leaves_the_window() -> None:
+    monitor, loop = LoopLag(), _Loop()
+    assert monitor.recent(0.0) == 0.0
+    _turn(monitor, loop, 0.0, 0.25)  # the loop was busy for a quarter second
+    assert monitor.recent(0.25) == pytest.approx(0.25)
+    # Prompt turns after it leave the spike in the window...
+    for i in range(1, 11):
+        _turn(monitor, loop, 0.25 + i * 0.02, 0.25 + i * 0.02 + 0.001)
+    assert monitor.recent(loop.now) == pytest.approx(0.25)
     # ...until it is older than the window.
-    while clock.now < INTERVAL + 0.25 + WINDOW + INTERVAL:
-        (timer,) = clock.timers
-        clock.run_due_timer_at(timer.when)
-    assert monitor.recent() == pytest.approx(0.0)
+    assert monitor.recent(0.25 + WINDOW + 0.01) == pytest.approx(0.001)
+    assert monitor.recent(0.25 + 2 * WINDOW) == 0.0
 
 
 def test_when_the_largest_lag_leaves_the_window_the_next_largest_is_the_recent_one() -> None:
-    monitor, clock = _monitor()
-    monitor.acquire()
-    clock.run_due_timer_at(INTERVAL + 0.3)
-    for _ in range(3):
-        (timer,) = clock.timers
-        clock.run_due_timer_at(timer.when)
-    (timer,) = clock.timers
-    clock.run_due_timer_at(timer.when + 0.1)
-    assert monitor.recent() == pytest.approx(0.3)
-    # On-time samples until the 0.3 s spike is past the window: the 0.1 s one is still in it.
-    while clock.now < INTERVAL + 0.3 + WINDOW + INTERVAL:
-        (timer,) = clock.timers
-        clock.run_due_timer_at(timer.when)
-    assert monitor.recent() == pytest.approx(0.1)
+    monitor, loop = LoopLag(), _Loop()
+    _turn(monitor, loop, 0.0, 0.3)
+    _turn(monitor, loop, 0.5, 0.6)
+    _turn(monitor, loop, 0.7, 0.701)
+    assert monitor.recent(0.8) == pytest.approx(0.3)
+    assert monitor.recent(0.3 + WINDOW + 0.01) == pytest.approx(0.1)
 
 
 def test_a_loop_busy_right_now_shows_in_the_recent_lag() -> None:
-    monitor, clock = _monitor()
-    monitor.acquire()
-    clock.now = INTERVAL + 0.4  # the sample is due, the loop has not got to it
-    assert monitor.recent() == pytest.approx(0.4)
+    monitor, loop = LoopLag(), _Loop()
+    assert monitor.mark_turn(cast(Any, loop), 1.0)
+    # The probe is owed: the loop has not got to its next turn 0.4 s after the write.
+    assert monitor.recent(1.4) == pytest.approx(0.4)
 
 
-def test_sampling_runs_only_while_someone_uses_it() -> None:
-    monitor, clock = _monitor()
-    monitor.acquire()
-    monitor.acquire()
-    monitor.release()
-    assert [t for t in clock.timers if not t.cancelled]
-    monitor.release()
-    assert not [t for t in clock.timers if not t.cancelled]
-    assert monitor.recent() == 0.0
-    monitor.release()  # a stray release changes nothing
-    monitor.acquire()
-    assert len([t for t in clock.timers if not t.cancelled]) == 1
+def test_a_turn_hands_the_loop_one_probe_whatever_the_number_of_writes() -> None:
+    monitor, loop = LoopLag(), _Loop()
+    marks = [monitor.mark_turn(cast(Any, loop), 0.0) for _ in range(5)]
+    assert marks == [True, False, False, False, False]
+    assert len(loop.ready) == 1
+    loop.next_turn_at(0.01)
+    assert monitor.mark_turn(cast(Any, loop), 0.01)
 
 
-async def test_one_monitor_per_running_loop() -> None:
-    assert loop_lag.for_running_loop() is loop_lag.for_running_loop()
-    assert isinstance(loop_lag.for_running_loop(), LoopLag)
+async def test_on_a_real_loop_a_turn_ends_when_the_loop_runs_its_next_callbacks() -> None:
+    loop = asyncio.get_running_loop()
+    monitor = LoopLag()
+    assert monitor.mark_turn(loop, loop.time())
+    assert not monitor.mark_turn(loop, loop.time())
+    await asyncio.sleep(0)  # the loop's next turn runs the probe
+    assert monitor.mark_turn(loop, loop.time())
+    await asyncio.sleep(0)
+    assert 0.0 <= monitor.recent(loop.time()) < WINDOW
+
+
+async def test_one_monitor_per_loop_and_none_keeps_its_loop_alive() -> None:
+    loop = asyncio.get_running_loop()
+    assert loop_lag.for_loop(loop) is loop_lag.for_loop(loop)
+    other = asyncio.new_event_loop()
+    monitor = loop_lag.for_loop(other)
+    assert monitor is not loop_lag.for_loop(loop)
+    other.close()
+    gone = weakref.ref(other)
+    del other
+    gc.collect()
+    assert gone() is None

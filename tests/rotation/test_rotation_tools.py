@@ -35,18 +35,13 @@ async def _connected(
     return transport, rec
 
 
-class _LateLoop:
+class _LateLoop(loop_lag.LoopLag):
     """The loop-lag monitor of a loop that runs half a second late. A loaded event loop cannot
-    be had on demand, so this stands in for the real monitor: every handle's arrival is moved
-    back by a second, to before the question and the tool result that came just before it."""
+    be had on demand, so this stands in for the real monitor's reading (its turns are marked
+    as usual): every handle's arrival is moved back by a second, to before the question and
+    the tool result that came just before it."""
 
-    def acquire(self) -> None:
-        pass
-
-    def release(self) -> None:
-        pass
-
-    def recent(self) -> float:
+    def recent(self, now: float) -> float:
         return 0.5
 
 
@@ -60,7 +55,7 @@ async def test_a_late_loop_does_not_replay_an_answered_question_and_tool_result(
     yet the answer after the result places both in the snapshot. With a function that lets
     the model talk on while it runs, output proves nothing and the timing decides: both are
     replayed."""
-    monkeypatch.setattr(loop_lag, "for_running_loop", _LateLoop)
+    monkeypatch.setattr(loop_lag, "for_loop", lambda loop: _LateLoop())
     async with Emulator(kind_emulator_config("gemini", answer_chunks=20)) as emu:
         tool = types.FunctionDeclaration(name="lookup", behavior=behavior)
         transport, rec = await _connected(emu, tools=[tool])

@@ -116,8 +116,7 @@ async def test_replays_on_many_connections_share_one_budget_per_loop_turn(
     (the clock is not what is measured here) leaves each turn the one write it always takes,
     whichever connection makes it."""
     loop = asyncio.get_running_loop()
-    pacing = connection._LoopPacing(WritePacer(share=0, floor=0, ceiling=0))
-    monkeypatch.setitem(connection._PACING, loop, pacing)
+    monkeypatch.setitem(connection._PACERS, loop, WritePacer(share=0, floor=0, ceiling=0))
     writes_per_turn = await _replay(10, 40)
     assert max(writes_per_turn.values()) == 1
     assert len(writes_per_turn) == 400

@@ -132,40 +132,16 @@ class WritePacer:
             self._spent += max(ended - began, 1e-9)
 
 
-class _LoopPacing:
-    """The :class:`WritePacer` of one event loop, told when a turn with writes begins: at its
-    first write, which schedules the mark of the next turn (``call_soon`` runs in the next
-    turn)."""
-
-    __slots__ = ("_marked", "pacer")
-
-    def __init__(self, pacer: WritePacer) -> None:
-        # No reference to the loop: it is this pacing's key in a weak mapping.
-        self.pacer = pacer
-        self._marked = False
-
-    def may_write(self, loop: asyncio.AbstractEventLoop, now: float) -> bool:
-        """Whether a write loop may write at ``now`` in this turn of ``loop``."""
-        if not self._marked:
-            self._marked = True
-            self.pacer.turn_began(now)
-            loop.call_soon(self._next_turn)
-        return self.pacer.may_write()
-
-    def _next_turn(self) -> None:
-        self._marked = False
-
-
-_PACING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPacing] = (
+_PACERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WritePacer] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _loop_pacing(loop: asyncio.AbstractEventLoop) -> _LoopPacing:
-    pacing = _PACING.get(loop)
-    if pacing is None:
-        pacing = _PACING[loop] = _LoopPacing(WritePacer())
-    return pacing
+def _loop_pacer(loop: asyncio.AbstractEventLoop) -> WritePacer:
+    pacer = _PACERS.get(loop)
+    if pacer is None:
+        pacer = _PACERS[loop] = WritePacer()
+    return pacer
 
 
 PONG_TIMEOUT: Final = 60.0
@@ -364,7 +340,7 @@ class LiveConnection:
         estimate = self._estimate
         if estimate is None:
             return None
-        lag = self._lag.recent() if self._lag is not None else 0.0
+        lag = self._lag.recent(now) if self._lag is not None else 0.0
         return estimate.seconds, max(estimate.jitter, 2 * lag)
 
     def arrived_at(self, handled_at: float) -> float:
@@ -372,7 +348,7 @@ class LiveConnection:
         process: twice the event loop's recent lag earlier (see ``gemini.loop_lag``). Twice,
         because the lag also delayed the writes before it (their completion is what the
         outbox times), and a sampled maximum underestimates the lag."""
-        return handled_at - 2 * (self._lag.recent() if self._lag is not None else 0.0)
+        return handled_at - 2 * (self._lag.recent(handled_at) if self._lag is not None else 0.0)
 
     @property
     def endpoint(self) -> str | None:
@@ -398,10 +374,8 @@ class LiveConnection:
         """Start handing server messages (and the close) to the hooks. Idempotent."""
         if self._state != "open" or self._receiver is not None:
             return
-        # The loop's lag is watched while messages are received: it places handles in the
-        # input (``arrived_at``).
-        self._lag = loop_lag.for_running_loop()
-        self._lag.acquire()
+        # The loop's lag places handles in the input (``arrived_at``).
+        self._lag = loop_lag.for_loop(asyncio.get_running_loop())
         self._receiver = asyncio.create_task(
             self._receive_loop(), name=f"gemini-live-receive-{self.attempt_id}"
         )
@@ -451,8 +425,8 @@ class LiveConnection:
         loop = asyncio.get_running_loop()
         clock = loop.time
         batch = self._write_batch
-        pacing = _loop_pacing(loop)
-        pacer = pacing.pacer
+        pacer = _loop_pacer(loop)
+        lag = loop_lag.for_loop(loop)
         written = self._hooks.written
         run = 0
         while True:
@@ -463,7 +437,10 @@ class LiveConnection:
                 run = 0
                 continue
             began = clock()
-            if run >= batch or not pacing.may_write(loop, began):
+            # One probe a turn serves both: the turn's write allowance and the loop's lag.
+            if run < batch and lag.mark_turn(loop, began):
+                pacer.turn_began(began)
+            if run >= batch or not pacer.may_write():
                 # Bounded work per loop turn, for this connection and for all of them: let
                 # every other call of the process run first (``WRITE_BATCH``, ``WritePacer``).
                 await asyncio.sleep(0)
@@ -607,8 +584,6 @@ class LiveConnection:
             self._watchdog.cancel()
             self._watchdog = None
         clean = True
-        if self._lag is not None:
-            self._lag.release()
         writer = self._writer
         if writer is not None and writer is not asyncio.current_task():
             writer.cancel()

@@ -5,12 +5,19 @@ Without Vertex's ``transparent`` mode a resumption handle is placed in the input
 arrived (``gemini.outbox``). The transport only sees it when the event loop gets to it: on a
 busy loop (many sessions on one process, a rotation storm) that is later than its arrival by
 the loop's lag, and audio written in between would count as held by the handle's snapshot
-though the service got it after. :class:`LoopLag` samples the lag with a timer and reports the
-largest of the last few seconds; a connection moves a handle's arrival back by it, so a busy
-loop makes a move replay a little more (heard twice), never lose input.
+though the service got it after. :class:`LoopLag` measures the lag and reports the largest of
+the last few seconds; a connection moves a handle's arrival back by it, so a busy loop makes a
+move replay a little more (heard twice), never lose input.
 
-One monitor serves every transport on a loop. It runs only while a connection uses it: a
-timer handle, no task, cancelled when the last user releases it.
+The lag is measured on the loop turns the write loops already mark, with no timer of its own:
+the first write of a turn hands the loop a callback (``call_soon``), and how long after the
+write the loop runs it is the lag. A timer would wake an idle loop 20 times a second in every
+call; a turn with writes is when the lag matters, because only writes the lag delayed can be
+misplaced against a handle. A loop with nothing to write measures nothing, and its recent lag
+decays to 0 as the samples leave the window.
+
+One monitor serves every connection on a loop (:func:`for_loop`). It holds no reference to its
+loop, so it does not keep one alive through the weak mapping that keys it.
 """
 
 from __future__ import annotations
@@ -20,70 +27,55 @@ import weakref
 from collections import deque
 from typing import Final
 
-INTERVAL: Final = 0.05
-"""Seconds between samples."""
 WINDOW: Final = 2.0
 """Seconds of samples :meth:`LoopLag.recent` looks back over: a lag spike lasts about as long
 as the burst of work that caused it."""
 
 
 class LoopLag:
-    """Samples how late one event loop runs its callbacks; see the module documentation."""
+    """How late one event loop runs the callbacks it is handed; see the module documentation."""
 
-    def __init__(
-        self, loop: asyncio.AbstractEventLoop, interval: float = INTERVAL, window: float = WINDOW
-    ) -> None:
-        self._loop = loop
-        self._interval = interval
+    __slots__ = ("_marked_at", "_peak", "_samples", "_window")
+
+    def __init__(self, window: float = WINDOW) -> None:
         self._window = window
-        self._users = 0
-        self._timer: asyncio.TimerHandle | None = None
-        self._due = 0.0
+        self._marked_at: float | None = None
+        """When the pending probe was handed to the loop; None when none is pending."""
         self._samples: deque[tuple[float, float]] = deque()
         self._peak: float | None = 0.0
         """The largest lag among ``_samples``; None when a pruned sample may have been it.
-        :meth:`recent` is asked at every handover (every 20 ms audio chunk of every call), the
-        samples change every ``interval``: the maximum is kept rather than searched."""
+        :meth:`recent` is asked at every handover (every 20 ms audio chunk of every call) and
+        the samples change once a turn: the maximum is kept rather than searched."""
 
-    def acquire(self) -> None:
-        """A connection starts using the monitor (sampling starts with the first)."""
-        self._users += 1
-        if self._timer is None:
-            self._schedule()
+    def mark_turn(self, loop: asyncio.AbstractEventLoop, now: float) -> bool:
+        """A write at ``now`` (the loop's clock). True when it begins a loop turn: no probe was
+        pending, so one is handed to ``loop`` and runs at the start of its next turn."""
+        if self._marked_at is not None:
+            return False
+        self._marked_at = now
+        loop.call_soon(self._probe, loop)
+        return True
 
-    def release(self) -> None:
-        """A connection stops using it (sampling stops with the last)."""
-        self._users = max(0, self._users - 1)
-        if self._users == 0 and self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-            self._samples.clear()
-            self._peak = 0.0
-
-    def recent(self) -> float:
-        """The largest lag of the last ``window`` seconds, the current one included (a loop
-        that is busy right now is late for the sample it owes)."""
-        if self._timer is None:
-            return 0.0
-        now = self._loop.time()
+    def recent(self, now: float) -> float:
+        """The largest lag of the last ``window`` seconds before ``now``, the current one
+        included (a loop that is busy right now is late for the probe it owes)."""
         self._prune(now)
         peak = self._peak
         if peak is None:
             peak = self._peak = max([lag for _, lag in self._samples], default=0.0)
-        return max(now - self._due, peak, 0.0)
+        owed = now - self._marked_at if self._marked_at is not None else 0.0
+        return max(owed, peak, 0.0)
 
-    def _schedule(self) -> None:
-        self._due = self._loop.time() + self._interval
-        self._timer = self._loop.call_at(self._due, self._sample)
-
-    def _sample(self) -> None:
-        now = self._loop.time()
-        lag = max(0.0, now - self._due)
+    def _probe(self, loop: asyncio.AbstractEventLoop) -> None:
+        marked_at = self._marked_at
+        assert marked_at is not None, "a probe runs only while marked"
+        self._marked_at = None
+        now = loop.time()
+        lag = max(0.0, now - marked_at)
         self._samples.append((now, lag))
         if self._peak is not None:
             self._peak = max(self._peak, lag)
         self._prune(now)
-        self._schedule()
 
     def _prune(self, now: float) -> None:
         while self._samples and self._samples[0][0] < now - self._window:
@@ -97,10 +89,9 @@ _MONITORS: Final[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLag]] 
 )
 
 
-def for_running_loop() -> LoopLag:
-    """The running loop's monitor."""
-    loop = asyncio.get_running_loop()
+def for_loop(loop: asyncio.AbstractEventLoop) -> LoopLag:
+    """``loop``'s monitor."""
     monitor = _MONITORS.get(loop)
     if monitor is None:
-        monitor = _MONITORS[loop] = LoopLag(loop)
+        monitor = _MONITORS[loop] = LoopLag()
     return monitor
