@@ -361,16 +361,17 @@ def test_audio_released_while_its_write_hung_is_reported_once_when_the_write_fai
     assert replay.audio_chunks_dropped == 2, "a1 and a2, each once"
 
 
-@pytest.mark.parametrize("move", ["resume", "rebuild"])
-def test_audio_released_while_its_write_hung_is_reported_where_it_counted_as_held(
+@pytest.mark.parametrize("move", ["resume from h0", "resume from h1", "rebuild"])
+def test_audio_released_while_its_write_hung_is_reported_by_every_move_that_lacks_it(
     move: str,
 ) -> None:
-    """A handle arrived a round trip after the hung write was handed over, and a turn
-    completed, so both counted the chunk as held; the write then failed. The session resumed
-    from that handle, or rebuilt from the history, lacks the chunk the bound gave up: the move
-    reports it."""
+    """h0 came before the hung write; h1 a round trip after it was handed over, and a turn
+    completed then, so h1 and the rebuild counted the chunk as held until the write failed.
+    Whichever the move starts from, its session lacks the chunk the bound gave up, and the
+    move reports it, once."""
     outbox, wire = make(max_audio_seconds=2.5 * CHUNK, max_media_age=100.0)
     outbox.attach_fresh(1, 0.0, round_trip=0.01)
+    outbox.record_handle("h0", 1, 0.0)
     first = outbox.submit("a1", A, 0.0, audio_seconds=CHUNK)
     _write(wire, first, 0.0)  # the write hangs
     outbox.record_handle("h1", 1, 1.0)
@@ -379,8 +380,9 @@ def test_audio_released_while_its_write_hung_is_reported_where_it_counted_as_hel
     outbox.submit("a3", A, 1.0, audio_seconds=CHUNK)  # releases a1
     outbox.mark_unsent(first, 1)
     outbox.detach(1)
-    replay = (
-        outbox.attach_resumed(2, "h1", 1.1) if move == "resume" else outbox.attach_fresh(2, 1.1)
-    )
+    if move == "rebuild":
+        replay = outbox.attach_fresh(2, 1.1)
+    else:
+        replay = outbox.attach_resumed(2, move.removeprefix("resume from "), 1.1)
     assert wire.flush(1.1) == ["a2", "a3"]
     assert replay.audio_chunks_dropped == 1
