@@ -298,6 +298,7 @@ class Entry(Generic[T]):
         "_deliveries",
         "_in_log",
         "_queued",
+        "_released",
         "_silent",
         "_withdrawn",
         "audio_seconds",
@@ -327,6 +328,8 @@ class Entry(Generic[T]):
         self._in_log = True
         self._queued = True
         self._withdrawn = False
+        self._released = False
+        """Given up to honour a bound (see ``Outbox._release``): never put back."""
         self._silent: bool | None = None
         """Whether the entry is silent audio, once the outbox asked (see ``Outbox._silent``)."""
 
@@ -615,10 +618,22 @@ class Outbox(Generic[T]):
         """The write of ``entry`` to ``connection`` failed: it never got there. The entry is
         queued again for the live connection (or the next one), unless it was withdrawn, is
         already queued, or was written to the live connection since. Works after a switch
-        too, when the failure is reported late."""
+        too, when the failure is reported late. Media a bound released meanwhile stays given
+        up, counted once as lost (see *Bounds*)."""
         delivery = next((d for d in reversed(entry._deliveries) if d.conn.id == connection), None)
         if delivery is None:
             raise ValueError(f"{entry!r} was not written to connection {connection}")
+        if entry._released:
+            # The release counted it lost where it was lacking; where this write counted it
+            # held (a handle, the turn boundary), it is lacking now.
+            held = [p for p in self._points() if self._in_state(entry, p) is True]
+            entry._deliveries.remove(delivery)
+            for point in held:
+                if self._in_state(entry, point) is not True:
+                    point.lost.add(entry)
+            if entry.seq <= self._turn_mark:
+                self._rebuild_lost.add(entry)
+            return
         entry._deliveries.remove(delivery)
         if entry._withdrawn:
             return
@@ -1025,6 +1040,7 @@ class Outbox(Generic[T]):
 
     def _release(self, entry: Entry[T]) -> None:
         """Give up a media entry to honour a bound, counting what it costs."""
+        entry._released = True
         if not entry._deliveries or (entry._queued and self._live is not None):
             # The live session, or the next one, will never get it.
             self._dropped.add(entry)
