@@ -5,9 +5,11 @@ time, a question every few seconds (one of them calls the tool), its answers pla
 time, and the emulator rotating the connection (goAway with notice) twice. The emulator runs
 in a process of its own (``python -m realtime_resumption.testing.emulator``), so the figure is this
 process's CPU time alone (``time.process_time``: every thread, a framework's native ones
-included) over the call's wall time. Printed, not asserted; ours over stock should be <= 1.0x.
+included) over the call's wall time. Each lane runs ``--runs`` times, the rounds interleaved,
+and its best run counts. Printed, not asserted; ours over stock should be <= 1.05x (the call
+has moves, where stock loses part of the call and so does less).
 
-    .venv/bin/python tests/benchmarks/bench_stacks.py [--seconds 40]
+    .venv/bin/python tests/benchmarks/bench_stacks.py [--seconds 40] [--runs 3]
         [--profile pipecat-ours]   # cProfile of one lane's call (its event loop thread's CPU)
 """
 
@@ -136,24 +138,32 @@ async def profile(key: str, seconds: float) -> None:
     print(f"{lane.title}: {figure * 1000:.1f} ms CPU per s of call (profiled)")
 
 
-async def main(seconds: float) -> None:
+async def main(seconds: float, runs: int) -> None:
     lanes = all_lanes()
-    results: dict[str, float] = {}
-    for lane in lanes:
-        async with emulator_process() as http_options:
-            results[lane.key] = await measure(lane, http_options, seconds)
-        print(f"{lane.title:40} {results[lane.key] * 1000:7.1f} ms CPU per s of call", flush=True)
+    results: dict[str, list[float]] = {lane.key: [] for lane in lanes}
+    # Rounds interleave the lanes, so a burst of load elsewhere falls on all of them; the
+    # best run of each lane counts (load on a shared machine only adds time).
+    for round_ in range(runs):
+        for lane in lanes:
+            async with emulator_process() as http_options:
+                results[lane.key].append(await measure(lane, http_options, seconds))
+            figure = results[lane.key][-1] * 1000
+            print(f"round {round_ + 1}: {lane.title:40} {figure:7.1f} ms CPU per s of call")
+    best = {key: min(figures) for key, figures in results.items()}
     print()
+    for lane in lanes:
+        print(f"{lane.title:40} {best[lane.key] * 1000:7.1f} ms CPU per s of call (best of {runs})")
     for lane in (lane for lane in lanes if lane.ours):
         stock = [o for o in lanes if not o.ours and o.framework == lane.framework]
         for other in stock:
-            ratio = results[lane.key] / results[other.key]
-            print(f"{lane.title} / {other.title}: {ratio:.2f}x (goal <= 1.0x)")
+            ratio = best[lane.key] / best[other.key]
+            print(f"{lane.title} / {other.title}: {ratio:.2f}x (goal <= 1.05x)")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=40.0, help="measured call length")
+    parser.add_argument("--runs", type=int, default=3, help="interleaved rounds; the best counts")
     parser.add_argument(
         "--profile", choices=[lane.key for lane in all_lanes()], help="profile one lane's call"
     )
@@ -161,4 +171,8 @@ if __name__ == "__main__":
     logger.remove()
     logger.add(sys.stderr, level=os.environ.get("LOGURU_LEVEL", "ERROR"))
     logging.basicConfig(level=logging.ERROR)
-    asyncio.run(profile(args.profile, args.seconds) if args.profile else main(args.seconds))
+    asyncio.run(
+        profile(args.profile, args.seconds)
+        if args.profile
+        else main(args.seconds, max(1, args.runs))
+    )
