@@ -269,7 +269,8 @@ class OutboxStats:
     retained_audio_seconds: float
     handles: int
     audio_chunks_dropped: int
-    """Audio never written: released by a bound while no connection was live."""
+    """Audio released by a bound before it was written, or while queued again for the live
+    connection (a replay not yet written): no session will get it."""
     audio_seconds_dropped: float
     video_frames_dropped: int
     tool_responses_discarded: int
@@ -899,7 +900,9 @@ class Outbox(Generic[T]):
 
     def _queue_in_order(self, entry: Entry[T]) -> None:
         entry._queued = True
-        _insert_in_order(self._pending, entry)
+        # An entry released while it waited may still be in the queue, dead: it lives again.
+        if entry not in self._pending:
+            _insert_in_order(self._pending, entry)
 
     def _in_state(self, entry: Entry[T], point: _Point) -> bool | None:
         """Whether the session captured by ``point`` holds ``entry``: True, False, or None
@@ -1034,9 +1037,11 @@ class Outbox(Generic[T]):
         while self._video and self._video_frames > limits.max_video_frames:
             self._release(self._video[0])
         horizon = now - limits.max_media_age
-        for media in (self._video,) if self._by_speech else (self._audio, self._video):
-            while media and media[0].submitted_at < horizon:
-                self._release(media[0])
+        # Read the deques anew on each release: one may compact (be replaced) while releasing.
+        while not self._by_speech and self._audio and self._audio[0].submitted_at < horizon:
+            self._release(self._audio[0])
+        while self._video and self._video[0].submitted_at < horizon:
+            self._release(self._video[0])
 
     def _release(self, entry: Entry[T]) -> None:
         """Give up a media entry to honour a bound, counting what it costs."""
