@@ -19,7 +19,7 @@ from realtime_resumption.store import MemoryStore, hand_over_on
 from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.testing.redis_server import RedisServer
 
-from ..transport.transport_helpers import Recorder, kind_emulator_config
+from ..transport.transport_helpers import Recorder, answered_with_handle, emulator_config
 from .takeover_helpers import make_transport, start_worker, stream_speech
 
 
@@ -51,7 +51,7 @@ async def run_worker_until_terminated(emu: Emulator, redis_server: RedisServer) 
 async def test_a_worker_sent_sigterm_hands_its_call_over_with_no_speech_lost(
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         sent = await run_worker_until_terminated(emu, redis_server)
         # At once: the lease was given up (no wait for it to expire).
         b = make_transport(emu, redis_store, StoreOptions(write_interval=0.25, lease_wait=0.0))
@@ -75,7 +75,7 @@ async def test_the_signal_hands_over_every_call_of_the_collection_then_runs_then
     each over (one already over is skipped), runs ``then`` instead of ending the process, and
     ignores a second signal meanwhile."""
     store = MemoryStore()
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         calls: set[GeminiLiveTransport] = set()
         done = asyncio.Event()
         ran: list[str] = []
@@ -89,6 +89,7 @@ async def test_the_signal_hands_over_every_call_of_the_collection_then_runs_then
             a = make_transport(emu, store)
             ended = make_transport(emu, MemoryStore())
             await a.connect()
+            await answered_with_handle(a, Recorder(a))  # the session's first handle
             await stream_speech(a, 1, 10)
             calls.update({a, ended})  # added after installing: read at the signal
             signal.raise_signal(signal.SIGUSR1)

@@ -16,7 +16,7 @@ from realtime_resumption.testing.redis_server import RedisServer
 from realtime_resumption.transport import ContentTurn
 
 from ..livekit.lk_helpers import until
-from ..transport.transport_helpers import Recorder, kind_emulator_config
+from ..transport.transport_helpers import Recorder, answered_with_handle, emulator_config
 from .takeover_helpers import KEY, make_transport, stream_speech
 
 OUTAGE = 10.0
@@ -36,11 +36,11 @@ async def current(store: RedisStore, handle: str | None) -> bool:
 async def test_a_ten_second_redis_outage_leaves_the_call_unaffected(
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         a = make_transport(emu, redis_store, StoreOptions())  # the defaults a deployment has
         rec = Recorder(a)
         await a.connect()
-        await rec.wait_for("on_resumption_update")
+        await answered_with_handle(a, rec)  # a first answer, and the session's first handle
         await stream_speech(a, 1, 10)
         await until(lambda: a.store_stats is not None and a.store_stats.writes > 0)
 
@@ -54,7 +54,7 @@ async def test_a_ten_second_redis_outage_leaves_the_call_unaffected(
             seq += 25
             a.send_content([ContentTurn("user", f"question {asked}")])
             asked += 1
-            await rec.wait_for("on_turn_complete", asked)
+            await rec.wait_for("on_turn_complete", 1 + asked)
         errors = [e for (e,) in rec.of("on_error")]
         assert len(errors) == 1  # once per outage, not once per beat
         assert isinstance(errors[0].error, StoreError) and errors[0].recoverable
@@ -69,7 +69,7 @@ async def test_a_ten_second_redis_outage_leaves_the_call_unaffected(
                 await asyncio.sleep(0.02)
         current_after = loop.time() - back_at
         a.send_content([ContentTurn("user", "still there?")])
-        await rec.wait_for("on_turn_complete", asked + 1)
+        await rec.wait_for("on_turn_complete", 1 + asked + 1)
         await a.disconnect()
 
     assert current_after <= CURRENT_WITHIN, f"the record was current {current_after:.2f} s after"
@@ -80,4 +80,4 @@ async def test_a_ten_second_redis_outage_leaves_the_call_unaffected(
     assert summary.connections == 1
     assert summary.speech_lost == ()
     assert set(range(1, seq)) <= set(summary.audio_consumed)
-    assert [t.outcome for t in summary.turns] == ["complete"] * (asked + 1)
+    assert [t.outcome for t in summary.turns] == ["complete"] * (1 + asked + 1)

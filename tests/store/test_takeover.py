@@ -38,8 +38,8 @@ from ..transport.transport_helpers import (
     MODEL,
     Recorder,
     ScriptedServer,
+    answered_with_handle,
     emulator_config,
-    kind_emulator_config,
 )
 from .conftest import Clock
 from .takeover_helpers import (
@@ -57,11 +57,11 @@ from .takeover_helpers import (
 async def test_a_call_taken_over_after_a_crash_resumes_its_session_and_keeps_the_speech(
     redis_store: RedisStore, profile: str
 ) -> None:
-    async with Emulator(kind_emulator_config(profile)) as emu:
+    async with Emulator(emulator_config(profile)) as emu:
         a = make_transport(emu, redis_store)
         rec_a = Recorder(a)
         await a.connect()
-        await rec_a.wait_for("on_resumption_update")
+        await answered_with_handle(a, rec_a)
         await stream_speech(a, 1, 60)
         stored = await redis_store.load(KEY)
         assert stored is not None and len(stored) > 2  # the record, and the speech appended
@@ -102,7 +102,7 @@ async def test_a_call_taken_over_after_a_crash_resumes_its_session_and_keeps_the
 
 async def test_a_second_process_is_refused_while_the_first_drives_the_call() -> None:
     store = MemoryStore()
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         a = make_transport(emu, store)
         await a.connect()
         b = make_transport(emu, store, StoreOptions(lease_wait=0.0))
@@ -145,7 +145,7 @@ async def run_worker_until_killed(
 async def test_a_call_survives_its_worker_killed_with_sigkill(
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         sent = await run_worker_until_killed("transport", emu, redis_server, 60)
         b = make_transport(emu, redis_store)
         rec_b = Recorder(b)
@@ -167,7 +167,7 @@ async def test_a_pipecat_pipeline_killed_with_sigkill_is_taken_over_by_another(
     from ..pipecat.rig import Rig
     from .test_takeover_pipecat import bot
 
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         sent = await run_worker_until_killed("pipecat", emu, redis_server, 60)
         async with Rig([bot(emu, redis_store)]) as rig:
             await rig.context()
@@ -202,7 +202,7 @@ def assert_kept_but_the_last_write_interval(
 
 async def test_an_expired_handle_rebuilds_the_call_from_the_stored_conversation() -> None:
     store = MemoryStore()
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         a = make_transport(emu, store)
         rec_a = Recorder(a)
         await a.connect()
@@ -238,11 +238,11 @@ async def test_an_expired_handle_rebuilds_the_call_from_the_stored_conversation(
 
 async def test_a_tool_call_open_at_the_crash_is_asked_again_and_answered_once() -> None:
     store = MemoryStore()
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         a = make_transport(emu, store, tools=[{"name": "lookup"}])
         rec_a = Recorder(a)
         await a.connect()
-        await rec_a.wait_for("on_resumption_update")
+        await answered_with_handle(a, rec_a)
         a.send_content([ContentTurn("user", "please lookup flights")])
         await rec_a.wait_for("on_tool_call")
         await asyncio.sleep(2 * OPTIONS.write_interval)
@@ -270,15 +270,14 @@ async def test_a_tool_call_open_at_the_crash_is_asked_again_and_answered_once() 
 async def test_the_call_goes_on_while_redis_is_down_and_is_saved_again_when_it_returns(
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         a = make_transport(emu, redis_store)
         rec = Recorder(a)
         await a.connect()
-        await rec.wait_for("on_resumption_update")
+        await answered_with_handle(a, rec)
         await redis_server.stop()
         await stream_speech(a, 1, 50)  # one second of the user talking, Redis down
-        a.send_content([ContentTurn("user", "still there?")])
-        await rec.wait_for("on_turn_complete")
+        await answered_with_handle(a, rec, "still there?")  # a new handle the store lacks
         assert a.is_connected
         stats = a.store_stats
         assert stats is not None and stats.errors >= 2
@@ -301,7 +300,7 @@ async def test_what_redis_holds_is_encrypted_and_another_key_starts_fresh_report
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
     key = Fernet.generate_key()
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         a = make_transport(emu, redis_store, StoreOptions(lease_ttl=1.0, encryption_key=key))
         rec_a = Recorder(a)
         await a.connect()
@@ -340,9 +339,9 @@ async def test_what_redis_holds_is_encrypted_and_another_key_starts_fresh_report
 
 async def test_a_resume_refused_while_the_hung_worker_holds_the_session_open_is_rebuilt() -> None:
     store = MemoryStore()
-    # The service as measured refuses (1011) a resume while the session has an open
-    # connection: a hung worker's stays open.
-    async with Emulator(kind_emulator_config("gemini", refuse_resume_while_open=True)) as emu:
+    # The service as measured (the emulator's default) refuses (1011) a resume while the
+    # session has an open connection: a hung worker's stays open.
+    async with Emulator(emulator_config("gemini")) as emu:
         a = make_transport(emu, store)
         rec_a = Recorder(a)
         await a.connect()
@@ -451,7 +450,7 @@ async def test_no_handle_is_whole_in_the_logs_reports_or_errors_of_a_takeover() 
 
     store = MemoryStore()
     with Capture() as capture:
-        async with Emulator(kind_emulator_config("gemini")) as emu:
+        async with Emulator(emulator_config("gemini")) as emu:
             a = make_transport(emu, store)
             rec_a = Recorder(a)
             await a.connect()
@@ -478,11 +477,11 @@ async def test_no_handle_is_whole_in_the_logs_reports_or_errors_of_a_takeover() 
 async def test_a_worker_that_lost_its_lease_stops_saving_and_leaves_the_record_be() -> None:
     clock = Clock()
     store = MemoryStore(clock)
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         a = make_transport(emu, store)
         rec = Recorder(a)
         await a.connect()
-        await rec.wait_for("on_resumption_update")
+        await answered_with_handle(a, rec)
         # A stalls past its lease (the store's clock jumps) and another process takes it.
         clock.now += OPTIONS.lease_ttl + 1
         assert await store.acquire(KEY, "another process", 60)
@@ -501,7 +500,7 @@ async def test_a_store_down_at_connect_starts_the_call_and_saves_it_once_back(
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
     await redis_server.stop()
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         a = make_transport(emu, redis_store)
         rec = Recorder(a)
         await a.connect()  # within the store's bound, without its state
@@ -537,11 +536,11 @@ async def test_a_disconnect_while_connect_asks_the_store_keeps_the_stored_call(
 ) -> None:
     clock = Clock()
     store = SlowLoad(clock)
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         a = make_transport(emu, store)
         rec_a = Recorder(a)
         await a.connect()
-        await rec_a.wait_for("on_resumption_update")
+        await answered_with_handle(a, rec_a)
         await asyncio.sleep(2 * OPTIONS.write_interval)
         await crash(a)  # its lease is held for lease_ttl yet
         if stage == "loading the record":
@@ -583,7 +582,7 @@ class Broken(MemoryStore):
 
 async def test_a_store_that_raises_anything_never_ends_the_call_nor_its_saver() -> None:
     store = Broken()
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         a = make_transport(emu, store)
         rec = Recorder(a)
         await a.connect()
@@ -607,7 +606,7 @@ async def test_a_livekit_agent_session_killed_with_sigkill_is_taken_over_by_anot
     from ..livekit.lk_helpers import voice_call
 
     model = {"store": redis_store, "session_key": KEY, "store_options": OPTIONS}
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         sent = await run_worker_until_killed("livekit", emu, redis_server, 60)
         async with voice_call(emu, Agent(instructions="Be brief."), pace=1.0, **model) as b:
             b.mic._seq = 100_000  # B's chunks apart from A's (each microphone counts from 0)
@@ -629,11 +628,11 @@ async def test_a_livekit_agent_session_killed_with_sigkill_is_taken_over_by_anot
 async def test_a_call_handed_over_mid_speech_loses_nothing_it_accepted(
     redis_store: RedisStore,
 ) -> None:
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         a = make_transport(emu, redis_store)
         rec_a = Recorder(a)
         await a.connect()
-        await rec_a.wait_for("on_resumption_update")
+        await answered_with_handle(a, rec_a)
         accepted: list[int] = []
 
         async def talk() -> None:
@@ -669,11 +668,12 @@ async def test_a_call_handed_over_mid_speech_loses_nothing_it_accepted(
 
 async def test_a_hand_over_waits_for_the_answer_in_progress() -> None:
     store = MemoryStore()
-    async with Emulator(kind_emulator_config("gemini", answer_chunks=40)) as emu:
+    async with Emulator(emulator_config("gemini", answer_chunks=40)) as emu:
         a = make_transport(emu, store)
         rec_a = Recorder(a)
         await a.connect()
-        await rec_a.wait_for("on_resumption_update")
+        # The story is the session's first answer: no handle until it ends (the service as
+        # measured), so the hand-over must wait for the handle that follows it too.
         a.send_content([ContentTurn("user", "tell me a story")])
         await rec_a.wait_for("on_audio_output")
         await a.hand_over()
@@ -685,6 +685,8 @@ async def test_a_hand_over_waits_for_the_answer_in_progress() -> None:
         await rec_b.wait_for("on_turn_complete")
         await b.disconnect()
 
+    (move,) = rec_b.moves
+    assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
     (session,) = emu.ledger.sessions.values()
     turns = emu.ledger.summary().sessions[session.session_id].turns
     assert [t.outcome for t in turns] == ["complete", "complete"]  # the story not told twice
@@ -694,11 +696,11 @@ async def test_a_hand_over_waits_for_the_answer_in_progress() -> None:
 
 async def test_what_the_framework_sends_when_it_hears_of_the_takeover_is_kept() -> None:
     store = MemoryStore()
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         a = make_transport(emu, store)
         rec_a = Recorder(a)
         await a.connect()
-        await rec_a.wait_for("on_resumption_update")
+        await answered_with_handle(a, rec_a)
         await stream_speech(a, 1, 10)
         await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
         await crash(a)

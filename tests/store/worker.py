@@ -1,6 +1,7 @@
 """A worker process for the SIGKILL tests: it takes a call keeping its state in Redis (a bare
 transport, a real Pipecat pipeline around our service, or a real LiveKit AgentSession with our
-model), streams the user's speech, says
+model), has one answer (the service issues a connection's first handle after its first answer,
+so the call is resumable from then on), streams the user's speech, says
 each speech chunk it sent (``sent SEQ``), and then idles until it is killed. ``drain``: a bare
 transport that hands its call over on SIGTERM (``hand_over_on``), saying only the chunks the
 transport accepted.
@@ -22,7 +23,7 @@ from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import hand_over_on
 from realtime_resumption.testing.emulator import user_audio
-from realtime_resumption.transport import NotConnectedError
+from realtime_resumption.transport import ContentTurn, NotConnectedError
 
 from ..transport.transport_helpers import GRACE, MODEL
 from .takeover_helpers import CHUNK, OPTIONS
@@ -46,10 +47,16 @@ async def transport_call(
         store_options=OPTIONS,
     )
     handle = asyncio.Event()
-    transport.on_resumption_update = lambda *_: handle.set()
+
+    def update(new: str | None, resumable: bool, index: int | None) -> None:
+        if new and resumable:
+            handle.set()
+
+    transport.on_resumption_update = update
     if drain:
         hand_over_on(signal.SIGTERM, transport)
     await transport.connect()
+    transport.send_content([ContentTurn("user", "hello there")])
     await asyncio.wait_for(handle.wait(), 10)
     for seq in range(1, count + 1):
         try:
@@ -73,13 +80,16 @@ async def pipecat_call(options: types.HttpOptions, store: RedisStore, key: str, 
         api_key="emulator-key",
         http_options=options,
         settings=GeminiLiveLLMService.Settings(model=MODEL),
+        system_instruction="You are a helpful assistant.",  # an initial answer: a first handle
         store=store,
         session_key=key,
         store_options=OPTIONS,
     )
     async with Rig([service]) as rig:
-        await rig.context()
-        await rig.wait(lambda: rig.count(SessionResumptionUpdateFrame) >= 1)
+        await rig.context()  # the bot's first answer, and the handle after it
+        await rig.wait(
+            lambda: any(f.handle and f.resumable for f in rig.of(SessionResumptionUpdateFrame))
+        )
         for seq in range(1, count + 1):
             audio = user_audio(seq, speech=True)
             await rig.queue(InputAudioRawFrame(audio=audio, sample_rate=16_000, num_channels=1))
@@ -107,6 +117,7 @@ async def livekit_call(options: types.HttpOptions, store: RedisStore, key: str, 
     session.output.audio = Speaker()
     agent = Agent(instructions="Be brief.")
     await session.start(agent)
+    await session.generate_reply(instructions="Greet the caller.")
     async with asyncio.timeout(10):
         while agent.realtime_llm_session._transport.resumption_handle is None:  # noqa: ASYNC110
             await asyncio.sleep(CHUNK)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 from opentelemetry.metrics import NoOpMeterProvider
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from realtime_resumption.moves import HandleKind, MoveMode, MoveOutcome, MoveReason, MoveReport
@@ -24,10 +25,14 @@ from ..rotation.rotation_helpers import (
     CHUNK,
     HELLO,
     Recorder,
-    kind_emulator_config,
     make_transport,
     only_session,
     stream_silence,
+)
+from ..transport.transport_helpers import (
+    answered_with_handle,
+    emulator_config,
+    kind_emulator_config,
 )
 from .otel_helpers import Otel, ancestors, assert_no_secret, parent_of
 
@@ -43,7 +48,7 @@ def otel() -> Iterator[Otel]:
 
 @pytest.fixture
 async def emu() -> AsyncIterator[Emulator]:
-    async with Emulator(kind_emulator_config("gemini")) as emulator:
+    async with Emulator(emulator_config("gemini")) as emulator:
         yield emulator
 
 
@@ -65,15 +70,16 @@ def labels(report: MoveReport) -> tuple[tuple[str, Any], ...]:
     )
 
 
-async def test_a_planned_move_is_a_span_under_the_call_with_its_figures_and_metrics(
-    emu: Emulator, otel: Otel
-) -> None:
+async def planned_move(emu: Emulator, otel: Otel) -> tuple[MoveReport, ReadableSpan]:
+    """A call (the app's span) that answered once, then moved at a goAway while the user's
+    audio streamed; returns the move's report and span, after the figures every
+    planned move has are checked (the service's terms decide the mode and the rest)."""
     call = otel.tracer_provider.get_tracer("app")
     transport = make_transport(emu, telemetry=otel.telemetry)
     rec = Recorder(transport)
     with call.start_as_current_span("call"):
         await transport.connect()
-    await rec.wait_for("on_resumption_update")
+    await answered_with_handle(transport, rec)
     streaming = asyncio.create_task(stream_silence(transport, 1, 150))
     await asyncio.sleep(0.05)
     emu.faults.go_away(20.0)
@@ -82,11 +88,7 @@ async def test_a_planned_move_is_a_span_under_the_call_with_its_figures_and_metr
     await transport.disconnect()
 
     (report,) = rec.moves
-    assert (report.reason, report.outcome, report.mode) == (
-        MoveReason.PLANNED,
-        MoveOutcome.RESUMED,
-        MoveMode.MAKE_BEFORE_BREAK,
-    )
+    assert (report.reason, report.outcome) == (MoveReason.PLANNED, MoveOutcome.RESUMED)
     ((_, notice),) = rec.of("on_go_away")
     assert report.go_away_notice_ms == pytest.approx(notice * 1000.0)
     assert report.go_away_to_switch_ms is not None and report.go_away_to_switch_ms > 0
@@ -99,9 +101,9 @@ async def test_a_planned_move_is_a_span_under_the_call_with_its_figures_and_metr
     assert attributes["realtime.move.number"] == 1
     assert attributes["realtime.move.reason"] == "planned"
     assert attributes["realtime.move.outcome"] == "resumed"
-    assert attributes["realtime.move.mode"] == "make-before-break"
-    assert attributes["realtime.move.attempts"] == 1
-    assert attributes["realtime.move.gap_ms"] == 0.0
+    assert attributes["realtime.move.mode"] == report.mode.value
+    assert attributes["realtime.move.attempts"] == report.attempts
+    assert attributes["realtime.move.gap_ms"] == report.gap_ms
     assert attributes["realtime.move.input.replayed_messages"] == report.messages_replayed
     assert attributes["realtime.move.input.replayed_audio_ms"] == report.audio_ms_replayed
     assert attributes["realtime.move.input.held_audio_ms"] == report.audio_ms_held
@@ -110,22 +112,14 @@ async def test_a_planned_move_is_a_span_under_the_call_with_its_figures_and_metr
     assert attributes["realtime.move.go_away.notice_ms"] == report.go_away_notice_ms
     assert attributes["realtime.move.go_away.to_switch_ms"] == report.go_away_to_switch_ms
     assert attributes["gen_ai.provider.name"] == "gcp.gemini"
-    assert [e.name for e in move.events] == ["realtime.move.attempt"]
-    assert dict(move.events[0].attributes or {}) == {
-        "realtime.connection.attempt_id": "att_2",
-        "realtime.connection.resumes": True,
-    }
 
-    old, new = otel.named("realtime.connection")
-    # The emulator's ledger saw the same two connections, the second resumed, both open at once.
-    ledger_old, ledger_new = only_session(emu).connections
+    old, *_, new = otel.named("realtime.connection")
+    # The emulator's ledger saw the first connection and the one the session resumed on.
+    ledger_old, *_, ledger_new = only_session(emu).connections
     assert ledger_new.resumed_from is not None and ledger_old.resumed_from is None
-    assert ledger_new.setup_at is not None and ledger_old.closed_at is not None
-    assert ledger_new.setup_at < ledger_old.closed_at
-    assert [s.attributes["realtime.connection.attempt_id"] for s in (old, new)] == [
-        "att_1",
-        "att_2",
-    ]
+    assert (
+        old.attributes is not None and old.attributes["realtime.connection.attempt_id"] == "att_1"
+    )
     assert [e.name for e in old.events] == [
         "realtime.connection.setup_complete",
         "realtime.go_away",
@@ -135,12 +129,10 @@ async def test_a_planned_move_is_a_span_under_the_call_with_its_figures_and_metr
     assert ancestors(new, otel.spans) == ["realtime.move", "call"]
     assert ancestors(old, otel.spans) == ["call"]
     assert ancestors(move, otel.spans) == ["call"]
-    assert old.end_time is not None and new.start_time is not None
-    assert new.start_time < old.end_time  # make-before-break, as the spans show it
 
     assert otel.counted("realtime.moves") == {labels(report): 1}
     (gap,) = otel.histogram("realtime.move.gap.duration")
-    assert (gap.count, gap.sum) == (1, 0.0)
+    assert (gap.count, gap.sum) == (1, pytest.approx(report.gap_ms / 1000))
     (replayed,) = otel.histogram("realtime.move.input.replayed.duration")
     assert replayed.sum == pytest.approx(report.audio_ms_replayed / 1000)
     (to_switch,) = otel.histogram("realtime.move.go_away_to_switch.duration")
@@ -148,6 +140,75 @@ async def test_a_planned_move_is_a_span_under_the_call_with_its_figures_and_metr
     assert list(otel.counted("realtime.sessions.moving").values()) == [0]
 
     assert_no_secret(otel.spans, handles(rec))
+    return report, move
+
+
+async def test_a_planned_move_is_a_span_under_the_call_with_its_figures_and_metrics(
+    emu: Emulator, otel: Otel
+) -> None:
+    """On the service as measured the move's first dial, beside the open connection, is
+    refused (1011): the span shows it as a failed attempt, and the move closes the old
+    connection, then resumes (break-before-make, with a gap and the input held through it)."""
+    report, move = await planned_move(emu, otel)
+
+    assert (report.mode, report.attempts) == (MoveMode.BREAK_BEFORE_MAKE, 2)
+    assert report.gap_ms > 0 and report.messages_buffered > 0
+    assert report.audio_ms_held == pytest.approx(report.messages_buffered * CHUNK * 1000)
+    attributes = dict(move.attributes or {})
+    assert attributes["realtime.move.mode"] == "break-before-make"
+    assert attributes["realtime.move.input.held_messages"] == report.messages_buffered
+    events = [(e.name, dict(e.attributes or {})) for e in move.events]
+    assert [name for name, _ in events] == [
+        "realtime.move.attempt",
+        "realtime.move.attempt_failed",
+        "realtime.move.attempt",
+    ]
+    refused_id = events[0][1]["realtime.connection.attempt_id"]
+    assert events[1][1]["realtime.connection.attempt_id"] == refused_id
+    assert events[1][1]["realtime.connection.close_code"] == 1011
+    assert all(attrs["realtime.connection.resumes"] for _, attrs in events[::2])
+
+    _, refused, new = otel.named("realtime.connection")
+    assert refused.attributes is not None
+    assert refused.attributes["realtime.connection.attempt_id"] == refused_id
+    assert refused.status.status_code is StatusCode.ERROR
+    assert parent_of(refused, otel.spans) is move
+    assert new.attributes is not None
+    assert (
+        new.attributes["realtime.connection.attempt_id"]
+        == events[2][1]["realtime.connection.attempt_id"]
+    )
+    ledger_old, ledger_refused, ledger_new = only_session(emu).connections
+    assert ledger_refused.refused == "open-session"
+    assert ledger_old.closed_at is not None and ledger_new.setup_at is not None
+    assert ledger_old.closed_at <= ledger_new.setup_at  # break-before-make, as the ledger saw
+    (held,) = otel.histogram("realtime.move.input.held.duration")
+    assert held.sum == pytest.approx(report.audio_ms_held / 1000)
+
+
+async def test_a_planned_move_on_a_kind_service_is_make_before_break_in_its_spans(
+    otel: Otel,
+) -> None:
+    """Where the service takes a resume beside the open connection, one dial does it and the
+    spans of the two connections overlap, with no gap."""
+    async with Emulator(kind_emulator_config("gemini")) as emu:
+        report, move = await planned_move(emu, otel)
+
+    assert (report.mode, report.attempts, report.gap_ms) == (MoveMode.MAKE_BEFORE_BREAK, 1, 0.0)
+    assert dict(move.attributes or {})["realtime.move.mode"] == "make-before-break"
+    assert [e.name for e in move.events] == ["realtime.move.attempt"]
+    assert dict(move.events[0].attributes or {}) == {
+        "realtime.connection.attempt_id": "att_2",
+        "realtime.connection.resumes": True,
+    }
+    old, new = otel.named("realtime.connection")
+    assert new.attributes is not None
+    assert new.attributes["realtime.connection.attempt_id"] == "att_2"
+    ledger_old, ledger_new = only_session(emu).connections
+    assert ledger_new.setup_at is not None and ledger_old.closed_at is not None
+    assert ledger_new.setup_at < ledger_old.closed_at  # both open at once
+    assert old.end_time is not None and new.start_time is not None
+    assert new.start_time < old.end_time  # make-before-break, as the spans show it
 
 
 async def test_a_drop_is_a_break_before_make_move_with_its_gap_and_held_input(
@@ -156,7 +217,7 @@ async def test_a_drop_is_a_break_before_make_move_with_its_gap_and_held_input(
     transport = make_transport(emu, telemetry=otel.telemetry)
     rec = Recorder(transport)
     await transport.connect()
-    await rec.wait_for("on_resumption_update")
+    await answered_with_handle(transport, rec)
     streaming = asyncio.create_task(stream_silence(transport, 1, 150, speech=True))
     await asyncio.sleep(0.05)
     assert emu.faults.drop() == 1
@@ -198,10 +259,7 @@ async def test_a_rebuild_shows_the_refused_attempt_as_an_event(emu: Emulator, ot
     transport = make_transport(emu, telemetry=otel.telemetry)
     rec = Recorder(transport)
     await transport.connect()
-    await rec.wait_for("on_resumption_update")
-    transport.send_content(HELLO)
-    await rec.wait_for("on_generation_end")
-    await rec.wait(lambda r: r.of("on_resumption_update")[-1][1])
+    await answered_with_handle(transport, rec)
     emu.faults.expire_handles()
     emu.faults.drop()
     await rec.wait_for("on_move")
@@ -253,7 +311,7 @@ async def test_a_rebuild_shows_the_refused_attempt_as_an_event(emu: Emulator, ot
 
 
 async def test_a_lost_session_is_an_error_span_and_counted_lost(otel: Otel) -> None:
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         transport = make_transport(emu, telemetry=otel.telemetry)
         rec = Recorder(transport)
         emu.faults.refuse_next(1, how="close1011")  # set up, then closed: no handle ever came
@@ -281,7 +339,7 @@ async def test_a_move_under_way_counts_as_a_session_moving(emu: Emulator, otel: 
     transport = make_transport(emu, telemetry=otel.telemetry)
     rec = Recorder(transport)
     await transport.connect()
-    await rec.wait_for("on_resumption_update")
+    await answered_with_handle(transport, rec)
     emu.faults.drop()
     await rec.wait_for("on_move_started")
     assert list(otel.counted("realtime.sessions.moving").values()) == [1]
@@ -329,9 +387,7 @@ async def test_without_an_sdk_no_span_is_made_and_the_move_works(emu: Emulator) 
     transport = make_transport(emu, telemetry=telemetry)
     rec = Recorder(transport)
     await transport.connect()
-    await rec.wait_for("on_resumption_update")
-    transport.send_content(HELLO)
-    await rec.wait_for("on_generation_end")
+    await answered_with_handle(transport, rec)
     emu.faults.go_away(20.0)
     await rec.wait_for("on_move")
     await transport.disconnect()
@@ -393,7 +449,7 @@ async def test_a_broken_tracer_changes_nothing_for_the_session(emu: Emulator) ->
     transport = make_transport(emu, telemetry=Telemetry(tracer=Broken()))
     rec = Recorder(transport)
     await transport.connect()
-    await rec.wait_for("on_resumption_update")
+    await answered_with_handle(transport, rec)
     emu.faults.go_away(20.0)
     await rec.wait_for("on_move")
     await transport.disconnect()
@@ -416,6 +472,7 @@ from opentelemetry import trace
 from opentelemetry.trace import ProxyTracer, ProxyTracerProvider
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.transport import ContentTurn
 
 started = []
 real_start = ProxyTracer.start_span
@@ -427,7 +484,7 @@ ProxyTracer.start_span = start_span
 
 async def main():
     assert isinstance(trace.get_tracer_provider(), ProxyTracerProvider)
-    async with Emulator(EmulatorConfig.kind(time_scale=0.05, update_after_setup=True)) as emu:
+    async with Emulator(EmulatorConfig(time_scale=0.05)) as emu:
         transport = GeminiLiveTransport(client=emu.client())
         assert transport.telemetry is not None
         moved = asyncio.Event()
@@ -435,6 +492,7 @@ async def main():
         transport.on_move = lambda report: moved.set()
         transport.on_resumption_update = lambda h, resumable, i: resumable and handle.set()
         await transport.connect()
+        transport.send_content([ContentTurn("user", "hello")])  # the first handle follows
         async with asyncio.timeout(10):
             await handle.wait()
             await emu.faults.go_away(time_left=5.0)
