@@ -78,9 +78,10 @@ def test_withdrawn_audio_does_not_break_the_age_bound() -> None:
     assert wire.flush(1.5) == [f"a-new{n}" for n in range(30)] + ["a-last"]
 
 
-def test_a_late_failed_write_of_audio_the_bound_released_counts_it_pending_once() -> None:
-    """A failed write reported after the bound released the entry (queued as a replay) puts
-    it back once: ``stats.pending`` counts each waiting message once."""
+def test_a_late_failed_write_of_audio_the_bound_released_leaves_it_given_up_counted_once() -> None:
+    """A failed write reported after the bound released the entry (queued as a replay) does
+    not bring it back over the bound: it stays given up, counted once, and each message still
+    waiting is counted once."""
     outbox, wire = make(max_audio_seconds=2 * CHUNK)
     outbox.attach_fresh(1, 0.0)
     first = outbox.submit("a1", A, 0.0, audio_seconds=CHUNK)
@@ -91,8 +92,9 @@ def test_a_late_failed_write_of_audio_the_bound_released_counts_it_pending_once(
     outbox.submit("a2", A, 0.1, audio_seconds=CHUNK)
     outbox.submit("a3", A, 0.1, audio_seconds=CHUNK)  # the bound releases a1
     outbox.mark_unsent(first, 1)  # its write to connection 1 had failed after all
-    assert outbox.stats.pending == outbox.stats.retained == 3
-    assert wire.flush(0.2) == ["a1", "a2", "a3"]
+    assert outbox.stats.pending == outbox.stats.retained == 2
+    assert outbox.stats.audio_chunks_dropped == 1
+    assert wire.flush(0.2) == ["a2", "a3"]
     assert outbox.stats.pending == 0
 
 

@@ -900,9 +900,7 @@ class Outbox(Generic[T]):
 
     def _queue_in_order(self, entry: Entry[T]) -> None:
         entry._queued = True
-        # An entry released while it waited may still be in the queue, dead: it lives again.
-        if entry not in self._pending:
-            _insert_in_order(self._pending, entry)
+        _insert_in_order(self._pending, entry)
 
     def _in_state(self, entry: Entry[T], point: _Point) -> bool | None:
         """Whether the session captured by ``point`` holds ``entry``: True, False, or None
