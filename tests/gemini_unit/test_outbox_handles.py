@@ -205,6 +205,33 @@ def test_a_restated_turn_left_behind_by_a_move_does_not_pin_the_log() -> None:
     assert outbox.lacking("h21") == []
 
 
+@pytest.mark.parametrize("scope", [ReplayScope.CONNECTION, ReplayScope.RESUMED])
+def test_a_message_the_next_session_is_not_owed_does_not_pin_the_log(
+    scope: ReplayScope,
+) -> None:
+    """A restated turn the old connection never wrote (not sent to the resumed session), or
+    history not yet written when a rebuild seeds it (not sent to the rebuilt one): once
+    every point holds what follows, the log is pruned as usual."""
+    outbox, wire = make()
+    outbox.attach_fresh(1, 0.0)
+    send(outbox, wire, 0.0, "t1")
+    outbox.record_handle("h1", 1, 0.1, last_consumed_index=1)
+    outbox.turn_completed()
+    outbox.submit("left-behind", MessageKind.CONTENT, 0.2, scope=scope)
+    outbox.detach(1)
+    if scope is ReplayScope.CONNECTION:
+        outbox.attach_resumed(2, "h1", 0.3)
+    else:
+        outbox.attach_fresh(2, 0.3)
+    assert wire.flush(0.3) == []
+    for n in range(1, 11):
+        send(outbox, wire, float(n), f"t{n + 1}")
+        outbox.turn_completed()
+        outbox.record_handle(f"h{n + 1}", 2, n + 0.5, last_consumed_index=wire.index[2])
+    # Only the newest turn is left: the handle before the newest one lacks it.
+    assert outbox.stats.retained == 1
+
+
 def test_a_write_that_failed_after_a_move_reaches_the_connection_after_next() -> None:
     """A write to the old connection reported failed once a move pruned it (the new
     connection's session starts after everything retained) is queued again, and stays owed
@@ -269,6 +296,41 @@ def test_a_turn_completed_with_nothing_new_written_still_reports_what_a_rebuild_
     assert replay.audio_chunks_dropped == 2
 
 
+def test_what_a_rebuild_would_lack_is_what_it_queues() -> None:
+    """``lacking(None)`` (and for a handle no longer held): what ``attach_fresh`` queues, in
+    order: no turn the history committed, no history, no restated turn, no tool result."""
+    outbox, wire = make()
+    outbox.attach_fresh(1, 1.0)
+    send(outbox, wire, 1.0, "t1")
+    outbox.turn_completed()  # t1 is still retained, within the margin of now
+    outbox.submit("history", MessageKind.CONTENT, 1.0, scope=ReplayScope.RESUMED)
+    outbox.submit("t-again", TXT, 1.0, scope=ReplayScope.CONNECTION)
+    send(outbox, wire, 1.0, "t2", "r1", "a1")
+    assert outbox.stats.retained == 6
+    assert outbox.lacking(None) == ["t2", "a1"]
+    assert outbox.lacking("never-recorded") == ["t2", "a1"]
+    outbox.attach_fresh(2, 1.0)
+    assert wire.flush(1.0) == ["t2", "a1"]
+
+
+def test_a_turn_completed_after_the_first_write_failed_still_reports_what_a_rebuild_lost() -> None:
+    """The connection is lost, its first write failed, and the history commits the answer
+    it cut: nothing written remains to commit, so the audio released meanwhile is still a
+    loss the rebuild reports."""
+    outbox, wire = make(max_audio_seconds=2 * CHUNK)
+    outbox.attach_fresh(1, 0.0)
+    first = outbox.submit("t1", TXT, 0.0)
+    send(outbox, wire, 0.0, "a2", "a3")
+    outbox.detach(1)
+    outbox.mark_unsent(first, 1)
+    for name in ("a4", "a5"):  # held in the gap: a2 and a3 give way
+        outbox.submit(name, A, 0.1, audio_seconds=CHUNK)
+    outbox.turn_completed()
+    replay = outbox.attach_fresh(2, 0.2)
+    assert wire.flush(0.2) == ["t1", "a4", "a5"]
+    assert replay.audio_chunks_dropped == 2
+
+
 def test_the_first_session_is_sent_the_history_nothing_seeded_it_with() -> None:
     outbox, wire = make()
     outbox.submit("history", MessageKind.CONTENT, 0.0, scope=ReplayScope.RESUMED)
@@ -293,6 +355,20 @@ def test_a_session_resumed_from_a_rebuilt_one_is_not_sent_its_seeded_history_aga
     outbox.detach(2)
     outbox.attach_resumed(3, "h2", 2.1)
     assert wire.flush(2.1) == []
+
+
+def test_history_sent_after_a_rebuild_is_owed_to_a_session_resumed_before_it_was_written() -> None:
+    """The seed holds the history sent before the rebuild, not the history sent after it."""
+    outbox, wire = make()
+    outbox.attach_fresh(1, 0.0)
+    outbox.detach(1)
+    outbox.attach_fresh(2, 0.1)
+    outbox.submit("history", MessageKind.CONTENT, 0.2, scope=ReplayScope.RESUMED)
+    outbox.record_handle("h2", 2, 0.3, last_consumed_index=0)
+    assert outbox.lacking("h2") == ["history"]
+    outbox.detach(2)
+    outbox.attach_resumed(3, "h2", 0.4)
+    assert wire.flush(0.4) == ["history"]
 
 
 # -- activity ----------------------------------------------------------------------------
