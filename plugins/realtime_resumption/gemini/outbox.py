@@ -353,6 +353,9 @@ class _ConnectionLog:
     """The handle the connection resumed from; None for a fresh session."""
     base_through: int
     """Fresh session: entries up to this seq are carried by the seeded history."""
+    seeded: bool
+    """Fresh session seeded with the history: it holds every ``RESUMED`` message submitted
+    before it took over (the history it was seeded with), whatever the turn boundary."""
     margin: float
     """How long before a handle's arrival an entry written on this connection may be missing
     from its snapshot (see :meth:`Outbox._margin`)."""
@@ -702,7 +705,7 @@ class Outbox(Generic[T]):
         what a snapshot of the session stores) queues every message again, the ones the
         takeover replayed first: the session resumed from it again lacks them all."""
         # A connection no entry is ever written to, whose session every entry came after.
-        elsewhere = _ConnectionLog(-1, 0, None, 0, 0.0)
+        elsewhere = _ConnectionLog(-1, 0, None, 0, False, 0.0)
         self._add_point(_Point(handle, elsewhere, 0, True, self._clock, 0.0, None))
 
     def hold(self, handle: HandleRef) -> bool:
@@ -760,7 +763,7 @@ class Outbox(Generic[T]):
         replay = self._replay(
             needed, possibly_duplicated, _sum_losses(point.lost, self._gap_dropped)
         )
-        self._switch(self._connection(connection, point, 0, round_trip), needed)
+        self._switch(self._connection(connection, point, 0, False, round_trip), needed)
         logger.debug("connection {} resumed from {}: {}", connection, redact(handle), replay)
         return replay
 
@@ -797,7 +800,7 @@ class Outbox(Generic[T]):
         )
         self._handles.clear()
         self._switch(
-            self._connection(connection, None, self._turn_mark, round_trip),
+            self._connection(connection, None, self._turn_mark, seeded, round_trip),
             needed,
         )
         logger.debug("connection {} opened a fresh session: {}", connection, replay)
@@ -930,7 +933,9 @@ class Outbox(Generic[T]):
                 # Submitted after this connection took over, and never written to it.
                 return False
             if conn.base is None:
-                return entry.seq <= conn.base_through
+                return entry.seq <= conn.base_through or (
+                    conn.seeded and entry.scope is ReplayScope.RESUMED
+                )
             current = conn.base
 
     def _silent(self, entry: Entry[T]) -> bool:
@@ -979,7 +984,11 @@ class Outbox(Generic[T]):
 
     def _prunable_through(self, point: _Point) -> int:
         for entry in self._log.values():
-            if self._in_state(entry, point) is not True:
+            # A restated turn is owed to its own connection alone, never to a later session.
+            if (
+                entry.scope is not ReplayScope.CONNECTION
+                and self._in_state(entry, point) is not True
+            ):
                 return entry.seq - 1
         return self._next_seq - 1
 
@@ -1094,9 +1103,14 @@ class Outbox(Generic[T]):
         return dropped
 
     def _connection(
-        self, connection: int, base: _Point | None, base_through: int, round_trip: float | None
+        self,
+        connection: int,
+        base: _Point | None,
+        base_through: int,
+        seeded: bool,
+        round_trip: float | None,
     ) -> _ConnectionLog:
-        conn = _ConnectionLog(connection, self._next_seq, base, base_through, 0.0)
+        conn = _ConnectionLog(connection, self._next_seq, base, base_through, seeded, 0.0)
         self._set_round_trip(conn, round_trip)
         return conn
 
@@ -1127,8 +1141,6 @@ class Outbox(Generic[T]):
         self._pending = deque(needed)
         self._dead_pending = 0
         self._reopen_activity = self._activity_open_before(needed)
-        if self._live is not None:
-            self._last_conn = self._live
         self._live = conn
         self._gap_dropped = _Losses()
         self._held.clear()
