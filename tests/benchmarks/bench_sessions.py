@@ -398,11 +398,50 @@ def _dropped(rig: _Session) -> int:
     return unsent + sum(report.audio_chunks_dropped for report in rig.moves)
 
 
-async def _bare_sdk(
-    servers: list[EmulatorProcess], sessions: int, seconds: float, speech_every: float, first: int
+_FLOOR_PREFIX = '{"realtimeInput":{"audio":{"data":"'
+_FLOOR_SUFFIX = f'","mimeType":"{INPUT_AUDIO_MIME}"}}}}}}'
+
+
+async def _sdk_send(session: Any, pcm: bytes) -> None:
+    await session.send_realtime_input(audio=types.Blob(data=pcm, mime_type=INPUT_AUDIO_MIME))
+
+
+async def _sdk_drain(session: Any) -> None:
+    while True:
+        async for _ in session.receive():
+            pass
+
+
+async def _floor_send(session: Any, pcm: bytes) -> None:
+    await session._ws.send(_FLOOR_PREFIX + base64.b64encode(pcm).decode("ascii") + _FLOOR_SUFFIX)
+
+
+async def _floor_drain(session: Any) -> None:
+    async for _ in session._ws:
+        pass
+
+
+BASELINES: dict[str, tuple[Callable[[Any, bytes], Any], Callable[[Any], Any]]] = {
+    "sdk": (_sdk_send, _sdk_drain),
+    "floor": (_floor_send, _floor_drain),
+}
+"""The baselines' way to send a chunk and to receive (answers dropped). ``sdk``: the bare
+google-genai SDK, the cost the transport is compared with. ``floor``: the least any Python
+client does per chunk, the audio base64-encoded into a fixed JSON text and sent as one
+WebSocket message over TLS on the SDK's own connection (its private ``_ws``: a benchmark's
+reach), received the same way; no accounting, no checks."""
+
+
+async def _baseline(
+    name: str,
+    servers: list[EmulatorProcess],
+    sessions: int,
+    seconds: float,
+    speech_every: float,
+    first: int,
 ) -> float:
-    """CPU per session-second of the bare google-genai SDK streaming the same audio (its
-    answers received and dropped): the cost the transport is compared with."""
+    """CPU per session-second of baseline ``name`` (``BASELINES``) streaming the same audio."""
+    send, drain = BASELINES[name]
     clients = [genai.Client(api_key="bench", http_options=s.http_options) for s in servers]
     config = types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])
     async with contextlib.AsyncExitStack() as stack:
@@ -412,11 +451,6 @@ async def _bare_sdk(
             )
             for i in range(sessions)
         ]
-
-        async def drain(session: Any) -> None:
-            while True:
-                async for _ in session.receive():
-                    pass
 
         async def stream(index: int, session: Any, start: float) -> None:
             loop = asyncio.get_running_loop()
@@ -424,55 +458,7 @@ async def _bare_sdk(
                 if (wait := start + k * CHUNK - loop.time()) > 0:
                     await asyncio.sleep(wait)
                 speech = _speaks(k, index, speech_every)
-                pcm = user_audio(index * 1_000_000 + k, speech=speech)
-                await session.send_realtime_input(
-                    audio=types.Blob(data=pcm, mime_type=INPUT_AUDIO_MIME)
-                )
-
-        readers = [asyncio.create_task(drain(session)) for session in live]
-        start = asyncio.get_running_loop().time() + 0.2
-        cpu = time.process_time()
-        await asyncio.gather(*(stream(first + i, s, start) for i, s in enumerate(live)))
-        cpu = time.process_time() - cpu
-        for reader in readers:
-            reader.cancel()
-        await asyncio.wait(readers)
-    return cpu / (sessions * seconds)
-
-
-async def _wire_floor(
-    servers: list[EmulatorProcess], sessions: int, seconds: float, speech_every: float, first: int
-) -> float:
-    """CPU per session-second of the least any Python client does per chunk: the audio
-    base64-encoded into a fixed JSON text and sent as one WebSocket message over TLS, on the
-    SDK's own connection (its private ``_ws``: a benchmark's reach), answers received and
-    dropped the same way. No accounting, no checks: the floor the transport's cost sits on."""
-    clients = [genai.Client(api_key="bench", http_options=s.http_options) for s in servers]
-    config = types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])
-    prefix, suffix = (
-        '{"realtimeInput":{"audio":{"data":"',
-        f'","mimeType":"{INPUT_AUDIO_MIME}"}}}}}}',
-    )
-    async with contextlib.AsyncExitStack() as stack:
-        live = [
-            await stack.enter_async_context(
-                clients[i % len(clients)].aio.live.connect(model=MODEL, config=config)
-            )
-            for i in range(sessions)
-        ]
-
-        async def drain(session: Any) -> None:
-            async for _ in session._ws:
-                pass
-
-        async def stream(index: int, session: Any, start: float) -> None:
-            loop = asyncio.get_running_loop()
-            ws = session._ws
-            for k in range(round(seconds / CHUNK)):
-                if (wait := start + k * CHUNK - loop.time()) > 0:
-                    await asyncio.sleep(wait)
-                pcm = user_audio(index * 1_000_000 + k, speech=_speaks(k, index, speech_every))
-                await ws.send(prefix + base64.b64encode(pcm).decode("ascii") + suffix)
+                await send(session, user_audio(index * 1_000_000 + k, speech=speech))
 
         readers = [asyncio.create_task(drain(session)) for session in live]
         start = asyncio.get_running_loop().time() + 0.2
@@ -524,18 +510,12 @@ async def _main(args: Args) -> None:
         for n in args.sessions:
             r = await _level(servers, n, args.seconds, args, first)
             first += n
-            bare = (
-                await _bare_sdk(servers, n, args.seconds, args.speech_every, first)
-                if args.baseline
-                else None
-            )
-            first += n if args.baseline else 0
-            floor = (
-                await _wire_floor(servers, n, args.seconds, args.speech_every, first)
-                if args.baseline
-                else None
-            )
-            first += n if args.baseline else 0
+            bare = floor = None
+            if args.baseline:
+                bare = await _baseline("sdk", servers, n, args.seconds, args.speech_every, first)
+                first += n
+                floor = await _baseline("floor", servers, n, args.seconds, args.speech_every, first)
+                first += n
             ratio = f"{r.cpu_per_session_second / bare:.2f}" if bare else "-"
             over_floor = f"{r.cpu_per_session_second / floor:.2f}" if floor else "-"
             print(

@@ -26,6 +26,15 @@ A = MessageKind.AUDIO
 TXT = MessageKind.TEXT
 
 
+def _answered_turns(outbox: Outbox[str], wire: Wire, count: int) -> None:
+    """``count`` turns on connection 2 (``t2`` on, one a second), each completed and then
+    held by a handle (``h2`` on) that consumed everything written."""
+    for n in range(1, count + 1):
+        send(outbox, wire, float(n), f"t{n + 1}")
+        outbox.turn_completed()
+        outbox.record_handle(f"h{n + 1}", 2, n + 0.5, last_consumed_index=wire.index[2])
+
+
 def _audio_at(outbox: Outbox[str], wire: Wire, *times: float) -> None:
     """Write one audio chunk at each of ``times``, named by its time in ms."""
     for now in times:
@@ -196,10 +205,7 @@ def test_a_restated_turn_left_behind_by_a_move_does_not_pin_the_log() -> None:
     outbox.detach(1)  # before any handle after the restated turn
     outbox.attach_resumed(2, "h1", 0.3)
     assert wire.flush(0.3) == []
-    for n in range(1, 21):
-        send(outbox, wire, float(n), f"t{n + 1}")
-        outbox.turn_completed()
-        outbox.record_handle(f"h{n + 1}", 2, n + 0.5, last_consumed_index=wire.index[2])
+    _answered_turns(outbox, wire, 20)
     # Only the newest turn is left: the handle before the newest one lacks it.
     assert outbox.stats.retained == 1
     assert outbox.lacking("h21") == []
@@ -224,10 +230,7 @@ def test_a_message_the_next_session_is_not_owed_does_not_pin_the_log(
     else:
         outbox.attach_fresh(2, 0.3)
     assert wire.flush(0.3) == []
-    for n in range(1, 11):
-        send(outbox, wire, float(n), f"t{n + 1}")
-        outbox.turn_completed()
-        outbox.record_handle(f"h{n + 1}", 2, n + 0.5, last_consumed_index=wire.index[2])
+    _answered_turns(outbox, wire, 10)
     # Only the newest turn is left: the handle before the newest one lacks it.
     assert outbox.stats.retained == 1
 
