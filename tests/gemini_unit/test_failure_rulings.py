@@ -67,10 +67,31 @@ def test_a_close_before_serving_is_retried_and_says_when(
     assert (by_error.verdict, by_error.why) == (Verdict.RETRY, expected)
 
 
-def test_a_close_without_a_code_is_retried() -> None:
+def test_a_close_without_a_code_is_retried_and_says_it_had_none() -> None:
     ruling = classify(None, Stage.SETTLING)
-    assert ruling.verdict is Verdict.RETRY
-    assert ruling.why.startswith("the connection closed right after its setup")
+    assert (ruling.verdict, ruling.why) == (
+        Verdict.RETRY,
+        "the connection closed right after its setup (no close code)",
+    )
+
+
+def test_any_close_while_serving_starts_a_move_even_without_a_code() -> None:
+    ruling = classify(None, Stage.SERVING)
+    assert (ruling.verdict, ruling.why) == (Verdict.MOVE, "the connection closed (no close code)")
+
+
+@pytest.mark.parametrize("stage", [Stage.DIAL, Stage.SETTLING, Stage.PROBATION])
+def test_a_first_1011_is_retried_and_a_second_with_the_same_handle_refuses_it(
+    stage: Stage,
+) -> None:
+    """1011 is a refused resume or a passing failure: no strike counted unless the caller
+    says so (the probation's ruling does not), so the first is retried."""
+    assert classify(None, stage, code=1011).verdict is Verdict.RETRY
+    refused = classify(None, stage, code=1011, strikes=1)
+    assert (refused.verdict, refused.why) == (
+        Verdict.REFUSED,
+        "the handle was refused twice (code 1011)",
+    )
 
 
 def test_a_close_while_serving_starts_a_move_and_names_its_code() -> None:

@@ -117,18 +117,28 @@ def classify(
                 Verdict.FATAL, f"the provider refused the request (HTTP {http}): check the setup"
             )
         return Ruling(Verdict.RETRY, f"the provider refused the connection (HTTP {http})")
-    if code is not None and stage is Stage.SERVING:
-        return Ruling(Verdict.MOVE, f"the connection closed (code {code})")
+    closed = code is not None or error is None
+    if closed and stage is Stage.SERVING:
+        return Ruling(Verdict.MOVE, _closed(stage, code))
     if code in HANDLE_REFUSED_CODES:
         return Ruling(Verdict.REFUSED, f"the provider refused the handle (code {code})")
-    if code == REFUSED_OR_OVERLOADED:
-        if strikes >= 1:
-            return Ruling(Verdict.REFUSED, f"the handle was refused twice (code {code})")
-        return Ruling(Verdict.RETRY, f"the connection closed {_when(stage)} (code {code})")
-    if code is not None or error is None:
-        return Ruling(Verdict.RETRY, f"the connection closed {_when(stage)} (code {code})")
+    if code == REFUSED_OR_OVERLOADED and strikes >= 1:
+        return Ruling(Verdict.REFUSED, f"the handle was refused twice (code {code})")
+    if closed:
+        return Ruling(Verdict.RETRY, _closed(stage, code))
     text = str(error) or type(error).__name__
     return Ruling(Verdict.RETRY, text)
+
+
+def _closed(stage: Stage, code: int | None) -> str:
+    """Why a close is ruled as it is: when it happened (unsaid while serving) and its code."""
+    when = {
+        Stage.DIAL: " during setup",
+        Stage.SETTLING: " right after its setup",
+        Stage.PROBATION: " right after the switch",
+        Stage.SERVING: "",
+    }[stage]
+    return f"the connection closed{when} ({'no close code' if code is None else f'code {code}'})"
 
 
 def close_code(error: BaseException | None, code: int | None = None) -> int | None:
@@ -136,15 +146,6 @@ def close_code(error: BaseException | None, code: int | None = None) -> int | No
     if code is None and isinstance(error, ConnectError) and error.failure.kind == "closed":
         return error.failure.code
     return code
-
-
-def _when(stage: Stage) -> str:
-    return {
-        Stage.DIAL: "during setup",
-        Stage.SETTLING: "right after its setup",
-        Stage.PROBATION: "right after the switch",
-        Stage.SERVING: "",
-    }[stage]
 
 
 @dataclass(frozen=True)
