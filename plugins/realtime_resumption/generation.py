@@ -138,8 +138,8 @@ class _Generation:
         self.drain_deadline: float | None = None
         """Set after turnComplete with no tool call pending: the grace window's end."""
         self.awaiting_tools = False
-        """The provider's turn completed with tool calls pending: the answer continues after
-        their results."""
+        """The provider's turn completed with tool calls pending and no turn has opened since:
+        the answer continues after their results."""
         self.cancelled = False
         self.cancel_deadline: float | None = None
         self.reasoning_since: float | None = None
@@ -256,7 +256,6 @@ class GenerationTracker:
         gen = self._gen or self._open(effects)
         self._finish_reasoning(now, gen, effects)
         gen.drain_deadline = None
-        gen.awaiting_tools = False
         return effects
 
     def tool_calls_cancelled(self, now: float, *, tools_pending: bool) -> list[Effect]:
@@ -324,8 +323,6 @@ class GenerationTracker:
             turn = self._new_turn_id()
         self._turn = None
         self._interrupted_turn = None
-        self._turn_text = False
-        self._turn_text_done = False
         effects.append(TurnCompleted(turn))
         if finished:
             self._end(GenerationEndReason.GENERATION_COMPLETE, effects)
@@ -396,6 +393,10 @@ class GenerationTracker:
             self._turn = self._new_turn_id()
             self._turn_text = False
             self._turn_text_done = False
+            if self._gen is not None:
+                # The answer that waited for its tool results goes on in this turn: cancelling
+                # it now suppresses the rest, and a tool cancellation no longer finishes it.
+                self._gen.awaiting_tools = False
 
     def _expire(self, now: float) -> list[Effect]:
         effects: list[Effect] = []
@@ -428,9 +429,11 @@ class GenerationTracker:
             effects.append(ReasoningDone(gen.id, max(0.0, now - gen.reasoning_since)))
 
     def _text_done(self, effects: list[Effect]) -> None:
-        if not self._turn_text or self._turn_text_done:
+        # Only the open turn's text: its bookkeeping starts when it opens (``_open_turn``). An
+        # interrupted turn reported its text at the interruption; a turn numbered without
+        # opening (interrupted or completed before any output, e.g. after a cut) had none.
+        turn = self._turn
+        if turn is None or not self._turn_text or self._turn_text_done:
             return
-        turn = self._turn if self._turn is not None else self._interrupted_turn
-        if turn is not None:
-            self._turn_text_done = True
-            effects.append(TextDone(turn))
+        self._turn_text_done = True
+        effects.append(TextDone(turn))
