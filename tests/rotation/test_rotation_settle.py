@@ -17,9 +17,9 @@ from realtime_resumption.testing.emulator import Emulator
 from ..ledger_checks import assert_nothing_said_lost
 from .rotation_helpers import (
     CHUNK,
-    HELLO,
     TIME_SCALE,
     Recorder,
+    answered_with_handle,
     assert_closed_first,
     emulator_config,
     established,
@@ -36,12 +36,14 @@ assert SETTLE_HELD < REFUSED_AFTER < SETTLE
 
 
 async def _connected(emu: Emulator, **options: Any) -> tuple[GeminiLiveTransport, Recorder]:
-    """A transport holding a handle: the quiet server issues the first after an answer."""
+    """A transport holding a handle: the service issues the first after an answer. Mid-answer
+    the Gemini API sends updates without one, so it waits for the handle itself: input
+    written before it arrived could be in the uncertain window of the arrival rule, where
+    silence is not replayed."""
     transport = make_transport(emu, **options)
     rec = Recorder(transport)
     await transport.connect()
-    transport.send_content(HELLO)
-    await rec.wait_for("on_resumption_update")
+    await answered_with_handle(transport, rec)
     return transport, rec
 
 

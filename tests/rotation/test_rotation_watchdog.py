@@ -114,7 +114,9 @@ async def test_a_dead_resumed_session_with_nothing_to_rebuild_from_is_lost() -> 
         rec = Recorder(transport)
         await transport.reconnect(ReconnectState(resumption_handle=handle))
         emu.faults.dead_after_resume()  # the move's resume, not the one above
-        await emu.faults.go_away()
+        # The resumed connection issues no handle before an answer, so the move waits for
+        # the deadline's fallback: a short notice brings it at once.
+        await emu.faults.go_away(20.0)
         await rec.wait_for("on_move")
         for seq in range(1, 4):
             transport.send_audio(user_audio(seq))  # speech: the watchdog's sign
