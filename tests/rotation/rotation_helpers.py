@@ -7,22 +7,37 @@ import asyncio
 from typing import Any
 
 from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.moves import MoveReport
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.testing.emulator.ledger import SessionRecord
 from realtime_resumption.transport import ContentTurn
 
 from ..transport import transport_helpers
-from ..transport.transport_helpers import GRACE, MODEL, TIME_SCALE, Recorder, kind_emulator_config
+from ..transport.transport_helpers import (
+    GRACE,
+    MODEL,
+    TIME_SCALE,
+    Recorder,
+    answered_with_handle,
+    emulator_config,
+    established,
+    kind_emulator_config,
+)
 
 __all__ = [
     "CHUNK",
     "FAST",
+    "GAP_SLACK_MS",
     "GRACE",
     "HELLO",
     "MODEL",
     "TIME_SCALE",
     "Recorder",
+    "answered_with_handle",
+    "assert_closed_first",
+    "emulator_config",
+    "established",
     "kind_emulator_config",
     "make_transport",
     "only_session",
@@ -44,6 +59,28 @@ def make_transport(emu: Emulator, **options: Any) -> GeminiLiveTransport:
 def only_session(emu: Emulator) -> SessionRecord:
     (session,) = emu.ledger.sessions.values()
     return session
+
+
+GAP_SLACK_MS = 150.0
+"""What the client may add to the ledger's gap (the old connection's close to the new one's
+setupComplete) before the input flows again: the short settle and a loaded machine's lag."""
+
+
+def assert_closed_first(session: SessionRecord, move: MoveReport, *, refused: bool) -> None:
+    """``move`` went on the service's terms, by the ledger: the old connection closed before
+    the new one was set up, and the input was held for that gap alone (``GAP_SLACK_MS``
+    more). ``refused``: the process did not know the endpoint yet, so a dial beside the open
+    connection was refused (1011) and the same handle resumed on the next; once it knows, a
+    move closes first without that dial."""
+    old, new = established(session)[move.number - 1 : move.number + 1]
+    dials = session.connections[old.index + 1 : new.index + 1]
+    assert [c.refused for c in dials] == (["open-session", None] if refused else [None])
+    assert move.attempts == len(dials)
+    assert dials[0].resumed_from == new.resumed_from, "the same handle"
+    assert old.closed_at is not None and new.setup_at is not None
+    gap = new.setup_at - old.closed_at
+    assert gap > 0, "the old connection closed first"
+    assert 0 < move.gap_ms <= 1000 * gap + GAP_SLACK_MS, (move.gap_ms, gap)
 
 
 def seconds(n: float) -> float:

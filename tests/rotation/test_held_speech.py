@@ -10,7 +10,12 @@ from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, user_audio
 
-from ..transport.transport_helpers import Recorder, kind_emulator_config, make_transport
+from ..transport.transport_helpers import (
+    Recorder,
+    answered_with_handle,
+    emulator_config,
+    make_transport,
+)
 from .rotation_helpers import only_session
 
 PADDING = 0.2
@@ -27,11 +32,11 @@ async def _stream(transport: object, first: int, count: int, *, speech: bool) ->
 
 async def test_a_resume_from_an_old_handle_replays_speech_and_skips_silence() -> None:
     limits = OutboxLimits(max_audio_seconds=BOUND, silence_padding=PADDING)
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         transport = make_transport(emu, input_buffer=limits)
         rec = Recorder(transport)
         await transport.connect()
-        await rec.wait_for("on_resumption_update")  # the handle the move resumes from
+        await answered_with_handle(transport, rec)  # the handle the move resumes from
         seq = await _stream(transport, 1, 100, speech=False)  # 2 s of silence
         speech = range(seq, seq + 15)
         seq = await _stream(transport, seq, len(speech), speech=True)

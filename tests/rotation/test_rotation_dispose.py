@@ -13,11 +13,7 @@ from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator import Emulator
 
-from .rotation_helpers import (
-    Recorder,
-    kind_emulator_config,
-    make_transport,
-)
+from .rotation_helpers import Recorder, answered_with_handle, emulator_config, make_transport
 
 SLOW_RETRIES = ResumptionOptions(deadline_margin=1.0, retry_delays=(0.0, 30.0), attempt_timeout=2)
 
@@ -39,9 +35,9 @@ async def _waiting_to_retry(emu: Emulator, transport: GeminiLiveTransport, rec: 
 async def _between_break_and_make(
     emu: Emulator, transport: GeminiLiveTransport, rec: Recorder
 ) -> None:
-    """The resume was refused while the old connection was open: it is closed, and the
-    second dial (its socket opened before that close, its setup sent after it) hangs."""
-    emu.faults.refuse_resume_while_open = True
+    """The resume was refused while the old connection was open (the service's terms): it is
+    closed, and the second dial (its socket opened before that close, its setup sent after
+    it) hangs."""
     emu.faults.go_away(60.0)
     await rec.wait(lambda r: len(r.lifecycle("setup-failed")) == 1)
     emu.faults.hang_next(1)
@@ -59,11 +55,11 @@ async def test_nothing_outlives_a_disconnect_or_an_abort_during_a_move(
     phase: Phase, abort: bool
 ) -> None:
     baseline = asyncio.all_tasks()
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         transport = make_transport(emu, resumption=SLOW_RETRIES, setup_timeout=5)
         rec = Recorder(transport)
         await transport.connect()
-        await rec.wait_for("on_resumption_update")
+        await answered_with_handle(transport, rec)
         await phase(emu, transport, rec)
         assert transport.moving
         started = asyncio.get_running_loop().time()
@@ -87,12 +83,12 @@ async def test_nothing_outlives_a_disconnect_or_an_abort_during_a_move(
 
 async def test_nothing_outlives_a_disconnect_while_a_new_connection_settles() -> None:
     baseline = asyncio.all_tasks()
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         emu.faults.dead_after_resume(first_update=False)
         transport = make_transport(emu)
         rec = Recorder(transport)
         await transport.connect()
-        await rec.wait_for("on_resumption_update")
+        await answered_with_handle(transport, rec)
         await emu.faults.go_away()
         # The replacement is set up but says nothing: the move waits for it to settle.
         await rec.wait(lambda r: len(r.lifecycle("setup-ok")) == 2)

@@ -15,7 +15,14 @@ from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import SessionLostError
 
-from .rotation_helpers import FAST, MODEL, Recorder, kind_emulator_config, make_transport
+from .rotation_helpers import (
+    FAST,
+    MODEL,
+    Recorder,
+    answered_with_handle,
+    emulator_config,
+    make_transport,
+)
 
 PROBATION = 0.5
 
@@ -34,7 +41,7 @@ async def test_a_server_that_kills_every_new_connection_ends_the_session(after: 
     probation): every one is a failed attempt of the move, so the session dials once per
     retry delay, then is lost. Before, each move "succeeded" and the transport redialled
     without end (~450 dials in 8 s)."""
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         transport = make_transport(emu, retry_budget=RetryPolicy(probation=PROBATION))
         rec = Recorder(transport)
         loop = asyncio.get_running_loop()
@@ -43,7 +50,7 @@ async def test_a_server_that_kills_every_new_connection_ends_the_session(after: 
             loop.call_later(after, emu.faults.drop)
 
         await transport.connect()
-        await rec.wait_for("on_resumption_update")
+        await answered_with_handle(transport, rec)
         transport.on_move = lambda report: (rec.events.append(("on_move", (report,))), kill())
         emu.faults.drop()
         await rec.wait_for("on_close", timeout=10)
@@ -65,7 +72,7 @@ async def test_credentials_refused_during_a_move_end_the_session_at_once() -> No
     async def credential() -> Credential:
         return Credential("emulator-key")
 
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         http_options = emu.http_options()
         transport = GeminiLiveTransport(
             model=MODEL,
@@ -75,7 +82,7 @@ async def test_credentials_refused_during_a_move_end_the_session_at_once() -> No
         )
         rec = Recorder(transport)
         await transport.connect()
-        await rec.wait_for("on_resumption_update")
+        await answered_with_handle(transport, rec)
         # The key is revoked: every later dial presents a blank one, which the service
         # refuses with 401.
         http_options.headers = {**(http_options.headers or {}), "x-goog-api-key": " "}

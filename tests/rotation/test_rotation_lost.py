@@ -15,7 +15,8 @@ from realtime_resumption.transport import ContentTurn, GenerationEndReason
 from .rotation_helpers import (
     HELLO,
     Recorder,
-    kind_emulator_config,
+    answered_with_handle,
+    emulator_config,
     make_transport,
     only_session,
     stream_silence,
@@ -24,11 +25,11 @@ from .rotation_helpers import (
 
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
 async def test_a_drop_at_idle_resumes_and_delivers_what_was_sent_in_the_gap(profile: str) -> None:
-    async with Emulator(kind_emulator_config(profile)) as emu:
+    async with Emulator(emulator_config(profile)) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
         await transport.connect()
-        await rec.wait_for("on_resumption_update")
+        await answered_with_handle(transport, rec)
         streaming = asyncio.create_task(stream_silence(transport, 1, 150, speech=True))
         await asyncio.sleep(0.05)
         assert emu.faults.drop() == 1
@@ -57,32 +58,36 @@ async def test_a_drop_at_idle_resumes_and_delivers_what_was_sent_in_the_gap(prof
 
 
 async def test_a_drop_mid_answer_ends_it_and_the_question_is_answered_again() -> None:
-    async with Emulator(kind_emulator_config("gemini", answer_chunks=60)) as emu:
+    async with Emulator(emulator_config("gemini", answer_chunks=60)) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
         await transport.connect()
-        await rec.wait_for("on_resumption_update")
+        await answered_with_handle(transport, rec)  # the handle the move resumes from
         transport.send_content(HELLO)
-        await rec.wait_for("on_audio_output", 3)
+        await rec.wait_for("on_audio_output", 60 + 3)
         emu.faults.drop()
-        await rec.wait_for("on_generation_end", 2)
+        await rec.wait_for("on_generation_end", 3)
         await transport.disconnect()
 
     (move,) = rec.moves
     assert move.outcome is MoveOutcome.RESUMED
     assert move.messages_replayed == 1  # the question: the handle came before it
-    assert rec.ends() == [GenerationEndReason.DISCONNECTED, GenerationEndReason.GENERATION_COMPLETE]
+    assert rec.ends() == [
+        GenerationEndReason.GENERATION_COMPLETE,
+        GenerationEndReason.DISCONNECTED,
+        GenerationEndReason.GENERATION_COMPLETE,
+    ]
     rec.assert_paired()
     summary = emu.ledger.summary().sessions[only_session(emu).session_id]
-    assert [t.outcome for t in summary.turns] == ["cut", "complete"]
+    assert [t.outcome for t in summary.turns] == ["complete", "cut", "complete"]
 
 
 async def test_a_refused_attempt_is_retried_and_the_move_reports_both() -> None:
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
         await transport.connect()
-        await rec.wait_for("on_resumption_update")
+        await answered_with_handle(transport, rec)
         emu.faults.refuse_next(1, how="http503")
         emu.faults.drop()
         await rec.wait_for("on_move")
@@ -98,11 +103,11 @@ async def test_a_refused_attempt_is_retried_and_the_move_reports_both() -> None:
 
 
 async def test_a_drop_during_a_planned_move_turns_it_into_a_gap_and_loses_nothing() -> None:
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         transport = make_transport(emu, setup_timeout=1.0)
         rec = Recorder(transport)
         await transport.connect()
-        await rec.wait_for("on_resumption_update")
+        await answered_with_handle(transport, rec)
         emu.faults.hang_next(1)  # the replacement hangs past setup_timeout
         streaming = asyncio.create_task(stream_silence(transport, 1, 200))
         await asyncio.sleep(0.02)
@@ -131,12 +136,12 @@ async def test_a_drop_during_a_planned_move_turns_it_into_a_gap_and_loses_nothin
 
 
 async def test_a_long_gap_drops_the_oldest_audio_within_its_bound_never_text() -> None:
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         limits = OutboxLimits(max_audio_seconds=0.2)  # ten 20 ms chunks
         transport = make_transport(emu, input_buffer=limits, setup_timeout=1.0)
         rec = Recorder(transport)
         await transport.connect()
-        await rec.wait_for("on_resumption_update")
+        await answered_with_handle(transport, rec)
         emu.faults.hang_next(1)
         emu.faults.drop()
         await rec.wait_for("on_move_started")

@@ -1,7 +1,12 @@
-"""No stall while the replacement sets up slowly (the emulator's ``slow_setups``, as the
-service's seconds-long "reconnect penalty"): the old connection keeps taking all input, a
-turn that begins on it is answered there, and the move comes after it. Each cell asserts the
-ledger's per-move input stall, audio lost and audio heard twice."""
+"""Moves while the replacement sets up slowly (the emulator's ``slow_setups``, as the
+service's seconds-long "reconnect penalty").
+
+On a kind service (make-before-break accepted) there is no stall: the old connection keeps
+taking all input, a turn that begins on it is answered there, and the move comes after it.
+On the service's terms the old connection closes before the replacement's setup: the input
+is held for that setup alone, and what the user says meanwhile reaches the resumed session
+whole and is answered once. Each cell asserts the ledger's per-move figures: input stall or
+gap, audio lost and audio heard twice."""
 
 from __future__ import annotations
 
@@ -19,6 +24,9 @@ from .rotation_helpers import (
     CHUNK,
     TIME_SCALE,
     Recorder,
+    answered_with_handle,
+    assert_closed_first,
+    emulator_config,
     kind_emulator_config,
     make_transport,
     only_session,
@@ -36,12 +44,17 @@ async def _microphone(transport: GeminiLiveTransport, first: int, seconds: float
     await stream_silence(transport, first, round(seconds / CHUNK), every=CHUNK)
 
 
-async def _slow_emulator_transport(emu: Emulator) -> tuple[GeminiLiveTransport, Recorder]:
+async def _slow_emulator_transport(
+    emu: Emulator, *, kind: bool
+) -> tuple[GeminiLiveTransport, Recorder]:
     emu.faults.slow_setups(100, SLOW_SETUP / TIME_SCALE, resumed_only=True)
     transport = make_transport(emu)
     rec = Recorder(transport)
     await transport.connect()
-    await rec.wait_for("on_resumption_update")
+    if kind:
+        await rec.wait_for("on_resumption_update")  # a kind service sends one after the setup
+    else:
+        await answered_with_handle(transport, rec)
     return transport, rec
 
 
@@ -50,9 +63,16 @@ def _summary(emu: Emulator) -> SessionSummary:
 
 
 def _assert_no_stall(summary: SessionSummary) -> None:
-    assert summary.moves, "the ledger saw the move"
+    """``_assert_kept``, and no move stalled the input while a replacement set up."""
     for move in summary.moves:
         assert move.input_stall is not None and move.input_stall < STALL_BOUND, move
+    _assert_kept(summary)
+
+
+def _assert_kept(summary: SessionSummary) -> None:
+    """Each move lost nothing the user said, made little heard twice, and cut no answer."""
+    assert summary.moves, "the ledger saw the move"
+    for move in summary.moves:
         assert_nothing_said_lost(move)
         # Without transparent mode the handle's place in the input is estimated from the
         # round trip: chunks written within the margin before it may be heard twice (README,
@@ -62,19 +82,26 @@ def _assert_no_stall(summary: SessionSummary) -> None:
     assert summary.answers_cut == ()
 
 
-async def test_a_question_during_a_slow_setup_is_answered_on_the_old_connection() -> None:
+async def _a_question_during_a_slow_setup(emu: Emulator, *, kind: bool) -> tuple[Recorder, bool]:
+    """The user types a question as the move starts; returns the recorder and whether the
+    answer was in before the move ended."""
+    transport, rec = await _slow_emulator_transport(emu, kind=kind)
+    streaming = asyncio.create_task(_microphone(transport, 1, 3 * SLOW_SETUP))
+    emu.faults.go_away(60.0)
+    await rec.wait_for("on_move_started")
+    transport.send_content([ContentTurn("user", "what is new")])
+    await rec.wait(lambda r: r.ends().count(GenerationEndReason.GENERATION_COMPLETE) == 2 - kind)
+    answered_before_move = rec.count("on_move") == 0
+    await rec.wait_for("on_move", timeout=5)
+    await streaming
+    await transport.disconnect()
+    await emu.wait_disconnected()
+    return rec, answered_before_move
+
+
+async def test_a_question_in_a_slow_setup_is_answered_on_the_old_one_on_a_kind_service() -> None:
     async with Emulator(kind_emulator_config("gemini")) as emu:
-        transport, rec = await _slow_emulator_transport(emu)
-        streaming = asyncio.create_task(_microphone(transport, 1, 3 * SLOW_SETUP))
-        emu.faults.go_away(60.0)
-        await rec.wait_for("on_move_started")
-        transport.send_content([ContentTurn("user", "what is new")])
-        await rec.wait(lambda r: GenerationEndReason.GENERATION_COMPLETE in r.ends())
-        answered_before_move = rec.count("on_move") == 0
-        await rec.wait_for("on_move", timeout=5)
-        await streaming
-        await transport.disconnect()
-        await emu.wait_disconnected()
+        rec, answered_before_move = await _a_question_during_a_slow_setup(emu, kind=True)
 
     assert answered_before_move, "the answer did not wait for the move"
     (move,) = rec.moves
@@ -90,46 +117,112 @@ async def test_a_question_during_a_slow_setup_is_answered_on_the_old_connection(
     rec.assert_paired()
 
 
-async def test_the_user_speaking_through_a_slow_setup_is_not_held() -> None:
+async def test_a_question_in_a_slow_setup_is_answered_once_input_held_for_the_setup() -> None:
+    async with Emulator(emulator_config("gemini")) as emu:
+        rec, _ = await _a_question_during_a_slow_setup(emu, kind=False)
+
+    (move,) = rec.moves
+    assert (move.reason, move.outcome, move.turn_cut) == (
+        MoveReason.PLANNED,
+        MoveOutcome.RESUMED,
+        False,
+    )
+    session = only_session(emu)
+    assert_closed_first(session, move, refused=True)
+    asked = [t for t in session.turns.values() if t.user_text == "what is new"]
+    assert [(t.outcome, t.delivered == t.planned) for t in asked] == [("complete", True)]
+    _assert_kept(_summary(emu))
+    rec.assert_paired()
+
+
+WORDS = ("what", "is", "the", "time")
+
+
+async def _speaking_through_a_slow_setup(emu: Emulator, *, kind: bool) -> Recorder:
+    transport, rec = await _slow_emulator_transport(emu, kind=kind)
+    emu.faults.go_away(60.0)
+    await rec.wait_for("on_move_started")
+    for seq, word in enumerate(WORDS, start=1):
+        transport.send_audio(user_audio(seq, word=word))
+        await asyncio.sleep(0.002)
+    await _microphone(transport, len(WORDS) + 1, 3 * SLOW_SETUP)  # the turn ends
+    await rec.wait(lambda r: r.ends().count(GenerationEndReason.GENERATION_COMPLETE) == 2 - kind)
+    await rec.wait_for("on_move", timeout=5)
+    await transport.disconnect()
+    await emu.wait_disconnected()
+    return rec
+
+
+async def test_the_user_speaking_through_a_slow_setup_is_not_held_on_a_kind_service() -> None:
     async with Emulator(kind_emulator_config("gemini", answer_chunks=10)) as emu:
-        transport, rec = await _slow_emulator_transport(emu)
-        emu.faults.go_away(60.0)
-        await rec.wait_for("on_move_started")
-        words = ("what", "is", "the", "time")
-        for seq, word in enumerate(words, start=1):
-            transport.send_audio(user_audio(seq, word=word))
-            await asyncio.sleep(0.002)
-        await _microphone(transport, len(words) + 1, 3 * SLOW_SETUP)  # the turn ends
-        await rec.wait(lambda r: GenerationEndReason.GENERATION_COMPLETE in r.ends())
-        await rec.wait_for("on_move", timeout=5)
-        await transport.disconnect()
-        await emu.wait_disconnected()
+        rec = await _speaking_through_a_slow_setup(emu, kind=True)
 
     (move,) = rec.moves
     assert (move.outcome, move.gap_ms, move.turn_cut) == (MoveOutcome.RESUMED, 0.0, False)
     session = only_session(emu)
     heard_on_old = [seq for m in session.connections[0].client_messages for seq in m.audio_seqs]
-    assert heard_on_old[: len(words)] == [1, 2, 3, 4], "the old connection took the turn"
+    assert heard_on_old[: len(WORDS)] == [1, 2, 3, 4], "the old connection took the turn"
     (turn,) = session.turns.values()
     assert turn.outcome == "complete" and turn.delivered == turn.planned
     _assert_no_stall(_summary(emu))
 
 
-async def test_two_moves_back_to_back_with_slow_setups() -> None:
-    async with Emulator(kind_emulator_config("gemini")) as emu:
-        transport, rec = await _slow_emulator_transport(emu)
-        streaming = asyncio.create_task(_microphone(transport, 1, 5 * SLOW_SETUP))
-        emu.faults.go_away(60.0)
-        await rec.wait_for("on_move", timeout=5)
+async def test_the_user_speaking_through_a_slow_setup_is_held_whole_and_answered_once() -> None:
+    async with Emulator(emulator_config("gemini", answer_chunks=10)) as emu:
+        rec = await _speaking_through_a_slow_setup(emu, kind=False)
+
+    (move,) = rec.moves
+    assert (move.outcome, move.turn_cut) == (MoveOutcome.RESUMED, False)
+    session = only_session(emu)
+    assert_closed_first(session, move, refused=True)
+    asked = [t for t in session.turns.values() if t.user_text == " ".join(WORDS)]
+    assert [(t.outcome, t.delivered == t.planned) for t in asked] == [("complete", True)]
+    summary = _summary(emu)
+    assert set(range(1, len(WORDS) + 1)) <= set(summary.audio_consumed), "the words kept"
+    _assert_kept(summary)
+
+
+async def _two_moves_with_slow_setups(emu: Emulator, *, kind: bool) -> Recorder:
+    transport, rec = await _slow_emulator_transport(emu, kind=kind)
+    streaming = asyncio.create_task(_microphone(transport, 1, 5 * SLOW_SETUP))
+    emu.faults.go_away(60.0)
+    await rec.wait_for("on_move", timeout=5)
+    if kind:
         await rec.wait(lambda r: r.names()[-1] == "on_resumption_update")
-        emu.faults.go_away(60.0, session_id=only_session(emu).session_id)
-        await rec.wait_for("on_move", 2, timeout=5)
-        await streaming
-        await transport.disconnect()
-        await emu.wait_disconnected()
+    else:
+        # The new connection's first handle follows its first answer.
+        await answered_with_handle(transport, rec)
+    emu.faults.go_away(60.0, session_id=only_session(emu).session_id)
+    await rec.wait_for("on_move", 2, timeout=5)
+    await streaming
+    await transport.disconnect()
+    await emu.wait_disconnected()
+    return rec
+
+
+async def test_two_moves_back_to_back_with_slow_setups_on_a_kind_service() -> None:
+    async with Emulator(kind_emulator_config("gemini")) as emu:
+        rec = await _two_moves_with_slow_setups(emu, kind=True)
 
     assert [(m.outcome, m.gap_ms) for m in rec.moves] == [(MoveOutcome.RESUMED, 0.0)] * 2
     summary = _summary(emu)
     assert len(summary.moves) == 2
     _assert_no_stall(summary)
+    assert_nothing_said_lost(summary)
+
+
+async def test_two_moves_back_to_back_with_slow_setups() -> None:
+    """The second move knows the endpoint: it closes the old connection first, no dial
+    refused; each holds the input for its setup alone."""
+    async with Emulator(emulator_config("gemini")) as emu:
+        rec = await _two_moves_with_slow_setups(emu, kind=False)
+
+    assert [m.outcome for m in rec.moves] == [MoveOutcome.RESUMED] * 2
+    session = only_session(emu)
+    first, second = rec.moves
+    assert_closed_first(session, first, refused=True)
+    assert_closed_first(session, second, refused=False)
+    summary = _summary(emu)
+    assert len(summary.moves) == 2
+    _assert_kept(summary)
     assert_nothing_said_lost(summary)

@@ -13,14 +13,11 @@ from realtime_resumption.transport import (
     SessionLostError,
 )
 
-from .rotation_helpers import Recorder, kind_emulator_config, make_transport
-
-HELLO = [ContentTurn("user", "hello there")]
+from .rotation_helpers import HELLO, Recorder, answered_with_handle, emulator_config, make_transport
 
 
 async def _converse(transport: object, rec: Recorder) -> None:
     """One completed turn, and the handle that follows it."""
-    await rec.wait_for("on_resumption_update")
     transport.send_content(HELLO)  # type: ignore[attr-defined]
     await rec.wait_for("on_generation_end")
     await rec.wait(lambda r: r.of("on_resumption_update")[-1][1])
@@ -28,7 +25,7 @@ async def _converse(transport: object, rec: Recorder) -> None:
 
 @pytest.mark.parametrize("after_setup", [False, True])
 async def test_an_expired_handle_rebuilds_the_session_from_its_history(after_setup: bool) -> None:
-    config = kind_emulator_config("gemini", refuse_after_setup_complete=after_setup)
+    config = emulator_config("gemini", refuse_after_setup_complete=after_setup)
     async with Emulator(config) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
@@ -61,7 +58,7 @@ async def test_an_expired_handle_rebuilds_the_session_from_its_history(after_set
 
 
 async def test_a_handle_refused_twice_with_1011_rebuilds() -> None:
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
         await transport.connect()
@@ -77,7 +74,7 @@ async def test_a_handle_refused_twice_with_1011_rebuilds() -> None:
 
 
 async def test_no_handle_and_no_history_loses_the_session_through_the_fatal_path() -> None:
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         transport = make_transport(emu)
         rec = Recorder(transport)
         emu.faults.refuse_next(1, how="close1011")  # set up, then closed: no handle ever came
@@ -104,12 +101,12 @@ async def test_no_handle_and_no_history_loses_the_session_through_the_fatal_path
 
 @pytest.mark.parametrize("budget", [2, None])
 async def test_spent_attempts_lose_the_session_once(budget: int | None) -> None:
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         options = {"retry_budget": budget} if budget else {}
         transport = make_transport(emu, **options)
         rec = Recorder(transport)
         await transport.connect()
-        await rec.wait_for("on_resumption_update")
+        await answered_with_handle(transport, rec)
         emu.faults.refuse_next(10, how="http503")
         emu.faults.drop()
         await rec.wait_for("on_close")

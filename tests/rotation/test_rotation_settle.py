@@ -17,9 +17,12 @@ from realtime_resumption.testing.emulator import Emulator
 from ..ledger_checks import assert_nothing_said_lost
 from .rotation_helpers import (
     CHUNK,
-    HELLO,
     TIME_SCALE,
     Recorder,
+    answered_with_handle,
+    assert_closed_first,
+    emulator_config,
+    established,
     kind_emulator_config,
     make_transport,
     only_session,
@@ -33,19 +36,21 @@ assert SETTLE_HELD < REFUSED_AFTER < SETTLE
 
 
 async def _connected(emu: Emulator, **options: Any) -> tuple[GeminiLiveTransport, Recorder]:
-    """A transport holding a handle: the quiet server issues the first after an answer."""
+    """A transport holding a handle: the service issues the first after an answer. Mid-answer
+    the Gemini API sends updates without one, so it waits for the handle itself: input
+    written before it arrived could be in the uncertain window of the arrival rule, where
+    silence is not replayed."""
     transport = make_transport(emu, **options)
     rec = Recorder(transport)
     await transport.connect()
-    transport.send_content(HELLO)
-    await rec.wait_for("on_resumption_update")
+    await answered_with_handle(transport, rec)
     return transport, rec
 
 
 async def test_after_a_drop_the_new_connection_takes_the_held_input_at_once() -> None:
     """The quiet emulator says nothing after a setup, so a full settle would hold the input
     for ``SETTLE`` after it."""
-    async with Emulator(kind_emulator_config("gemini", update_after_setup=False)) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         transport, rec = await _connected(emu)
         streaming = asyncio.create_task(stream_silence(transport, 1, 40, every=CHUNK))
         await asyncio.sleep(10 * CHUNK)
@@ -71,7 +76,7 @@ async def test_a_refusal_after_the_short_settle_is_retried_and_loses_nothing() -
     """The resumed connection is closed 1011 a little after the short settle (still within
     its probation): a failed attempt, retried from the same handle, with the audio the
     refused connection took replayed to the next."""
-    async with Emulator(kind_emulator_config("gemini", update_after_setup=False)) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         transport, rec = await _connected(emu)
         streaming = asyncio.create_task(stream_silence(transport, 1, 50, every=CHUNK))
         await asyncio.sleep(10 * CHUNK)
@@ -98,10 +103,12 @@ async def test_a_refusal_after_the_short_settle_is_retried_and_loses_nothing() -
     assert set(range(1, 51)) <= set(summary.audio_consumed), "every chunk reached the session"
 
 
-async def test_the_settle_does_not_count_against_attempt_timeout() -> None:
-    """``attempt_timeout`` bounds the dial: on a quiet server a planned move settles the full
-    ``SETTLE``, and an attempt bound shorter than that must not fail every move."""
-    async with Emulator(kind_emulator_config("gemini", update_after_setup=False)) as emu:
+async def test_the_settle_does_not_count_against_attempt_timeout_on_a_kind_service() -> None:
+    """``attempt_timeout`` bounds the dial: on a quiet server that takes a resume beside the
+    open connection, a planned move settles the full ``SETTLE``, and an attempt bound shorter
+    than that must not fail every move."""
+    config = kind_emulator_config("gemini", update_after_setup=False)
+    async with Emulator(config) as emu:
         options = ResumptionOptions(deadline_margin=1.0, attempt_timeout=SETTLE * 0.8)
         transport, rec = await _connected(emu, resumption=options)
         emu.faults.go_away(60.0)
@@ -114,3 +121,29 @@ async def test_the_settle_does_not_count_against_attempt_timeout() -> None:
         MoveOutcome.RESUMED,
         1,
     )
+
+
+async def test_a_planned_move_that_closes_first_settles_short_within_attempt_timeout() -> None:
+    """On the service's terms a planned move closes the old connection before the
+    replacement's setup: the input is held, so the replacement takes it after the short
+    settle, and an attempt bound shorter than the long one resumes the session."""
+    async with Emulator(emulator_config("gemini")) as emu:
+        options = ResumptionOptions(deadline_margin=1.0, attempt_timeout=SETTLE * 0.8)
+        transport, rec = await _connected(emu, resumption=options)
+        streaming = asyncio.create_task(stream_silence(transport, 1, 40, every=CHUNK))
+        await asyncio.sleep(10 * CHUNK)
+        emu.faults.go_away(60.0)
+        await rec.wait_for("on_move", timeout=5)
+        await streaming
+        await transport.disconnect()
+        await emu.wait_disconnected()
+
+    (move,) = rec.moves
+    assert (move.reason, move.outcome) == (MoveReason.PLANNED, MoveOutcome.RESUMED)
+    session = only_session(emu)
+    assert_closed_first(session, move, refused=True)
+    new = established(session)[-1]
+    assert new.setup_at is not None
+    first_audio = min(m.time for m in new.client_messages if m.audio_seqs)
+    assert first_audio - new.setup_at < SETTLE / 2, (first_audio, new.setup_at)
+    assert_nothing_said_lost(emu.ledger.summary().sessions[session.session_id])

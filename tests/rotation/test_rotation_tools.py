@@ -18,7 +18,14 @@ from realtime_resumption.transport import (
     ToolResult,
 )
 
-from .rotation_helpers import Recorder, kind_emulator_config, make_transport, only_session
+from .rotation_helpers import (
+    Recorder,
+    answered_with_handle,
+    emulator_config,
+    established,
+    make_transport,
+    only_session,
+)
 
 TOOLS = [{"name": "lookup", "description": "Looks things up."}]
 ASK = [ContentTurn("user", "lookup the weather")]
@@ -27,11 +34,11 @@ ASK = [ContentTurn("user", "lookup the weather")]
 async def _connected(
     emu: Emulator, tools: Sequence[object] = TOOLS
 ) -> tuple[GeminiLiveTransport, Recorder]:
-    """A transport with the lookup tool, connected, its first handle in."""
+    """A transport with the lookup tool, connected. It holds no handle yet: the service
+    issues the first after an answer."""
     transport = make_transport(emu, tools=tools)
     rec = Recorder(transport)
     await transport.connect()
-    await rec.wait_for("on_resumption_update")
     return transport, rec
 
 
@@ -56,7 +63,7 @@ async def test_a_late_loop_does_not_replay_an_answered_question_and_tool_result(
     the model talk on while it runs, output proves nothing and the timing decides: both are
     replayed."""
     monkeypatch.setattr(loop_lag, "for_loop", lambda loop: _LateLoop())
-    async with Emulator(kind_emulator_config("gemini", answer_chunks=20)) as emu:
+    async with Emulator(emulator_config("gemini", answer_chunks=20)) as emu:
         tool = types.FunctionDeclaration(name="lookup", behavior=behavior)
         transport, rec = await _connected(emu, tools=[tool])
         emu.faults.go_away_at(on_tool_call=True, time_left=60.0)
@@ -70,9 +77,11 @@ async def test_a_late_loop_does_not_replay_an_answered_question_and_tool_result(
     (move,) = rec.moves
     assert (move.handle_kind, move.outcome) == (HandleKind.AFTER_TURN, MoveOutcome.RESUMED)
     session = only_session(emu)
+    # By the connections the session was served on (a dial refused beside the open
+    # connection was sent nothing but its setup).
     sent = [
-        (c.index, m.kind)
-        for c in session.connections
+        (position, m.kind)
+        for position, c in enumerate(established(session))
         for m in c.client_messages
         if m.kind in ("tool_response", "client_content")
     ]
@@ -94,7 +103,7 @@ async def test_a_late_loop_does_not_replay_an_answered_question_and_tool_result(
 
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
 async def test_no_move_while_a_tool_call_is_open(profile: str) -> None:
-    async with Emulator(kind_emulator_config(profile, answer_chunks=20)) as emu:
+    async with Emulator(emulator_config(profile, answer_chunks=20)) as emu:
         transport, rec = await _connected(emu)
         emu.faults.go_away_at(on_tool_call=True, time_left=60.0)
         transport.send_content(ASK)
@@ -130,8 +139,9 @@ async def test_no_move_while_a_tool_call_is_open(profile: str) -> None:
 
 
 async def test_a_call_lost_with_its_session_is_orphaned_and_asked_again() -> None:
-    async with Emulator(kind_emulator_config("gemini", answer_chunks=20)) as emu:
+    async with Emulator(emulator_config("gemini", answer_chunks=20)) as emu:
         transport, rec = await _connected(emu)
+        await answered_with_handle(transport, rec)
         transport.send_content(ASK)
         await rec.wait_for("on_tool_call")
         ((first,),) = rec.of("on_tool_call")[0]
@@ -145,12 +155,13 @@ async def test_a_call_lost_with_its_session_is_orphaned_and_asked_again() -> Non
         await rec.wait_for("on_tool_call", 2)
         ((second,),) = rec.of("on_tool_call")[1]
         transport.send_tool_result(ToolResult(second.id, "lookup", {"sky": "blue"}))
-        await rec.wait_for("on_generation_end", 2)
+        await rec.wait_for("on_generation_end", 3)
         await transport.disconnect()
 
     assert second.id != first.id
     assert rec.of("on_tool_call_cancel") == [([first.id],)]
     assert rec.ends() == [
+        GenerationEndReason.GENERATION_COMPLETE,
         GenerationEndReason.TOOL_CALL_ORPHANED,
         GenerationEndReason.GENERATION_COMPLETE,
     ]
@@ -162,7 +173,7 @@ async def test_a_call_lost_with_its_session_is_orphaned_and_asked_again() -> Non
 
 
 async def test_a_rebuild_orphans_an_open_call_and_its_late_result_is_refused() -> None:
-    async with Emulator(kind_emulator_config("gemini", answer_chunks=5)) as emu:
+    async with Emulator(emulator_config("gemini", answer_chunks=5)) as emu:
         transport, rec = await _connected(emu)
         transport.send_content([ContentTurn("user", "hello there")])
         await rec.wait_for("on_generation_end")
@@ -195,7 +206,7 @@ async def test_a_call_open_when_its_answer_is_cut_is_orphaned_even_if_the_sessio
 ):
     # Vertex AI issues a resumable handle right after the call, so the resumed session knows
     # the call; but it does not continue the cut answer, so nothing awaits the result.
-    async with Emulator(kind_emulator_config("vertex", answer_chunks=20)) as emu:
+    async with Emulator(emulator_config("vertex", answer_chunks=20)) as emu:
         transport, rec = await _connected(emu)
         transport.send_content(ASK)
         await rec.wait_for("on_tool_call")

@@ -11,12 +11,12 @@ from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.transport import ContentTurn
 
-from .rotation_helpers import Recorder, kind_emulator_config, make_transport, only_session
+from .rotation_helpers import Recorder, emulator_config, make_transport, only_session
 
 
 @pytest.mark.parametrize("fault", ["drop", "go_away"])
 async def test_transparent_resume_replays_exactly_what_the_session_lacks(fault: str) -> None:
-    async with Emulator(kind_emulator_config("vertex")) as emu:
+    async with Emulator(emulator_config("vertex")) as emu:
         transport = make_transport(emu, transparent=True)
         rec = Recorder(transport)
         await transport.connect()

@@ -13,9 +13,20 @@ from realtime_resumption.gemini.watchdog import ResumeWatchdog, UserTurnRetainer
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.testing.emulator.ledger import ClientMessageRecord, ConnectionRecord
-from realtime_resumption.transport import ContentTurn, GenerationEndReason, ReplayItem
+from realtime_resumption.transport import (
+    ContentTurn,
+    GenerationEndReason,
+    ReconnectState,
+    ReplayItem,
+)
 
-from .rotation_helpers import Recorder, kind_emulator_config, make_transport
+from .rotation_helpers import (
+    Recorder,
+    answered_with_handle,
+    emulator_config,
+    established,
+    make_transport,
+)
 
 HISTORY = [ReplayItem("user", text="my name is Ada"), ReplayItem("model", text="Hello Ada")]
 PCM = "audio/pcm;rate=16000"
@@ -27,19 +38,20 @@ def _sent(conn: ConnectionRecord) -> list[ClientMessageRecord]:
 
 
 async def test_a_dead_resumed_session_gets_the_turn_again_then_is_rebuilt() -> None:
-    async with Emulator(kind_emulator_config("gemini")) as emu:
+    async with Emulator(emulator_config("gemini")) as emu:
         emu.faults.dead_after_resume()
         transport = make_transport(emu, resume_watchdog=0.2)
         rec = Recorder(transport)
         await transport.connect()
         transport.replay_history(HISTORY)
-        await rec.wait_for("on_resumption_update")
+        # The service's first handle follows the first answer: the move resumes from it.
+        await answered_with_handle(transport, rec)
         await emu.faults.go_away()
         await rec.wait_for("on_move")
         assert transport.send_live_text([ContentTurn("user", "are you there?")])
         await rec.wait_for("on_move", 2, timeout=5)
         # The rebuilt session is alive: it answers the question the dead one never did.
-        await rec.wait(lambda r: GenerationEndReason.GENERATION_COMPLETE in r.ends())
+        await rec.wait(lambda r: r.ends().count(GenerationEndReason.GENERATION_COMPLETE) == 2)
         await transport.disconnect()
         await emu.wait_disconnected()
 
@@ -51,20 +63,17 @@ async def test_a_dead_resumed_session_gets_the_turn_again_then_is_rebuilt() -> N
         MoveOutcome.REBUILT,
     )
     dead_session, fresh_session = emu.ledger.sessions.values()
-    first, resumed = dead_session.connections
+    first, resumed = established(dead_session)
     assert not first.dead and resumed.dead
     assert resumed.setup is not None and resumed.setup.with_handle
     assert resumed.resumed_handle_index is not None
-    assert dead_session.handles[resumed.resumed_handle_index].connection == first.index
-    # The handle it resumed from came with the setup, before the history reached the session:
-    # the history is replayed first. Then the turn, and the same turn once more as a complete
-    # turn.
-    assert (
-        dead_session.handles[resumed.resumed_handle_index].issued_at < first.client_messages[1].time
-    )
-    history, typed, replayed = _sent(resumed)
-    assert history.kind == "client_content" and not history.turn_complete
-    assert history.turns == (("user", "my name is Ada"), ("model", "Hello Ada"))
+    handle = dead_session.handles[resumed.resumed_handle_index]
+    assert handle.connection == first.index
+    # The handle it resumed from followed the answered turn, so the session had the history
+    # and that turn: neither is replayed. The new turn, then the same turn once more as a
+    # complete turn.
+    assert handle.issued_at > first.client_messages[-1].time
+    typed, replayed = _sent(resumed)
     assert (typed.kind, typed.text) == ("text", "are you there?")
     assert replayed.kind == "client_content" and replayed.turn_complete
     assert replayed.turns == (("user", "are you there?"),)
@@ -72,27 +81,42 @@ async def test_a_dead_resumed_session_gets_the_turn_again_then_is_rebuilt() -> N
     (rebuilt_conn,) = fresh_session.connections
     assert rebuilt_conn.setup is not None
     assert rebuilt_conn.setup.resumption and not rebuilt_conn.setup.with_handle
-    # The history once, then the unanswered turn once: neither the history the client
-    # replayed itself nor the watchdog's restatement of the turn goes again.
+    # The history once (what the client replayed itself and the answered turn), then the
+    # unanswered turn once: the watchdog's restatement of the turn does not go again.
     seeded, asked = _sent(rebuilt_conn)
     assert seeded.kind == "client_content" and not seeded.turn_complete
-    assert seeded.turns == (("user", "my name is Ada"), ("model", "Hello Ada"))
+    assert seeded.turns[:3] == (
+        ("user", "my name is Ada"),
+        ("model", "Hello Ada"),
+        ("user", "hello there"),
+    )
+    assert [role for role, _ in seeded.turns] == ["user", "model", "user", "model"]
     assert (asked.kind, asked.text) == ("text", "are you there?")
     (answered,) = fresh_session.turns.values()
     assert answered.outcome == "complete"
     assert answered.user_text.endswith("are you there?")
     assert answered.delivered == answered.planned
-    assert not dead_session.turns
+    # The dead connection answered nothing: the session's only turn is the first one's.
+    assert [t.connection for t in dead_session.turns.values()] == [first.index]
 
 
 async def test_a_dead_resumed_session_with_nothing_to_rebuild_from_is_lost() -> None:
-    async with Emulator(kind_emulator_config("gemini")) as emu:
-        emu.faults.dead_after_resume()
+    """The call was answered by an earlier process; this one resumed it from the handle
+    alone (the service issues none before an answer, and an answer puts a turn in the
+    history), so it holds no conversation to rebuild from."""
+    async with Emulator(emulator_config("gemini")) as emu:
+        earlier = make_transport(emu)
+        await earlier.connect()
+        await answered_with_handle(earlier, Recorder(earlier))
+        handle = earlier.resumption_handle
+        await earlier.disconnect()
         transport = make_transport(emu, resume_watchdog=0.1)
         rec = Recorder(transport)
-        await transport.connect()
-        await rec.wait_for("on_resumption_update")
-        await emu.faults.go_away()
+        await transport.reconnect(ReconnectState(resumption_handle=handle))
+        emu.faults.dead_after_resume()  # the move's resume, not the one above
+        # The resumed connection issues no handle before an answer, so the move waits for
+        # the deadline's fallback: a short notice brings it at once.
+        await emu.faults.go_away(20.0)
         await rec.wait_for("on_move")
         for seq in range(1, 4):
             transport.send_audio(user_audio(seq))  # speech: the watchdog's sign
@@ -103,7 +127,8 @@ async def test_a_dead_resumed_session_with_nothing_to_rebuild_from_is_lost() -> 
     assert [m.outcome for m in rec.moves] == [MoveOutcome.RESUMED, MoveOutcome.LOST]
     assert rec.names("on_error", "on_close") == ["on_error", "on_close"]
     (session,) = emu.ledger.sessions.values()  # nothing was rebuilt
-    _, resumed = session.connections
+    taken_over, resumed = established(session)[1:]
+    assert not taken_over.dead and taken_over.setup is not None and taken_over.setup.with_handle
     assert resumed.dead and resumed.setup is not None and resumed.setup.with_handle
     # The retained audio went back once, as one complete turn of inline audio.
     sent = _sent(resumed)
