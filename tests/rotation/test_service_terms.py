@@ -18,6 +18,7 @@ from realtime_resumption.moves import MoveOutcome, MoveReport
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
+from ..transport.transport_helpers import handle_after_the_answer
 from .rotation_helpers import TIME_SCALE, Recorder, make_transport, only_session
 
 WHEN = ["before_setup_complete", "after_setup_complete"]
@@ -32,9 +33,9 @@ def strict(profile: str, **changes: object) -> EmulatorConfig:
 
 async def answered_once(transport: GeminiLiveTransport, rec: Recorder) -> None:
     """A first answer, and the handle that follows it (the service issues none before)."""
+    start = len(rec.events)
     transport.send_live_text([ContentTurn("user", "hello there")])
-    await rec.wait_for("on_generation_end")
-    await rec.wait_for("on_resumption_update")
+    await rec.wait(handle_after_the_answer(start))
 
 
 async def moved_once(emu: Emulator) -> tuple[GeminiLiveTransport, Recorder]:

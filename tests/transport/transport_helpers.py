@@ -135,9 +135,8 @@ def emulator_config(profile: str = "gemini", **changes: Any) -> EmulatorConfig:
 def kind_emulator_config(profile: str = "gemini", **changes: Any) -> EmulatorConfig:
     """A fast emulator on a kind service: a handle after every setup, make-before-break
     accepted, prompt pongs, no cap. For the moves only a kind service allows (make-before-break
-    with no gap): in ``tests/transport`` each test on it says so in its name and has a sibling on
-    ``emulator_config``. The rotation, store and telemetry tests that have not moved to the
-    service as measured call it by this name."""
+    with no gap): each test on it says so in its name (``..._on_a_kind_service``) and has a
+    sibling on ``emulator_config``, the service as measured."""
     changes.setdefault("update_after_setup", True)
     for name, kind in KIND_SERVICE.items():
         changes.setdefault(name, kind)
@@ -151,8 +150,14 @@ async def answered_with_handle(
     issues a connection's first handle after its first answer, never right after the setup."""
     start = len(rec.events)
     transport.send_content([ContentTurn("user", text)])
+    await rec.wait(handle_after_the_answer(start))
 
-    def handle_after_the_answer(r: Recorder) -> bool:
+
+def handle_after_the_answer(start: int) -> Callable[[Recorder], bool]:
+    """Whether, among the events from ``start`` on, a turn completed and a resumable handle
+    followed it (an update without a handle, as mid-answer ones are, does not count)."""
+
+    def happened(r: Recorder) -> bool:
         names = [name for name, _ in r.events[start:]]
         if "on_turn_complete" not in names:
             return False
@@ -162,7 +167,7 @@ async def answered_with_handle(
             for name, args in r.events[after:]
         )
 
-    await rec.wait(handle_after_the_answer)
+    return happened
 
 
 def established(session: SessionRecord) -> list[ConnectionRecord]:
