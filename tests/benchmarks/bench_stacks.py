@@ -3,11 +3,12 @@
 Each stack runs the same call in turn: a caller streaming 20 ms microphone chunks in real
 time, a question every few seconds (one of them calls the tool), its answers played in real
 time, and the emulator rotating the connection (goAway with notice) twice. The emulator runs
-in a process of its own (``python -m realtime_resumption.testing.emulator``), so the figure is this
-process's CPU time alone (``time.process_time``: every thread, a framework's native ones
-included) over the call's wall time. Each lane runs ``--runs`` times, the rounds interleaved,
-and its best run counts. Printed, not asserted; ours over stock should be <= 1.05x (the call
-has moves, where stock loses part of the call and so does less).
+in a process of its own (``python -m realtime_resumption.testing.emulator``), so the figure is
+this process's CPU time alone (``time.process_time``: every thread, a framework's native ones
+included) over the call's wall time, beside the answer chunks the caller heard (a stack that
+loses part of the call at a move delivers less, and so spends less). Each lane runs
+``--runs`` times, the rounds interleaved, and its best run counts. Printed, not asserted;
+ours over stock should be <= 1.05x.
 
     .venv/bin/python tests/benchmarks/bench_stacks.py [--seconds 40] [--runs 3]
         [--profile pipecat-ours]   # cProfile of one lane's call (its event loop thread's CPU)
@@ -84,9 +85,10 @@ async def measure(
     http_options: types.HttpOptions,
     seconds: float,
     profiler: cProfile.Profile | None = None,
-) -> float:
-    """CPU seconds per second of call on ``lane``'s stack; ``profiler`` runs over the measured
-    call."""
+) -> tuple[float, int]:
+    """CPU seconds per second of call on ``lane``'s stack, and the answer chunks the caller
+    heard meanwhile (the work the stack delivered: one that loses part of the call at a move
+    does less); ``profiler`` runs over the measured call."""
     loop = asyncio.get_running_loop()
     started = loop.time()
 
@@ -94,7 +96,8 @@ async def measure(
         return loop.time() - started
 
     record = CallRecord()
-    context = StackContext(http_options, Ear(clock), record, clock, lambda kind, text: None)
+    ear = Ear(clock)
+    context = StackContext(http_options, ear, record, clock, lambda kind, text: None)
     stack = lane.factory(context)
     questions = (HELLO, WEATHER_Q, FINAL)
     try:
@@ -104,7 +107,7 @@ async def measure(
             await asyncio.sleep(SETTLE)
             if profiler is not None:
                 profiler.enable()
-            cpu, wall = time.process_time(), loop.time()
+            cpu, wall, heard = time.process_time(), loop.time(), len(ear.chunks)
             asked = 0
             while loop.time() - wall < seconds:
                 question = questions[asked % len(questions)]
@@ -112,6 +115,7 @@ async def measure(
                 asked += 1
                 await asyncio.sleep(ASK_EVERY)
             cpu, wall = time.process_time() - cpu, loop.time() - wall
+            heard = len(ear.chunks) - heard
             if profiler is not None:
                 profiler.disable()
             await caller.stop_microphone()
@@ -119,7 +123,7 @@ async def measure(
         await stack.stop()
     if record.errors or record.closed:
         print(f"  {lane.title}: {len(record.errors)} error(s), closed: {record.closed}")
-    return cpu / wall
+    return cpu / wall, heard
 
 
 async def profile(key: str, seconds: float) -> None:
@@ -128,36 +132,47 @@ async def profile(key: str, seconds: float) -> None:
     lane = next(lane for lane in all_lanes() if lane.key == key)
     profiler = cProfile.Profile(time.thread_time)
     async with emulator_process() as http_options:
-        figure = await measure(lane, http_options, seconds, profiler)
+        figure, heard = await measure(lane, http_options, seconds, profiler)
     profiler.dump_stats(f"bench_stacks_{key}.prof")  # for pstats or snakeviz
     out = io.StringIO()
     stats = pstats.Stats(profiler, stream=out)
     stats.sort_stats("tottime").print_stats(25)
     stats.sort_stats("cumulative").print_stats(40)
     print(out.getvalue())
-    print(f"{lane.title}: {figure * 1000:.1f} ms CPU per s of call (profiled)")
+    print(f"{lane.title}: {figure * 1000:.1f} ms CPU per s of call (profiled), heard {heard}")
 
 
 async def main(seconds: float, runs: int) -> None:
     lanes = all_lanes()
-    results: dict[str, list[float]] = {lane.key: [] for lane in lanes}
+    results: dict[str, list[tuple[float, int]]] = {lane.key: [] for lane in lanes}
     # Rounds interleave the lanes, so a burst of load elsewhere falls on all of them; the
     # best run of each lane counts (load on a shared machine only adds time).
     for round_ in range(runs):
         for lane in lanes:
             async with emulator_process() as http_options:
                 results[lane.key].append(await measure(lane, http_options, seconds))
-            figure = results[lane.key][-1] * 1000
-            print(f"round {round_ + 1}: {lane.title:40} {figure:7.1f} ms CPU per s of call")
-    best = {key: min(figures) for key, figures in results.items()}
+            figure, heard = results[lane.key][-1]
+            print(
+                f"round {round_ + 1}: {lane.title:40} {figure * 1000:7.1f} ms CPU per s of call, "
+                f"{heard} answer chunks heard"
+            )
+    best = {key: min(runs_) for key, runs_ in results.items()}
     print()
     for lane in lanes:
-        print(f"{lane.title:40} {best[lane.key] * 1000:7.1f} ms CPU per s of call (best of {runs})")
+        figure, heard = best[lane.key]
+        print(
+            f"{lane.title:40} {figure * 1000:7.1f} ms CPU per s of call (best of {runs}), "
+            f"{heard} answer chunks heard"
+        )
     for lane in (lane for lane in lanes if lane.ours):
         stock = [o for o in lanes if not o.ours and o.framework == lane.framework]
         for other in stock:
-            ratio = best[lane.key] / best[other.key]
-            print(f"{lane.title} / {other.title}: {ratio:.2f}x (goal <= 1.05x)")
+            ratio = best[lane.key][0] / best[other.key][0]
+            work = best[lane.key][1] / max(1, best[other.key][1])
+            print(
+                f"{lane.title} / {other.title}: {ratio:.2f}x (goal <= 1.05x), "
+                f"having delivered {work:.2f}x the answer audio"
+            )
 
 
 if __name__ == "__main__":
