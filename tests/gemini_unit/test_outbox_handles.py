@@ -374,6 +374,21 @@ def test_history_sent_after_a_rebuild_is_owed_to_a_session_resumed_before_it_was
     assert wire.flush(0.4) == ["history"]
 
 
+def test_input_queued_for_a_rebuilt_session_but_not_written_is_owed_to_a_resume_from_it() -> None:
+    """The seed holds the history, not the input queued for the rebuilt session: a handle it
+    issued before that input was written lacks it, so a resume from that handle replays it."""
+    outbox, wire = make()
+    outbox.attach_fresh(1, 0.0)
+    outbox.submit("t1", TXT, 0.1)  # never written to the first connection
+    outbox.detach(1)
+    outbox.attach_fresh(2, 0.2)  # the rebuild queues t1 for its session
+    outbox.record_handle("h2", 2, 0.3, last_consumed_index=0)
+    assert outbox.lacking("h2") == ["t1"]
+    outbox.detach(2)
+    outbox.attach_resumed(3, "h2", 0.4)
+    assert wire.flush(0.4) == ["t1"]
+
+
 # -- activity ----------------------------------------------------------------------------
 
 
