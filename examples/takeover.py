@@ -38,6 +38,7 @@ caller's microphone streaming into it from chunk number ``FIRST``, silent but wh
 from __future__ import annotations
 
 import asyncio
+import math
 import signal
 import ssl
 import sys
@@ -69,9 +70,9 @@ SPEECH = 40
 """Chunks of speech per worker: the user's question starts in one worker and ends in the next."""
 KILL_AFTER = 25
 """Chunks of speech the first worker says it sent before it is killed: mid-question."""
-SPEECH_LOST_BOUND = OPTIONS.write_interval + 2 * CHUNK
-"""The most of the user's speech a crash may lose, in seconds: one write interval, and the
-chunks in flight when the worker died."""
+SPEECH_LOST_BOUND = (math.ceil(OPTIONS.write_interval / CHUNK) + 2) * CHUNK
+"""The most of the user's speech a crash may lose, in seconds: the chunks said in one write
+interval (13 whole chunks in 250 ms), and the two in flight when the worker died."""
 WAIT = 60.0
 """Bound on each step (a worker imports google-genai and its framework first)."""
 TOOL = "get_weather"

@@ -103,7 +103,7 @@ def _survived() -> TakeoverRun:
         tool_responses_stray=0,
         next_answered=True,
         context=("Greet the user.", " ".join(QUESTION)),
-        bound_ms=290,
+        bound_ms=300,
     )
 
 
@@ -111,7 +111,7 @@ def _survived() -> TakeoverRun:
     ("broken", "says"),
     [
         ({"sessions": 2, "takeovers": ("takeover resumed", "takeover rebuilt")}, "rebuilt"),
-        ({"kills": (Kill("b", "mid-question", 500, 300),)}, "300 ms of speech lost"),
+        ({"kills": (Kill("b", "mid-question", 500, 320),)}, "320 ms of speech lost"),
         ({"tool_responses": 2}, "answered 2 times"),
         ({"next_answered": False}, "not answered"),
         ({"context": ("Greet the user.",)}, "context lacks"),

@@ -8,7 +8,8 @@
   fresh; an unreachable store is reported and the call starts fresh too (it goes on; the
   saver keeps trying).
 - ``start``: an owned background task writes the session's snapshot at most once per
-  ``write_interval``, only when it changed: the whole record when anything but the input
+  ``write_interval`` (beats at a fixed rate, not pushed back by the writes), only when it
+  changed: the whole record when anything but the input
   changed (a new handle, a turn, a setup), else only the input sent since as a part appended
   to it (a beat of the user talking costs a beat of audio, not the record). Each write renews
   the lease (the store's fenced write does both); a call that did not write for a third of
@@ -392,8 +393,14 @@ class Persister:
 
     async def _run(self) -> None:
         interval = self._options.write_interval
+        loop = asyncio.get_running_loop()
+        beat = loop.time()
         while True:
-            await asyncio.sleep(interval)
+            # Beats at a fixed rate: a slow write does not push the next beat back, so what a
+            # crash loses stays within one interval (and the write under way), however long
+            # the store takes. A write longer than the interval is followed at once.
+            beat = max(beat + interval, loop.time())
+            await asyncio.sleep(beat - loop.time())
             if not self._s.active:
                 continue
             try:
