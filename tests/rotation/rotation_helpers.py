@@ -41,6 +41,7 @@ __all__ = [
     "kind_emulator_config",
     "make_transport",
     "only_session",
+    "resumable",
     "seconds",
     "stream_silence",
 ]
@@ -54,6 +55,15 @@ def make_transport(emu: Emulator, **options: Any) -> GeminiLiveTransport:
     """A transport on a client of ``emu`` in its profile, with fast retries."""
     options.setdefault("resumption", FAST)
     return transport_helpers.make_transport(emu, **options)
+
+
+async def resumable(transport: GeminiLiveTransport, rec: Recorder, *, kind: bool) -> None:
+    """Wait until ``transport`` holds a handle it can resume: on a kind service the one sent
+    after the setup; on the service as measured, the one after a first answer."""
+    if kind:
+        await rec.wait_for("on_resumption_update")
+    else:
+        await answered_with_handle(transport, rec)
 
 
 def only_session(emu: Emulator) -> SessionRecord:

@@ -30,6 +30,7 @@ from .rotation_helpers import (
     kind_emulator_config,
     make_transport,
     only_session,
+    resumable,
     stream_silence,
 )
 
@@ -51,10 +52,7 @@ async def _slow_emulator_transport(
     transport = make_transport(emu)
     rec = Recorder(transport)
     await transport.connect()
-    if kind:
-        await rec.wait_for("on_resumption_update")  # a kind service sends one after the setup
-    else:
-        await answered_with_handle(transport, rec)
+    await resumable(transport, rec, kind=kind)
     return transport, rec
 
 

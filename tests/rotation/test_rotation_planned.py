@@ -24,6 +24,7 @@ from .rotation_helpers import (
     kind_emulator_config,
     make_transport,
     only_session,
+    resumable,
     seconds,
     stream_silence,
 )
@@ -40,10 +41,7 @@ async def _go_away_at_idle(emu: Emulator, *, kind: bool) -> Recorder:
     transport = make_transport(emu)
     rec = Recorder(transport)
     await transport.connect()
-    if kind:
-        await rec.wait_for("on_resumption_update")  # a kind service sends one after the setup
-    else:
-        await answered_with_handle(transport, rec)
+    await resumable(transport, rec, kind=kind)
     streaming = asyncio.create_task(stream_silence(transport, 1, 150))
     await asyncio.sleep(0.05)
     emu.faults.go_away(20.0)
@@ -251,15 +249,15 @@ async def test_a_resume_refused_while_the_old_connection_is_open_falls_back_for_
         rec = Recorder(transport)
         await transport.connect()
         await answered_with_handle(transport, rec)
-        for first in (1, 101):
+        for start in (1, 101):
             # The microphone streams through each move; the second one resumes from the
             # handle that follows an answer on the new connection, before the stream.
-            if first > 1:
+            if start > 1:
                 await answered_with_handle(transport, rec)
-            streaming = asyncio.create_task(stream_silence(transport, first, 100))
+            streaming = asyncio.create_task(stream_silence(transport, start, 100))
             await asyncio.sleep(0.05)
             emu.faults.go_away(20.0, session_id=only_session(emu).session_id)
-            await rec.wait_for("on_move", first // 100 + 1)
+            await rec.wait_for("on_move", start // 100 + 1)
             await streaming
         await transport.disconnect()
         await emu.wait_disconnected()
@@ -321,10 +319,7 @@ async def _a_turn_begun_as_the_move_starts(emu: Emulator, *, kind: bool) -> Reco
     transport = make_transport(emu, input_buffer=COMPRESSED_MARGINS)
     rec = Recorder(transport)
     await transport.connect()
-    if kind:
-        await rec.wait_for("on_resumption_update")  # a kind service sends one after the setup
-    else:
-        await answered_with_handle(transport, rec)
+    await resumable(transport, rec, kind=kind)
     emu.faults.go_away(60.0)
     await rec.wait_for("on_move_started")  # idle: the move starts dialling at once
     for seq, word in enumerate(WORDS, start=1):
