@@ -28,15 +28,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import io
 import logging
-import pstats
 import statistics
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import callgrind
+import profiling
 from emulator_process import EmulatorProcess
 from google import genai
 from google.genai import types
@@ -320,12 +319,7 @@ async def measure(
         cpus = await asyncio.gather(*(STACKS[name](call, options) for call in calls))
         if profiler is not None:
             _profiler = None
-            profiler.dump_stats(f"bench_cpu_{name}.prof")  # for pstats or snakeviz
-            out = io.StringIO()
-            stats = pstats.Stats(profiler, stream=out)
-            stats.sort_stats("tottime").print_stats(25)
-            stats.sort_stats("cumulative").print_stats(40)
-            print(out.getvalue())
+            profiling.report(profiler, f"bench_cpu_{name}.prof")
     cpu = statistics.mean(cpus) / sessions
     late = max(call.late for call in calls)
     if late > 0.1:

@@ -20,16 +20,15 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
-import io
 import logging
 import os
-import pstats
 import ssl
 import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import profiling
 from google.genai import types
 from loguru import logger
 
@@ -133,12 +132,7 @@ async def profile(key: str, seconds: float) -> None:
     profiler = cProfile.Profile(time.thread_time)
     async with emulator_process() as http_options:
         figure, heard = await measure(lane, http_options, seconds, profiler)
-    profiler.dump_stats(f"bench_stacks_{key}.prof")  # for pstats or snakeviz
-    out = io.StringIO()
-    stats = pstats.Stats(profiler, stream=out)
-    stats.sort_stats("tottime").print_stats(25)
-    stats.sort_stats("cumulative").print_stats(40)
-    print(out.getvalue())
+    profiling.report(profiler, f"bench_stacks_{key}.prof")
     print(f"{lane.title}: {figure * 1000:.1f} ms CPU per s of call (profiled), heard {heard}")
 
 

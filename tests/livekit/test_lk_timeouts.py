@@ -24,6 +24,17 @@ BOUND = 120.0
 time, not as a hang."""
 
 
+def _watched(model: rr.RealtimeModel) -> tuple[llm.RealtimeSession, Recorder, list[float]]:
+    """A session of ``model``, its events recorded, and the loop times its moves ended."""
+    rt = model.session()
+    recorder = Recorder()
+    recorder.attach_realtime(rt)
+    moved_at: list[float] = []
+    loop = asyncio.get_running_loop()
+    rt.on("session_moved", lambda _: moved_at.append(loop.time()))
+    return rt, recorder, moved_at
+
+
 async def _answered(rt: llm.RealtimeSession) -> None:
     """One reply, to its end, then its resumable handle: the session can move."""
     generation = await asyncio.wait_for(rt.generate_reply(), BOUND)
@@ -37,11 +48,7 @@ async def test_a_reply_the_service_never_begins_fails_5_s_after_the_move_it_wait
     loop = asyncio.get_running_loop()
     async with Emulator(EmulatorConfig()) as emu:
         model = rr.RealtimeModel(api_key="k", http_options=emu.http_options())
-        rt = model.session()
-        recorder = Recorder()
-        recorder.attach_realtime(rt)
-        moved_at: list[float] = []
-        rt.on("session_moved", lambda _: moved_at.append(loop.time()))
+        rt, recorder, moved_at = _watched(model)
         try:
             await _answered(rt)
             # The connection drops; its resume takes 6 s (longer than the bound) and lands
@@ -75,11 +82,7 @@ async def test_an_update_whose_setup_never_completes_returns_after_10_s_and_the_
             conn_options=APIConnectOptions(timeout=25.0),
             resumption=ResumptionOptions(attempt_timeout=25.0),
         )
-        rt = model.session()
-        recorder = Recorder()
-        recorder.attach_realtime(rt)
-        moved_at: list[float] = []
-        rt.on("session_moved", lambda _: moved_at.append(loop.time()))
+        rt, recorder, moved_at = _watched(model)
         try:
             await _answered(rt)
             emu.faults.hang_next(1)  # the new setup never completes
