@@ -1,6 +1,7 @@
-"""Client CPU per second of call audio: the bare google-genai SDK, our transport, and each
-framework's stock Gemini service against ours, on the same call, in one run (no rotation
-unless ``--rotate-every``).
+"""Client CPU per second of call audio: the bare google-genai SDK, the wire floor (``floor``:
+fixed JSON text per chunk on the SDK's WebSocket), our transport, and each framework's stock
+Gemini service against ours, on the same call, in one run (no rotation unless
+``--rotate-every``).
 
 The call: 20 ms chunks of 16 kHz PCM16 streamed at the call's pace, a second of speech every
 ten seconds of audio, and the emulator's answers (50 chunks of 40 ms at 24 kHz) received and
@@ -16,7 +17,7 @@ pings) counts ``scale`` times per second of call: a scale above 1 (valgrind need
 understates it. Comparing two scales separates the two kinds of work.
 
     .venv/bin/python tests/benchmarks/bench_cpu.py [--seconds 60] [--runs 3]
-        [--stacks sdk,transport,pipecat-stock,pipecat-ours,livekit-stock,livekit-ours]
+        [--stacks sdk,floor,transport,pipecat-stock,pipecat-ours,livekit-stock,livekit-ours]
         [--profile transport]   # cProfile of one stack's call: the top by own and cumulative time
         [--callgrind --scale 3 --seconds 10]   # instructions instead of CPU time (repeatable)
         [--sessions 10 --scale 1 --stacks sdk,transport]   # many calls in one process
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import cProfile
 import logging
 import statistics
@@ -144,6 +146,31 @@ async def sdk(call: Call, http_options: types.HttpOptions) -> float:
             await session.send_realtime_input(
                 audio=types.Blob(data=pcm, mime_type="audio/pcm;rate=16000")
             )
+
+        receiving = asyncio.create_task(receive())
+        try:
+            return await call.stream(send)
+        finally:
+            receiving.cancel()
+
+
+async def floor(call: Call, http_options: types.HttpOptions) -> float:
+    """The wire floor: the SDK's connection, each chunk base64-encoded into a fixed JSON text
+    and awaited on its WebSocket (its private ``_ws``: a benchmark's reach), every server
+    message read and dropped; no models, no accounting, no checks."""
+    client = genai.Client(api_key="bench", http_options=http_options)
+    config = types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])
+    prefix = '{"realtime_input": {"audio": {"data": "'
+    suffix = '", "mime_type": "audio/pcm;rate=16000"}}}'
+    async with client.aio.live.connect(model=MODEL, config=config) as session:
+        ws: Any = session._ws
+
+        async def receive() -> None:
+            async for _ in ws:
+                pass
+
+        async def send(pcm: bytes) -> None:
+            await ws.send(prefix + base64.urlsafe_b64encode(pcm).decode("ascii") + suffix)
 
         receiving = asyncio.create_task(receive())
         try:
@@ -273,6 +300,7 @@ def _livekit(kind: str) -> Callable[[Call, types.HttpOptions], Awaitable[float]]
 
 STACKS: dict[str, Callable[[Call, types.HttpOptions], Awaitable[float]]] = {
     "sdk": sdk,
+    "floor": floor,
     "transport": transport,
     "pipecat-stock": _pipecat("stock"),
     "pipecat-ours": _pipecat("ours"),
@@ -281,6 +309,7 @@ STACKS: dict[str, Callable[[Call, types.HttpOptions], Awaitable[float]]] = {
 }
 RATIOS = (
     ("transport", "sdk", "<= 1.1x; <= 1.25x with many sessions"),
+    ("transport", "floor", "none: the floor is the least a client does per chunk"),
     ("pipecat-ours", "pipecat-stock", "<= 1.0x"),
     ("livekit-ours", "livekit-stock", "<= 1.0x"),
 )

@@ -245,6 +245,10 @@ class LiveConnection:
         self._session: live.AsyncSession | None = None
         self._receiver: asyncio.Task[None] | None = None
         self._writer: asyncio.Task[None] | None = None
+        self._frames: Writer | None = None
+        """Writes the messages, once writing started."""
+        self._writing_now = False
+        """:meth:`write_soon` is writing: a message queued meanwhile goes to the write loop."""
         self._lag: LoopLag | None = None
         self._state: Literal["new", "open", "closing", "closed"] = "new"
         self._broken = False
@@ -384,6 +388,8 @@ class LiveConnection:
         """Start writing queued messages, under the stall watchdog. Idempotent."""
         if self._state != "open" or self._writer is not None:
             return
+        assert self._session is not None
+        self._frames = Writer(self._session)
         self._writer = asyncio.create_task(
             self._write_loop(), name=f"gemini-live-write-{self.attempt_id}"
         )
@@ -391,8 +397,10 @@ class LiveConnection:
 
     # --- sending ------------------------------------------------------------------------------
 
-    def enqueue(self, message: ClientMessage) -> int:
-        """Queue ``message`` for writing; returns its client message index."""
+    def enqueue(self, message: ClientMessage, *, wake: bool = True) -> int:
+        """Queue ``message`` for writing; returns its client message index. With ``wake``
+        False the write loop is not woken: the caller calls :meth:`write_soon` once its
+        bookkeeping of the message is done."""
         if not self.accepting:
             raise NotConnectedError(f"the connection {self.attempt_id} is closed")
         if len(self._outbox) >= self._outbox_limit:
@@ -400,12 +408,76 @@ class LiveConnection:
                 f"{len(self._outbox)} messages wait for the socket of {self.attempt_id}"
             )
         self._outbox.append(message)
-        self._wake.set()
+        if wake:
+            self._wake.set()
         self._drained.clear()
         self.message_index += 1
         if message.kind != "content" and message.kind != "tool_response":
             self.realtime_input_sent = True
         return self.message_index
+
+    def write_soon(self) -> None:
+        """Write the queued message now when it is the only one, the write loop is idle, this
+        loop turn has room for a write (``WritePacer``) and the socket takes it at once
+        (``Writer.write_now``); otherwise wake the write loop. In a call's steady state (one
+        20 ms chunk queued at a time) every chunk is written here, in the caller's turn, so
+        no task wakes per chunk. The write is reported (``written``) before this returns; a
+        message queued by that report goes to the write loop, so one call writes at most one
+        message."""
+        frames = self._frames
+        if (
+            frames is None
+            or self._writing_now
+            or len(self._outbox) != 1
+            or self._writing_since is not None
+            or not self.accepting
+        ):
+            self._wake.set()
+            return
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        pacer = _loop_pacer(loop)
+        if loop_lag.for_loop(loop).mark_turn(loop, began):
+            pacer.turn_began(began)
+        if not pacer.may_write():
+            self._wake.set()
+            return
+        turn = pacer.turn
+        message = self._outbox[0]
+        self._writing_now = True
+        try:
+            written = frames.write_now(message)
+        except OSError as error:
+            self._socket_lost(error)
+            return
+        except Exception as error:
+            self._outbox.popleft()
+            self._drained.set()
+            self._hooks.write_failed(self, [message], error)
+            return
+        finally:
+            self._writing_now = False
+        if not written:
+            self._wake.set()
+            return
+        self._outbox.popleft()
+        self._drained.set()
+        self._writing_now = True
+        try:
+            self._hooks.written(self, message)
+        finally:
+            self._writing_now = False
+        pacer.wrote(turn, began, loop.time())
+
+    def _socket_lost(self, error: Exception) -> None:
+        """The socket is gone (or the watchdog dropped it): nothing queued can be written."""
+        self._broken = True
+        lost = list(self._outbox)
+        self._outbox.clear()
+        self._drained.set()
+        # The write loop sees the connection broken and ends.
+        self._wake.set()
+        self._hooks.write_failed(self, lost, error)
 
     async def flush(self, timeout: float) -> bool:
         """Wait until every queued message was written; False if that took over ``timeout``
@@ -418,9 +490,8 @@ class LiveConnection:
         return self.accepting
 
     async def _write_loop(self) -> None:
-        session = self._session
-        assert session is not None
-        write = Writer(session).write
+        assert self._frames is not None
+        write, write_now = self._frames.write, self._frames.write_now
         outbox = self._outbox
         loop = asyncio.get_running_loop()
         clock = loop.time
@@ -429,7 +500,7 @@ class LiveConnection:
         lag = loop_lag.for_loop(loop)
         written = self._hooks.written
         run = 0
-        while True:
+        while not self._broken:
             if not outbox:
                 self._drained.set()
                 self._wake.clear()
@@ -452,14 +523,12 @@ class LiveConnection:
             # Bounded by the watchdog rather than a timer per message: this is the audio path.
             self._writing_since = began
             try:
-                await write(message)
+                # Realtime input the socket takes at once is written without a coroutine;
+                # the rest (and anything that must wait for the socket) is awaited.
+                if not write_now(message):
+                    await write(message)
             except (ConnectionClosed, OSError) as error:
-                # The socket is gone (or the watchdog dropped it): nothing queued can be written.
-                self._broken = True
-                lost = list(outbox)
-                outbox.clear()
-                self._drained.set()
-                self._hooks.write_failed(self, lost, error)
+                self._socket_lost(error)
                 return
             except Exception as error:
                 outbox.popleft()
@@ -468,8 +537,14 @@ class LiveConnection:
             finally:
                 self._writing_since = None
             outbox.popleft()
-            written(self, message)
-            # The hook fed the next message: its bookkeeping is the write's cost too.
+            # The hook feeds the next message; this loop writes it (not ``write_soon``), so the
+            # batch and the pacer count it.
+            self._writing_now = True
+            try:
+                written(self, message)
+            finally:
+                self._writing_now = False
+            # The hook's bookkeeping is the write's cost too.
             pacer.wrote(turn, began, clock())
 
     def _arm_watchdog(self, delay: float) -> None:

@@ -193,7 +193,7 @@ class InputPath:
             outbox.activity_reopened(conn.dial_gen, index)
             return
         assert entry is not None
-        index = conn.enqueue(entry.message)
+        index = conn.enqueue(entry.message, wake=False)
         self.outbox.mark_sent(entry, conn.dial_gen, index, now)
         self._in_flight[conn] = entry
         size = entry.message.size
@@ -201,6 +201,8 @@ class InputPath:
             largest = self._largest.get(conn)
             if largest is None or size > largest.message.size:
                 self._largest[conn] = entry
+        # Last: the write may be reported (``written``) before this returns.
+        conn.write_soon()
 
     def written(
         self, conn: LiveConnection, message: ClientMessage, *, current: bool

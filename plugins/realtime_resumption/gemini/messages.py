@@ -8,6 +8,7 @@ place that writes one.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any, Final
 
 from google.genai import live, types
 
+from realtime_resumption.gemini.direct_send import DirectSend
 from realtime_resumption.transport import ReplayItem, SendKind, ToolResult
 
 _SCHEDULING: Final = {
@@ -226,6 +228,28 @@ def realtime_input(message: ClientMessage) -> dict[str, object] | None:
     return None
 
 
+def realtime_input_text(message: ClientMessage) -> str | None:
+    """The frame :func:`realtime_input` describes, as JSON text; None where it gives None.
+    Media, 50 chunks a second, is spelled without building and encoding a dict: its base64
+    needs no escaping, and its MIME type is encoded as JSON like any string."""
+    payload = message.payload
+    if isinstance(payload, Media):
+        if not payload.data:
+            return None
+        data = base64.urlsafe_b64encode(payload.data).decode("ascii")
+        return (
+            f'{{"realtime_input": {{"{message.kind}": {{"data": "{data}", '
+            f'"mime_type": {_json_string(payload.mime_type)}}}}}}}'
+        )
+    body = realtime_input(message)
+    return None if body is None else json.dumps({"realtime_input": body})
+
+
+@functools.lru_cache(maxsize=16)
+def _json_string(text: str) -> str:
+    return json.dumps(text)
+
+
 class _Recorder:
     """A WebSocket that keeps what is sent on it: the SDK writes a probe frame into it."""
 
@@ -248,11 +272,11 @@ _PROBES: Final[dict[SendKind, ClientMessage]] = {
 }
 
 _SPELLED_AS_SDK: dict[tuple[bool, SendKind], bool] = {}
-"""(Vertex or not, kind) -> whether :func:`realtime_input` writes what this SDK writes."""
+"""(Vertex or not, kind) -> whether :func:`realtime_input_text` writes what this SDK writes."""
 
 
 async def _spelled_as_sdk(session: live.AsyncSession, vertex: bool, kind: SendKind) -> bool:
-    """Whether this SDK writes ``kind`` as :func:`realtime_input` does, for this API flavour:
+    """Whether this SDK writes ``kind`` as :func:`realtime_input_text` does, for this API flavour:
     checked once per process by having the SDK write a probe message into a recorder, so an
     SDK that changes its wire form gets its own path back, never a wrong frame."""
     key = (vertex, kind)
@@ -267,7 +291,8 @@ async def _spelled_as_sdk(session: live.AsyncSession, vertex: bool, kind: SendKi
             )
             await _sdk_write(sdk_session, probe)
             [frame] = recorder.frames
-            same = json.loads(frame) == {"realtime_input": realtime_input(probe)}
+            ours = realtime_input_text(probe)
+            same = ours is not None and json.loads(frame) == json.loads(ours)
         except Exception:
             same = False
         _SPELLED_AS_SDK[key] = same
@@ -278,14 +303,15 @@ class Writer:
     """Writes client messages on one SDK session.
 
     Realtime input, every 20 ms of the call, goes straight to the session's WebSocket as
-    :func:`realtime_input` spells it: the SDK validates and converts three pydantic models
-    per chunk (about 130 us), a cost the transport does not need (its public entry points
-    validated the message). Each kind is checked once against the SDK's own writing
+    :func:`realtime_input_text` spells it: the SDK validates and converts three pydantic
+    models per chunk (about 130 us), a cost the transport does not need (its public entry
+    points validated the message). Each kind is checked once against the SDK's own writing
     (:func:`_spelled_as_sdk`); content, tool responses and anything the check refuses go
-    through the SDK.
+    through the SDK. Once checked, a frame the socket takes without waiting is written by
+    :meth:`write_now`, with no coroutine (``DirectSend``).
     """
 
-    __slots__ = ("_session", "_vertex", "_ws")
+    __slots__ = ("_direct", "_session", "_vertex", "_ws")
 
     def __init__(self, session: live.AsyncSession) -> None:
         self._session = session
@@ -294,20 +320,31 @@ class Writer:
         ws: Any = getattr(session, "_ws", None)
         client = getattr(session, "_api_client", None)
         self._ws = ws if client is not None and callable(getattr(ws, "send", None)) else None
+        self._direct = DirectSend.of(self._ws)
         # The SDK's own test: None and False both mean the Gemini API.
         self._vertex = bool(getattr(client, "vertexai", False))
+
+    def write_now(self, message: ClientMessage) -> bool:
+        """Write ``message`` at once if it is realtime input whose spelling was checked and
+        the socket takes it without waiting (``DirectSend``); False, having written nothing,
+        when only :meth:`write` may send it. Raises ``OSError`` when the socket broke."""
+        direct = self._direct
+        if direct is None or not _SPELLED_AS_SDK.get((self._vertex, message.kind)):
+            return False
+        text = realtime_input_text(message)
+        return text is not None and direct.send_text(text)
 
     async def write(self, message: ClientMessage) -> None:
         """Send ``message`` on the session."""
         ws = self._ws
         if ws is not None:
-            body = realtime_input(message)
-            if body is not None:
+            text = realtime_input_text(message)
+            if text is not None:
                 same = _SPELLED_AS_SDK.get((self._vertex, message.kind))
                 if same is None:
                     same = await _spelled_as_sdk(self._session, self._vertex, message.kind)
                 if same:
-                    await ws.send(json.dumps({"realtime_input": body}))
+                    await ws.send(text)
                     return
         await _sdk_write(self._session, message)
 
