@@ -29,6 +29,9 @@ per N:
   dropped while no connection was live is in both), and silent: per session, the speech
   lost beyond what it reported dropped (at least that much was lost without a report:
   every loss past the bounds must be counted, so anything above 0 is a fault);
+- the garbage collector's pauses during the run (the longest per generation: a full
+  collection walks the whole heap and stops the loop; ``--gc-freeze`` freezes what start-up
+  loaded, as a server process would);
 - client CPU per session-second (the client process's CPU time, from the stream's start until
   it was all written, over N x the streamed seconds), and beside it the bare google-genai
   SDK's sending the same audio to the same emulators, and the wire floor's: the same audio
@@ -55,6 +58,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import gc
 import math
 import statistics
 import sys
@@ -486,6 +490,34 @@ class Args:
     storm_at: float | None
 
 
+class _GcPauses:
+    """The garbage collector's pauses while the ``with`` block runs: a full collection walks
+    every tracked object of the process, and stops its event loop meanwhile."""
+
+    def __init__(self) -> None:
+        self._started = 0.0
+        self.pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
+
+    def __enter__(self) -> _GcPauses:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses[info["generation"]].append(time.perf_counter() - self._started)
+
+    def __str__(self) -> str:
+        return "garbage collections: " + ", ".join(
+            f"gen {g} x{len(p)} longest {_ms(max(p, default=0.0))} ms"
+            for g, p in self.pauses.items()
+        )
+
+
 async def _main(args: Args) -> None:
     logger.remove()
     print(
@@ -508,7 +540,8 @@ async def _main(args: Args) -> None:
         ]
         first = 0  # each level's sessions (and the baseline's) number on from the last
         for n in args.sessions:
-            r = await _level(servers, n, args.seconds, args, first)
+            with _GcPauses() as pauses:
+                r = await _level(servers, n, args.seconds, args, first)
             first += n
             bare = floor = None
             if args.baseline:
@@ -531,6 +564,7 @@ async def _main(args: Args) -> None:
                 f"{'' if r.drain < WAIT else '   (input still held after the drain wait)'}",
                 flush=True,
             )
+            print(f"         {pauses}", flush=True)
             if r.ok:
                 best = r
     if best is None:
@@ -558,7 +592,17 @@ def main() -> None:
         "--storm-at", type=float, default=None, help="seconds into the stream (default: midway)"
     )
     parser.add_argument("--no-baseline", dest="baseline", action="store_false")
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() once everything is imported, as a server process would at start-up",
+    )
     ns = parser.parse_args()
+    if ns.gc_freeze:
+        # What was loaded at start-up (the SDK, the frameworks' modules, pydantic's models)
+        # leaves the collector's generations: a full collection then walks only what the calls
+        # made since, not the whole heap (see the README, "Many calls in one process").
+        gc.freeze()
     asyncio.run(
         _main(
             Args(
