@@ -137,6 +137,17 @@ _PACERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WritePacer] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class _Writing:
+    """A connection's write side, fixed when writing starts: its event loop, the writer of
+    its frames, and the loop's write pacer and lag monitor (shared by every connection on it)."""
+
+    loop: asyncio.AbstractEventLoop
+    frames: Writer
+    pacer: WritePacer
+    lag: LoopLag
+
+
 def _loop_pacer(loop: asyncio.AbstractEventLoop) -> WritePacer:
     pacer = _PACERS.get(loop)
     if pacer is None:
@@ -245,8 +256,8 @@ class LiveConnection:
         self._session: live.AsyncSession | None = None
         self._receiver: asyncio.Task[None] | None = None
         self._writer: asyncio.Task[None] | None = None
-        self._frames: Writer | None = None
-        """Writes the messages, once writing started."""
+        self._writing: _Writing | None = None
+        """What writes the messages, once writing started."""
         self._writing_now = False
         """:meth:`write_soon` is writing: a message queued meanwhile goes to the write loop."""
         self._lag: LoopLag | None = None
@@ -389,7 +400,10 @@ class LiveConnection:
         if self._state != "open" or self._writer is not None:
             return
         assert self._session is not None
-        self._frames = Writer(self._session)
+        loop = asyncio.get_running_loop()
+        self._writing = _Writing(
+            loop, Writer(self._session), _loop_pacer(loop), loop_lag.for_loop(loop)
+        )
         self._writer = asyncio.create_task(
             self._write_loop(), name=f"gemini-live-write-{self.attempt_id}"
         )
@@ -424,9 +438,9 @@ class LiveConnection:
         no task wakes per chunk. The write is reported (``written``) before this returns; a
         message queued by that report goes to the write loop, so one call writes at most one
         message."""
-        frames = self._frames
+        writing = self._writing
         if (
-            frames is None
+            writing is None
             or self._writing_now
             or len(self._outbox) != 1
             or self._writing_since is not None
@@ -434,10 +448,9 @@ class LiveConnection:
         ):
             self._wake.set()
             return
-        loop = asyncio.get_running_loop()
+        loop, pacer = writing.loop, writing.pacer
         began = loop.time()
-        pacer = _loop_pacer(loop)
-        if loop_lag.for_loop(loop).mark_turn(loop, began):
+        if writing.lag.mark_turn(loop, began):
             pacer.turn_began(began)
         if not pacer.may_write():
             self._wake.set()
@@ -446,7 +459,7 @@ class LiveConnection:
         message = self._outbox[0]
         self._writing_now = True
         try:
-            written = frames.write_now(message)
+            written = writing.frames.write_now(message)
         except OSError as error:
             self._socket_lost(error)
             return
@@ -490,14 +503,13 @@ class LiveConnection:
         return self.accepting
 
     async def _write_loop(self) -> None:
-        assert self._frames is not None
-        write, write_now = self._frames.write, self._frames.write_now
+        writing = self._writing
+        assert writing is not None
+        write, write_now = writing.frames.write, writing.frames.write_now
         outbox = self._outbox
-        loop = asyncio.get_running_loop()
+        loop, pacer, lag = writing.loop, writing.pacer, writing.lag
         clock = loop.time
         batch = self._write_batch
-        pacer = _loop_pacer(loop)
-        lag = loop_lag.for_loop(loop)
         written = self._hooks.written
         run = 0
         while not self._broken:
