@@ -23,12 +23,11 @@ are prompt (a real-time call's 15 s connections never reach the SDK's first keep
 20 s; a scaled call's do, and the service's late pongs would outlast the SDK's timeout).
 
 Wall-clock timers inside the frameworks and services do not scale: the SDK's keepalive pings
-(every 20 s), Pipecat's "bot stopped speaking" fallback wait (3 s) and its user turn timeouts,
-LiveKit's session timers, our transport's write watchdog (each 10 s per connection), the demo
-tool's 0.2 s lookup. At scale ``s`` such work counts ``s`` times per second of call as often
-as in a real call, so the figure overstates it, on whichever side owns the timer (a
-framework's own timers weigh on stock and ours alike); comparing two scales separates the two
-kinds of work. Use the smallest scale at which no lane falls behind: ``late`` under 0.1 s, no
+(every 20 s), Pipecat's "bot stopped speaking" fallback wait (3 s), LiveKit's user-away timer
+(15 s), our transport's write watchdog (each 10 s per connection), the demo tool's 0.2 s
+lookup. At scale ``s`` such work comes ``s`` times as often per second of call as in a real
+call, so the figure overstates it, on whichever side owns the timer (a framework's own timers
+weigh on stock and ours alike); comparing two scales separates the two kinds of work. Use the smallest scale at which no lane falls behind: ``late`` under 0.1 s, no
 errors, every lane through its rotations answering as in real time (stock Pipecat loses the
 answer in flight at each move either way). On this 2-core machine that is 8 (at 6, stock
 Pipecat's loop stalled 0.15 s of call at a move); a 40 s call then takes 6 minutes per lane.
