@@ -12,6 +12,7 @@ replacement connection's setup, whenever that stack dials it).
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -129,20 +130,26 @@ class Heard:
 class Ear:
     """What the caller heard, from the stack's audio output as it plays.
 
-    Times are seconds since the call's emulator started (the ledger's clock).
+    Times are seconds since the call's emulator started (the ledger's clock). ``pace`` is
+    wall-clock seconds per second of audio: 1.0 plays in real time (the demo), more plays a
+    time-scaled call's answers as slowly as its emulator sends them.
     """
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(self, clock: Callable[[], float], pace: float = 1.0) -> None:
+        if not (math.isfinite(pace) and pace > 0):
+            raise ValueError(f"pace must be a finite number > 0, not {pace!r}")
         self._clock = clock
+        self._pace = pace
         self._carry = b""
         self.chunks: list[Heard] = []
         self.spans: list[tuple[float, float]] = []
         """(start, end) of the answer audio played, merged when contiguous."""
 
     def play(self, pcm: bytes, rate: int) -> float:
-        """Record ``pcm`` (PCM16 mono at ``rate``) starting to play now; returns its duration."""
+        """Record ``pcm`` (PCM16 mono at ``rate``) starting to play now; returns how long it
+        plays (its duration times ``pace``)."""
         now = self._clock()
-        duration = len(pcm) / (2 * rate)
+        duration = len(pcm) / (2 * rate) * self._pace
         for turn, chunk in answer_chunk_ids(self._carry + pcm):
             self.chunks.append(Heard(now, turn, chunk))
         self._carry = pcm[-_HEADER_CARRY:]
