@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import cProfile
 import logging
 import statistics
@@ -38,6 +37,7 @@ from typing import Any
 
 import callgrind
 import profiling
+import wire_floor
 from emulator_process import EmulatorProcess
 from google import genai
 from google.genai import types
@@ -155,24 +155,15 @@ async def sdk(call: Call, http_options: types.HttpOptions) -> float:
 
 
 async def floor(call: Call, http_options: types.HttpOptions) -> float:
-    """The wire floor: the SDK's connection, each chunk base64-encoded into a fixed JSON text
-    and awaited on its WebSocket (its private ``_ws``: a benchmark's reach), every server
-    message read and dropped; no models, no accounting, no checks."""
+    """The wire floor (``wire_floor``) on the SDK's connection."""
     client = genai.Client(api_key="bench", http_options=http_options)
     config = types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])
-    prefix = '{"realtime_input": {"audio": {"data": "'
-    suffix = '", "mime_type": "audio/pcm;rate=16000"}}}'
     async with client.aio.live.connect(model=MODEL, config=config) as session:
-        ws: Any = session._ws
-
-        async def receive() -> None:
-            async for _ in ws:
-                pass
 
         async def send(pcm: bytes) -> None:
-            await ws.send(prefix + base64.urlsafe_b64encode(pcm).decode("ascii") + suffix)
+            await wire_floor.send(session, pcm)
 
-        receiving = asyncio.create_task(receive())
+        receiving = asyncio.create_task(wire_floor.drain(session))
         try:
             return await call.stream(send)
         finally:

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import gc
 import math
@@ -67,6 +66,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import wire_floor
 from emulator_process import EmulatorProcess
 from google import genai
 from google.genai import types
@@ -402,10 +402,6 @@ def _dropped(rig: _Session) -> int:
     return unsent + sum(report.audio_chunks_dropped for report in rig.moves)
 
 
-_FLOOR_PREFIX = '{"realtimeInput":{"audio":{"data":"'
-_FLOOR_SUFFIX = f'","mimeType":"{INPUT_AUDIO_MIME}"}}}}}}'
-
-
 async def _sdk_send(session: Any, pcm: bytes) -> None:
     await session.send_realtime_input(audio=types.Blob(data=pcm, mime_type=INPUT_AUDIO_MIME))
 
@@ -416,24 +412,13 @@ async def _sdk_drain(session: Any) -> None:
             pass
 
 
-async def _floor_send(session: Any, pcm: bytes) -> None:
-    await session._ws.send(_FLOOR_PREFIX + base64.b64encode(pcm).decode("ascii") + _FLOOR_SUFFIX)
-
-
-async def _floor_drain(session: Any) -> None:
-    async for _ in session._ws:
-        pass
-
-
 BASELINES: dict[str, tuple[Callable[[Any, bytes], Any], Callable[[Any], Any]]] = {
     "sdk": (_sdk_send, _sdk_drain),
-    "floor": (_floor_send, _floor_drain),
+    "floor": (wire_floor.send, wire_floor.drain),
 }
 """The baselines' way to send a chunk and to receive (answers dropped). ``sdk``: the bare
-google-genai SDK, the cost the transport is compared with. ``floor``: the least any Python
-client does per chunk, the audio base64-encoded into a fixed JSON text and sent as one
-WebSocket message over TLS on the SDK's own connection (its private ``_ws``: a benchmark's
-reach), received the same way; no accounting, no checks."""
+google-genai SDK, the cost the transport is compared with. ``floor``: ``wire_floor``, the
+least a client does per chunk through websockets' public API."""
 
 
 async def _baseline(

@@ -38,6 +38,7 @@ __all__ = [
     "assert_closed_first",
     "emulator_config",
     "established",
+    "go_away_while_streaming",
     "kind_emulator_config",
     "make_transport",
     "only_session",
@@ -100,6 +101,19 @@ def seconds(n: float) -> float:
 
 CHUNK = 0.02
 """A microphone's pace: one 20 ms chunk every 20 ms."""
+
+
+async def go_away_while_streaming(
+    emu: Emulator, transport: GeminiLiveTransport, rec: Recorder
+) -> None:
+    """goAway (20 s notice) 50 ms into 150 chunks of silence the microphone streams (numbered
+    from 1); returns once the transport moved and the stream ended, then disconnects."""
+    streaming = asyncio.create_task(stream_silence(transport, 1, 150))
+    await asyncio.sleep(0.05)
+    emu.faults.go_away(20.0)
+    await rec.wait_for("on_move")
+    await streaming
+    await transport.disconnect()
 
 
 async def stream_silence(

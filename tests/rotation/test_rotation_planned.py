@@ -9,7 +9,7 @@ import itertools
 import pytest
 
 from realtime_resumption.gemini.outbox import OutboxLimits
-from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason, MoveReport
 from realtime_resumption.testing.emulator import Emulator, answer_chunk_id, user_audio
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
@@ -21,6 +21,7 @@ from .rotation_helpers import (
     assert_closed_first,
     emulator_config,
     established,
+    go_away_while_streaming,
     kind_emulator_config,
     make_transport,
     only_session,
@@ -42,14 +43,23 @@ async def _go_away_at_idle(emu: Emulator, *, kind: bool) -> Recorder:
     rec = Recorder(transport)
     await transport.connect()
     await resumable(transport, rec, kind=kind)
-    streaming = asyncio.create_task(stream_silence(transport, 1, 150))
-    await asyncio.sleep(0.05)
-    emu.faults.go_away(20.0)
-    await rec.wait_for("on_move")
-    await streaming
-    await transport.disconnect()
+    await go_away_while_streaming(emu, transport, rec)
     await emu.wait_disconnected()
     return rec
+
+
+def _one_planned_resume(rec: Recorder) -> MoveReport:
+    """The session's one move: planned, from the handle after the answer, resumed, with the
+    audio written after that handle replayed; announced as such."""
+    (move,) = rec.moves
+    assert (move.reason, move.handle_kind, move.outcome) == (
+        MoveReason.PLANNED,
+        HandleKind.AFTER_TURN,
+        MoveOutcome.RESUMED,
+    )
+    assert move.messages_replayed > 0  # the audio written after the handle it resumed from
+    assert rec.of("on_move_started") == [(MoveReason.PLANNED, HandleKind.AFTER_TURN)]
+    return move
 
 
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
@@ -59,14 +69,7 @@ async def test_go_away_at_idle_closes_first_then_resumes_and_loses_no_input(prof
     async with Emulator(emulator_config(profile)) as emu:
         rec = await _go_away_at_idle(emu, kind=False)
 
-    (move,) = rec.moves
-    assert (move.reason, move.handle_kind, move.outcome) == (
-        MoveReason.PLANNED,
-        HandleKind.AFTER_TURN,
-        MoveOutcome.RESUMED,
-    )
-    assert move.messages_replayed > 0  # the audio written after the handle it resumed from
-    assert rec.of("on_move_started") == [(MoveReason.PLANNED, HandleKind.AFTER_TURN)]
+    move = _one_planned_resume(rec)
     session = only_session(emu)
     assert_closed_first(session, move, refused=True)
     old, new = established(session)
@@ -88,16 +91,9 @@ async def test_go_away_at_idle_moves_before_breaking_on_a_kind_service(profile: 
     async with Emulator(kind_emulator_config(profile)) as emu:
         rec = await _go_away_at_idle(emu, kind=True)
 
-    (move,) = rec.moves
-    assert (move.reason, move.handle_kind, move.outcome) == (
-        MoveReason.PLANNED,
-        HandleKind.AFTER_TURN,
-        MoveOutcome.RESUMED,
-    )
+    move = _one_planned_resume(rec)
     assert move.gap_ms == 0.0
     assert move.attempts == 1
-    assert move.messages_replayed > 0  # the audio written after the handle it resumed from
-    assert rec.of("on_move_started") == [(MoveReason.PLANNED, HandleKind.AFTER_TURN)]
     session = only_session(emu)
     old, new = session.connections
     assert new.resumed_handle_index == len(session.handles) - 2  # the old connection's last

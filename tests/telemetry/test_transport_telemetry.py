@@ -25,6 +25,7 @@ from ..rotation.rotation_helpers import (
     CHUNK,
     HELLO,
     Recorder,
+    go_away_while_streaming,
     make_transport,
     only_session,
     stream_silence,
@@ -80,12 +81,7 @@ async def planned_move(emu: Emulator, otel: Otel) -> tuple[MoveReport, ReadableS
     with call.start_as_current_span("call"):
         await transport.connect()
     await answered_with_handle(transport, rec)
-    streaming = asyncio.create_task(stream_silence(transport, 1, 150))
-    await asyncio.sleep(0.05)
-    emu.faults.go_away(20.0)
-    await rec.wait_for("on_move")
-    await streaming
-    await transport.disconnect()
+    await go_away_while_streaming(emu, transport, rec)
 
     (report,) = rec.moves
     assert (report.reason, report.outcome) == (MoveReason.PLANNED, MoveOutcome.RESUMED)

@@ -147,6 +147,12 @@ class _Writing:
     pacer: WritePacer
     lag: LoopLag
 
+    def turn_mark(self, now: float) -> None:
+        """A write is due at ``now``: the first of a loop turn starts the turn's allowance and
+        its lag probe (one probe serves both)."""
+        if self.lag.mark_turn(self.loop, now):
+            self.pacer.turn_began(now)
+
 
 def _loop_pacer(loop: asyncio.AbstractEventLoop) -> WritePacer:
     pacer = _PACERS.get(loop)
@@ -448,39 +454,48 @@ class LiveConnection:
         ):
             self._wake.set()
             return
-        loop, pacer = writing.loop, writing.pacer
-        began = loop.time()
-        if writing.lag.mark_turn(loop, began):
-            pacer.turn_began(began)
+        pacer = writing.pacer
+        began = writing.loop.time()
+        writing.turn_mark(began)
         if not pacer.may_write():
             self._wake.set()
             return
         turn = pacer.turn
         message = self._outbox[0]
-        self._writing_now = True
         try:
             written = writing.frames.write_now(message)
         except OSError as error:
             self._socket_lost(error)
             return
         except Exception as error:
-            self._outbox.popleft()
-            self._drained.set()
-            self._hooks.write_failed(self, [message], error)
+            self._refused(message, error)
             return
-        finally:
-            self._writing_now = False
-        if not written:
+        if written:
+            self._wrote(message, turn, began)
+        else:
             self._wake.set()
-            return
+
+    def _wrote(self, message: ClientMessage, turn: int, began: float) -> None:
+        """``message``, the head of the queue, was written in turn ``turn`` from ``began``:
+        report it. A message the report feeds goes to the write loop (not ``write_soon``), so
+        the batch and the pacer count it; the report's bookkeeping is the write's cost too."""
+        assert self._writing is not None
         self._outbox.popleft()
-        self._drained.set()
+        if not self._outbox:
+            self._drained.set()
         self._writing_now = True
         try:
             self._hooks.written(self, message)
         finally:
             self._writing_now = False
-        pacer.wrote(turn, began, loop.time())
+        self._writing.pacer.wrote(turn, began, self._writing.loop.time())
+
+    def _refused(self, message: ClientMessage, error: Exception) -> None:
+        """The SDK refused ``message``, the head of the queue: it is dropped and reported."""
+        self._outbox.popleft()
+        if not self._outbox:
+            self._drained.set()
+        self._hooks.write_failed(self, [message], error)
 
     def _socket_lost(self, error: Exception) -> None:
         """The socket is gone (or the watchdog dropped it): nothing queued can be written."""
@@ -507,10 +522,9 @@ class LiveConnection:
         assert writing is not None
         write, write_now = writing.frames.write, writing.frames.write_now
         outbox = self._outbox
-        loop, pacer, lag = writing.loop, writing.pacer, writing.lag
-        clock = loop.time
+        pacer = writing.pacer
+        clock = writing.loop.time
         batch = self._write_batch
-        written = self._hooks.written
         run = 0
         while not self._broken:
             if not outbox:
@@ -520,9 +534,8 @@ class LiveConnection:
                 run = 0
                 continue
             began = clock()
-            # One probe a turn serves both: the turn's write allowance and the loop's lag.
-            if run < batch and lag.mark_turn(loop, began):
-                pacer.turn_began(began)
+            if run < batch:
+                writing.turn_mark(began)
             if run >= batch or not pacer.may_write():
                 # Bounded work per loop turn, for this connection and for all of them: let
                 # every other call of the process run first (``WRITE_BATCH``, ``WritePacer``).
@@ -543,21 +556,11 @@ class LiveConnection:
                 self._socket_lost(error)
                 return
             except Exception as error:
-                outbox.popleft()
-                self._hooks.write_failed(self, [message], error)
+                self._refused(message, error)
                 continue
             finally:
                 self._writing_since = None
-            outbox.popleft()
-            # The hook feeds the next message; this loop writes it (not ``write_soon``), so the
-            # batch and the pacer count it.
-            self._writing_now = True
-            try:
-                written(self, message)
-            finally:
-                self._writing_now = False
-            # The hook's bookkeeping is the write's cost too.
-            pacer.wrote(turn, began, clock())
+            self._wrote(message, turn, began)
 
     def _arm_watchdog(self, delay: float) -> None:
         self._watchdog = asyncio.get_running_loop().call_later(delay, self._watch_writes)

@@ -206,32 +206,21 @@ def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
-def realtime_input(message: ClientMessage) -> dict[str, object] | None:
-    """The ``realtime_input`` body of ``message`` as the SDK's ``send_realtime_input`` spells
-    it on the wire (media in URL-safe base64; its keys as it spells them, some camelCase); None for content and tool
-    responses, and for empty media or text, which only the SDK writes."""
-    payload = message.payload
-    kind = message.kind
-    if isinstance(payload, Media):
-        if not payload.data:
-            return None
-        data = base64.urlsafe_b64encode(payload.data).decode("ascii")
-        return {kind: {"data": data, "mime_type": payload.mime_type}}
-    if isinstance(payload, str):
-        return {"text": payload} if payload else None
-    if kind == "audio_stream_end":
-        return {"audioStreamEnd": True}
-    if kind == "activity_start":
-        return {"activityStart": {}}
-    if kind == "activity_end":
-        return {"activityEnd": {}}
-    return None
+_SIGNALS: Final[dict[str, dict[str, object]]] = {
+    "audio_stream_end": {"audioStreamEnd": True},
+    "activity_start": {"activityStart": {}},
+    "activity_end": {"activityEnd": {}},
+}
+"""The ``realtime_input`` body of each message that carries no payload, as the SDK spells it."""
 
 
 def realtime_input_text(message: ClientMessage) -> str | None:
-    """The frame :func:`realtime_input` describes, as JSON text; None where it gives None.
-    Media, 50 chunks a second, is spelled without building and encoding a dict: its base64
-    needs no escaping, and its MIME type is encoded as JSON like any string."""
+    """The ``realtime_input`` frame of ``message`` as JSON text, as the SDK's
+    ``send_realtime_input`` spells it on the wire (media in URL-safe base64; its keys as it
+    spells them, some camelCase); None for content and tool responses, and for empty media or
+    text, which only the SDK writes. Media, 50 chunks a second, is spelled without building
+    and encoding a dict: its base64 needs no escaping, and its MIME type is encoded as JSON
+    like any string."""
     payload = message.payload
     if isinstance(payload, Media):
         if not payload.data:
@@ -241,7 +230,10 @@ def realtime_input_text(message: ClientMessage) -> str | None:
             f'{{"realtime_input": {{"{message.kind}": {{"data": "{data}", '
             f'"mime_type": {_json_string(payload.mime_type)}}}}}}}'
         )
-    body = realtime_input(message)
+    if isinstance(payload, str):
+        body: dict[str, object] | None = {"text": payload} if payload else None
+    else:
+        body = _SIGNALS.get(message.kind)
     return None if body is None else json.dumps({"realtime_input": body})
 
 
