@@ -481,21 +481,26 @@ class LiveConnection:
         the batch and the pacer count it; the report's bookkeeping is the write's cost too."""
         assert self._writing is not None
         self._outbox.popleft()
-        if not self._outbox:
-            self._drained.set()
         self._writing_now = True
         try:
             self._hooks.written(self, message)
         finally:
             self._writing_now = False
+        self._drained_if_empty()
         self._writing.pacer.wrote(turn, began, self._writing.loop.time())
 
     def _refused(self, message: ClientMessage, error: Exception) -> None:
         """The SDK refused ``message``, the head of the queue: it is dropped and reported."""
         self._outbox.popleft()
+        self._hooks.write_failed(self, [message], error)
+        self._drained_if_empty()
+
+    def _drained_if_empty(self) -> None:
+        # After the report, never before: the report may queue the next message, and a
+        # ``flush`` woken in between would return with it unwritten (a move closing the
+        # connection behind it would lose it).
         if not self._outbox:
             self._drained.set()
-        self._hooks.write_failed(self, [message], error)
 
     def _socket_lost(self, error: Exception) -> None:
         """The socket is gone (or the watchdog dropped it): nothing queued can be written."""
