@@ -18,7 +18,7 @@ from loguru import logger
 from websockets.exceptions import ConnectionClosed
 
 from realtime_resumption.gemini.connection import LiveConnection
-from realtime_resumption.gemini.messages import ClientMessage, Media, ToolResponse
+from realtime_resumption.gemini.messages import ClientMessage, ToolResponse
 from realtime_resumption.gemini.outbox import Entry, MessageKind, Outbox, OutboxLimits, ReplayScope
 from realtime_resumption.gemini.silence import rms
 from realtime_resumption.transport import (
@@ -60,9 +60,9 @@ def audio_level(message: ClientMessage) -> float:
     asks it once of every chunk, to hold speech rather than silence); infinite for anything
     else, which is never silence."""
     payload = message.payload
-    if message.kind != "audio" or not isinstance(payload, Media):
+    if message.kind != "audio" or not isinstance(payload, bytes):
         return math.inf
-    return rms(payload.data, stride=4)
+    return rms(payload, stride=4)
 
 
 class InputPath:

@@ -36,14 +36,6 @@ a ``ValueError``); one the service refuses anyway is dropped, not replayed."""
 
 
 @dataclass(frozen=True, slots=True)
-class Media:
-    """Bytes with their MIME type (realtime audio, image or video frame)."""
-
-    data: bytes
-    mime_type: str
-
-
-@dataclass(frozen=True, slots=True)
 class Content:
     """Conversation turns (``client_content``)."""
 
@@ -58,12 +50,18 @@ class ToolResponse:
     responses: tuple[types.FunctionResponse, ...]
 
 
-Payload = Media | Content | ToolResponse | str | None
+Payload = bytes | Content | ToolResponse | str | None
+"""What a message carries: media bytes (their MIME type is the message's), text, content,
+tool responses, or nothing (a signal)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ClientMessage:
-    """One client message: its kind (what the counters call it) and its payload."""
+    """One client message: its kind (what the counters call it) and its payload.
+
+    Media is its bytes and ``mime_type`` rather than an object of its own: a session holds
+    seconds of audio chunks for replay, and every object per chunk is one more for the
+    garbage collector to walk."""
 
     kind: SendKind
     payload: Payload
@@ -72,19 +70,21 @@ class ClientMessage:
     seconds: float = 0.0
     """Seconds of PCM16 mono audio it carries, for the input bounds: 0 when it is not audio
     or its rate is not known."""
+    mime_type: str = ""
+    """The MIME type of media (audio, image or video frame); empty for anything else."""
 
     @staticmethod
     def audio(pcm: bytes) -> ClientMessage:
         """User audio, PCM16 mono at 16 kHz."""
         n = len(pcm)
-        return ClientMessage("audio", Media(pcm, INPUT_AUDIO_MIME), n, n / _INPUT_BYTES_PER_SECOND)
+        return ClientMessage("audio", pcm, n, n / _INPUT_BYTES_PER_SECOND, INPUT_AUDIO_MIME)
 
     @staticmethod
     def media(kind: SendKind, data: bytes, mime_type: str) -> ClientMessage:
         """Realtime media: ``audio`` or ``video`` (images are single video frames)."""
         rate = _pcm_rate(mime_type) if kind == "audio" else 0
         seconds = len(data) / 2 / rate if rate else 0.0
-        return ClientMessage(kind, Media(data, mime_type), len(data), seconds)
+        return ClientMessage(kind, data, len(data), seconds, mime_type)
 
     @staticmethod
     def text(text: str) -> ClientMessage:
@@ -130,8 +130,8 @@ class ClientMessage:
         """About how many bytes the message takes as JSON on the wire: media in base64, text
         escaped as the SDK's ``json.dumps`` escapes it (the envelope not counted)."""
         payload = self.payload
-        if isinstance(payload, Media):
-            return _base64_size(len(payload.data))
+        if isinstance(payload, bytes):
+            return _base64_size(len(payload))
         if isinstance(payload, str):
             return len(json.dumps(payload))
         if isinstance(payload, Content):
@@ -222,13 +222,13 @@ def realtime_input_text(message: ClientMessage) -> str | None:
     and encoding a dict: its base64 needs no escaping, and its MIME type is encoded as JSON
     like any string."""
     payload = message.payload
-    if isinstance(payload, Media):
-        if not payload.data:
+    if isinstance(payload, bytes):
+        if not payload:
             return None
-        data = base64.urlsafe_b64encode(payload.data).decode("ascii")
+        data = base64.urlsafe_b64encode(payload).decode("ascii")
         return (
             f'{{"realtime_input": {{"{message.kind}": {{"data": "{data}", '
-            f'"mime_type": {_json_string(payload.mime_type)}}}}}}}'
+            f'"mime_type": {_json_string(message.mime_type)}}}}}}}'
         )
     if isinstance(payload, str):
         body: dict[str, object] | None = {"text": payload} if payload else None
@@ -344,9 +344,9 @@ class Writer:
 async def _sdk_write(session: live.AsyncSession, message: ClientMessage) -> None:
     """Send ``message`` on ``session`` through the SDK's own methods."""
     payload = message.payload
-    if isinstance(payload, Media):
+    if isinstance(payload, bytes):
         # Both fields are known to be valid: skip a second validation on the audio path.
-        blob = types.Blob.model_construct(data=payload.data, mime_type=payload.mime_type)
+        blob = types.Blob.model_construct(data=payload, mime_type=message.mime_type)
         if message.kind == "audio":
             await session.send_realtime_input(audio=blob)
         else:

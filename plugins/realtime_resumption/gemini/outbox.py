@@ -296,10 +296,13 @@ class Entry(Generic[T]):
     """One client message the framework submitted: the transport's own value and its kind."""
 
     __slots__ = (
-        "_deliveries",
+        "_conn",
+        "_earlier",
         "_in_log",
+        "_index",
         "_queued",
         "_released",
+        "_sent_at",
         "_silent",
         "_withdrawn",
         "audio_seconds",
@@ -325,7 +328,15 @@ class Entry(Generic[T]):
         self.audio_seconds = audio_seconds
         self.submitted_at = submitted_at
         self.scope = scope
-        self._deliveries: list[_Delivery] = []
+        # Its deliveries (each connection it was written to, at which index, and when the
+        # write completed): the latest in the entry's own slots, earlier ones (an entry
+        # replayed) in a list. Almost every entry is written once, and a session holds
+        # seconds of audio chunks: each object per chunk is one more for every garbage
+        # collection to walk.
+        self._conn: _ConnectionLog | None = None
+        self._index = 0
+        self._sent_at = 0.0
+        self._earlier: list[_Delivery] | None = None
         self._in_log = True
         self._queued = True
         self._withdrawn = False
@@ -334,11 +345,48 @@ class Entry(Generic[T]):
         self._silent: bool | None = None
         """Whether the entry is silent audio, once the outbox asked (see ``Outbox._silent``)."""
 
+    def _deliveries(self) -> list[_Delivery]:
+        """Its deliveries, oldest first."""
+        if self._conn is None:
+            return []
+        latest = _Delivery(self._conn, self._index, self._sent_at)
+        return [*self._earlier, latest] if self._earlier else [latest]
+
     def _delivery_on(self, conn: _ConnectionLog) -> _Delivery | None:
-        for delivery in self._deliveries:
-            if delivery.conn is conn:
-                return delivery
+        if self._conn is conn:
+            return _Delivery(conn, self._index, self._sent_at)
+        return next((d for d in self._earlier or () if d.conn is conn), None)
+
+    def _deliver(self, conn: _ConnectionLog, index: int, sent_at: float) -> None:
+        if self._conn is not None:
+            earlier = self._earlier if self._earlier is not None else []
+            earlier.append(_Delivery(self._conn, self._index, self._sent_at))
+            self._earlier = earlier
+        self._conn, self._index, self._sent_at = conn, index, sent_at
+
+    def _completed(self, connection: int, now: float) -> tuple[_ConnectionLog, int] | None:
+        """The latest write to ``connection`` completed at ``now``: returns that
+        connection's log and the write's index; None when it was never written there."""
+        conn = self._conn
+        if conn is not None and conn.id == connection:
+            self._sent_at = max(self._sent_at, now)
+            return conn, self._index
+        earlier = self._earlier or []
+        for i in range(len(earlier) - 1, -1, -1):
+            delivery = earlier[i]
+            if delivery.conn.id == connection:
+                earlier[i] = _Delivery(delivery.conn, delivery.index, max(delivery.sent_at, now))
+                return delivery.conn, delivery.index
         return None
+
+    def _undeliver(self, delivery: _Delivery) -> None:
+        """Forget ``delivery`` (one of :meth:`_deliveries`)."""
+        deliveries = self._deliveries()
+        deliveries.remove(delivery)
+        self._conn = None
+        self._earlier = None
+        for earlier in deliveries:
+            self._deliver(earlier.conn, earlier.index, earlier.sent_at)
 
     def __repr__(self) -> str:
         return f"Entry(seq={self.seq}, kind={self.kind.value})"
@@ -573,9 +621,9 @@ class Outbox(Generic[T]):
         self._clock = max(self._clock, now)
         self._pending.popleft()
         entry._queued = False
-        if entry._deliveries:
+        if entry._conn is not None:
             self._resent += 1
-        entry._deliveries.append(_Delivery(live, index, now))
+        entry._deliver(live, index, now)
         live.last_index = index
         live.last_sent_seq = max(live.last_sent_seq, entry.seq)
         self._sent += 1
@@ -584,18 +632,10 @@ class Outbox(Generic[T]):
         """The write of ``entry`` to ``connection`` completed at ``now``: the arrival rule
         counts it as on the wire from then (not from :meth:`mark_sent`, which comes before
         the write waits its turn)."""
-        deliveries = entry._deliveries
-        for i in range(len(deliveries) - 1, -1, -1):
-            delivery = deliveries[i]
-            if delivery.conn.id == connection:
-                # Built directly: ``dataclasses.replace`` introspects the fields on every
-                # call, and this runs for every chunk.
-                sent_at = max(delivery.sent_at, now)
-                deliveries[i] = _Delivery(delivery.conn, delivery.index, sent_at)
-                if entry.kind is MessageKind.TOOL_RESPONSE:
-                    conn = delivery.conn
-                    conn.last_tool_response = max(conn.last_tool_response, delivery.index)
-                break
+        written = entry._completed(connection, now)
+        if written is not None and entry.kind is MessageKind.TOOL_RESPONSE:
+            conn, index = written
+            conn.last_tool_response = max(conn.last_tool_response, index)
         self._clock = max(self._clock, now)
 
     def round_trip_measured(self, connection: int, seconds: float, jitter: float = 0.0) -> None:
@@ -624,21 +664,21 @@ class Outbox(Generic[T]):
         already queued, or was written to the live connection since. Works after a switch
         too, when the failure is reported late. Media a bound released meanwhile stays given
         up, counted once as lost (see *Bounds*)."""
-        delivery = next((d for d in reversed(entry._deliveries) if d.conn.id == connection), None)
+        delivery = next((d for d in reversed(entry._deliveries()) if d.conn.id == connection), None)
         if delivery is None:
             raise ValueError(f"{entry!r} was not written to connection {connection}")
         if entry._released:
             # The release counted it lost where it was lacking; where this write counted it
             # held (a handle, the turn boundary), it is lacking now.
             held = [p for p in self._points() if self._in_state(entry, p) is True]
-            entry._deliveries.remove(delivery)
+            entry._undeliver(delivery)
             for point in held:
                 if self._in_state(entry, point) is not True:
                     point.lost.add(entry)
             if entry.seq <= self._turn_mark:
                 self._rebuild_lost.add(entry)
             return
-        entry._deliveries.remove(delivery)
+        entry._undeliver(delivery)
         if entry._withdrawn:
             return
         # Whatever counted it as held (a handle, the turn boundary) counted wrong.
@@ -759,7 +799,7 @@ class Outbox(Generic[T]):
             if in_state is True:
                 continue
             needed.append(entry)
-            possibly_duplicated += bool(entry._deliveries) and in_state is None
+            possibly_duplicated += entry._conn is not None and in_state is None
         replay = self._replay(
             needed, possibly_duplicated, _sum_losses(point.lost, self._gap_dropped)
         )
@@ -1013,7 +1053,7 @@ class Outbox(Generic[T]):
             seq, entry = next(iter(log.items()))
             if seq > frontier or entry._queued:
                 break
-            if entry._deliveries and entry._deliveries[-1].sent_at >= horizon:
+            if entry._conn is not None and entry._sent_at >= horizon:
                 break
             log.popitem(last=False)
             self._forget(entry)
@@ -1053,7 +1093,7 @@ class Outbox(Generic[T]):
     def _release(self, entry: Entry[T]) -> None:
         """Give up a media entry to honour a bound, counting what it costs."""
         entry._released = True
-        if not entry._deliveries or (entry._queued and self._live is not None):
+        if entry._conn is None or (entry._queued and self._live is not None):
             # The live session, or the next one, will never get it.
             self._dropped.add(entry)
             if self._live is None:
@@ -1160,8 +1200,8 @@ class Outbox(Generic[T]):
     def _replay(needed: Sequence[Entry[T]], possibly_duplicated: int, lost: _Losses) -> Replay:
         """What queuing ``needed`` means: entries written before are replayed, the others
         were held (never written)."""
-        replayed = [entry for entry in needed if entry._deliveries]
-        buffered = [entry for entry in needed if not entry._deliveries]
+        replayed = [entry for entry in needed if entry._conn is not None]
+        buffered = [entry for entry in needed if entry._conn is None]
         return Replay(
             replayed=len(replayed),
             buffered=len(buffered),

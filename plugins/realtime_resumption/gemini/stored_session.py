@@ -35,7 +35,7 @@ import pydantic
 from google.genai import types
 
 from realtime_resumption.gemini.live_options import HANDLE_VALIDITY, LiveOptions
-from realtime_resumption.gemini.messages import ClientMessage, Content, Media, ToolResponse
+from realtime_resumption.gemini.messages import ClientMessage, Content, ToolResponse
 from realtime_resumption.gemini.state import TransportState
 from realtime_resumption.moves import HandleKind
 from realtime_resumption.redaction import redact
@@ -404,10 +404,10 @@ def _message_dict(message: ClientMessage, media: list[bytes]) -> dict[str, Any]:
     """``message`` as JSON takes it; the media it carries appended to ``media``."""
     payload = message.payload
     out: dict[str, Any] = {"kind": message.kind}
-    if isinstance(payload, Media):
-        out["bytes"] = len(payload.data)
-        out["mime"] = payload.mime_type
-        media.append(payload.data)
+    if isinstance(payload, bytes):
+        out["bytes"] = len(payload)
+        out["mime"] = message.mime_type
+        media.append(payload)
     elif isinstance(payload, str):
         out["text"] = payload
     elif isinstance(payload, Content):
