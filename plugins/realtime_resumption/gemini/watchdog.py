@@ -12,14 +12,11 @@ When the bound runs out, the transport re-sends the user's turn once (from
 from __future__ import annotations
 
 import asyncio
-import math
-import sys
-from array import array
 from collections import deque
 from collections.abc import Callable
-from operator import mul
 from typing import Final
 
+from realtime_resumption.gemini.silence import rms
 from realtime_resumption.transport import RetainedUserTurn
 
 DEFAULT_RESUME_WATCHDOG: Final = 8.0
@@ -37,13 +34,7 @@ dead session transcribes nothing, so the audio itself is the sign of the user's 
 
 def is_speech(pcm: bytes) -> bool:
     """Whether PCM16 little-endian ``pcm`` is louder than :data:`SPEECH_LEVEL`."""
-    samples = array("h")
-    samples.frombytes(pcm[: len(pcm) & ~1])
-    if not samples:
-        return False
-    if sys.byteorder == "big":
-        samples.byteswap()
-    return math.sqrt(sum(map(mul, samples, samples)) / len(samples)) > SPEECH_LEVEL
+    return rms(pcm) > SPEECH_LEVEL
 
 
 class UserTurnRetainer:
