@@ -421,6 +421,24 @@ google-genai SDK, the cost the transport is compared with. ``floor``: ``wire_flo
 least a client does per chunk through websockets' public API."""
 
 
+@dataclass(frozen=True)
+class _Baseline:
+    """A baseline's run: its CPU per session-second, and whether one process kept up with N
+    of its sessions, no move made (the loop lag's p99, and how late its chunks were sent
+    against their real-time schedule, p95): where the bare SDK itself falls behind, no
+    transport on top of it can keep up."""
+
+    cpu_per_session_second: float
+    lag_p99: float
+    late_p95: float
+
+    def __str__(self) -> str:
+        return (
+            f"{self.cpu_per_session_second * 1e6:.0f} us/session-s, loop lag p99 "
+            f"{_ms(self.lag_p99)} ms, chunks sent late p95 {_ms(self.late_p95)} ms"
+        )
+
+
 async def _baseline(
     name: str,
     servers: list[EmulatorProcess],
@@ -428,8 +446,8 @@ async def _baseline(
     seconds: float,
     speech_every: float,
     first: int,
-) -> float:
-    """CPU per session-second of baseline ``name`` (``BASELINES``) streaming the same audio."""
+) -> _Baseline:
+    """Baseline ``name`` (``BASELINES``) streaming the same audio, no move made."""
     send, drain = BASELINES[name]
     clients = [genai.Client(api_key="bench", http_options=s.http_options) for s in servers]
     config = types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])
@@ -441,23 +459,30 @@ async def _baseline(
             for i in range(sessions)
         ]
 
+        late: list[float] = []
+
         async def stream(index: int, session: Any, start: float) -> None:
             loop = asyncio.get_running_loop()
             for k in range(round(seconds / CHUNK)):
-                if (wait := start + k * CHUNK - loop.time()) > 0:
+                due = start + k * CHUNK
+                if (wait := due - loop.time()) > 0:
                     await asyncio.sleep(wait)
                 speech = _speaks(k, index, speech_every)
                 await send(session, user_audio(index * 1_000_000 + k, speech=speech))
+                late.append(loop.time() - due)
 
         readers = [asyncio.create_task(drain(session)) for session in live]
+        lag = _LoopLag()
+        lag.start()
         start = asyncio.get_running_loop().time() + 0.2
         cpu = time.process_time()
         await asyncio.gather(*(stream(first + i, s, start) for i, s in enumerate(live)))
         cpu = time.process_time() - cpu
+        await lag.stop()
         for reader in readers:
             reader.cancel()
         await asyncio.wait(readers)
-    return cpu / (sessions * seconds)
+    return _Baseline(cpu / (sessions * seconds), _pct(lag.samples, 0.99), _pct(late, 0.95))
 
 
 def _ms(seconds: float | None) -> str:
@@ -534,22 +559,28 @@ async def _main(args: Args) -> None:
                 first += n
                 floor = await _baseline("floor", servers, n, args.seconds, args.speech_every, first)
                 first += n
-            ratio = f"{r.cpu_per_session_second / bare:.2f}" if bare else "-"
-            over_floor = f"{r.cpu_per_session_second / floor:.2f}" if floor else "-"
+            cpu = r.cpu_per_session_second
+            ratio = f"{cpu / bare.cpu_per_session_second:.2f}" if bare else "-"
+            over_floor = f"{cpu / floor.cpu_per_session_second:.2f}" if floor else "-"
             print(
                 f"{n:>8} {_ms(r.turn_before):>8} {_ms(r.turn_after):>9} "
                 f"{_ms(r.lag_before):>8} {_ms(r.lag_max):>8} {_ms(r.lag_p99):>8} {_ms(r.p50):>7} "
                 f"{_ms(r.p95):>7} {_ms(r.worst):>7} {r.speech_lost:>11} {r.speech_lacking:>8} "
                 f"{r.reported_dropped:>8} {r.silent_loss:>6} {r.speech_twice:>6} "
                 f"{r.silence_skipped:>15} {r.moves:>6} {_ms(r.max_stall):>9} {_ms(r.drain):>9} "
-                f"{r.cpu_per_session_second * 1e6:>17.0f} "
-                f"{'-' if bare is None else f'{bare * 1e6:.0f}':>9} {ratio:>6} "
-                f"{'-' if floor is None else f'{floor * 1e6:.0f}':>6} {over_floor:>6}"
+                f"{cpu * 1e6:>17.0f} "
+                f"{'-' if bare is None else f'{bare.cpu_per_session_second * 1e6:.0f}':>9} "
+                f"{ratio:>6} "
+                f"{'-' if floor is None else f'{floor.cpu_per_session_second * 1e6:.0f}':>6} "
+                f"{over_floor:>6}"
                 f"{'' if r.ok else '   over the goal'}"
                 f"{'' if r.drain < WAIT else '   (input still held after the drain wait)'}",
                 flush=True,
             )
             print(f"         {pauses}", flush=True)
+            if bare is not None and floor is not None:
+                print(f"         bare SDK, no move: {bare}", flush=True)
+                print(f"         wire floor, no move: {floor}", flush=True)
             if r.ok:
                 best = r
     if best is None:
