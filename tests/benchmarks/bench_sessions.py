@@ -36,7 +36,10 @@ per N:
   it was all written, over N x the streamed seconds), and beside it the bare google-genai
   SDK's sending the same audio to the same emulators, and the wire floor's: the same audio
   as one fixed JSON text per chunk on the SDK's WebSocket, the least a Python client does
-  (``--no-baseline`` skips both; ratios are ours over each).
+  (``--no-baseline`` skips both; ratios are ours over each); on lines of their own, whether
+  each baseline kept up with the N sessions, no move made (its loop lag p99, and how late its
+  chunks went out against their schedule, p95): where the bare SDK itself falls behind, the
+  client's core, not the moves, is the limit.
 
 The emulators run in processes of their own (``emulator_process``; ``--emulators`` of them,
 sessions dealt round-robin), so the server side is not the bottleneck and its CPU is not the
