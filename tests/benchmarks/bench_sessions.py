@@ -39,7 +39,9 @@ per N:
   (``--no-baseline`` skips both; ratios are ours over each); on lines of their own, whether
   each baseline kept up with the N sessions, no move made (its loop lag p99, and how late its
   chunks went out against their schedule, p95): where the bare SDK itself falls behind, the
-  client's core, not the moves, is the limit.
+  client's core, not the moves, is the limit; and the cores the emulator processes took
+  meanwhile (from ``/proc``): on a 2-core machine, server processes that take more than one
+  leave the client less than its core.
 
 The emulators run in processes of their own (``emulator_process``; ``--emulators`` of them,
 sessions dealt round-robin), so the server side is not the bottleneck and its CPU is not the
@@ -267,6 +269,8 @@ class _Result:
     drain: float
     """Seconds from the streams' end until no transport held input to write: the client's
     own backlog (caller delay beyond it is the network's and the server's)."""
+    server_cores: float | None
+    """Cores the emulator processes took meanwhile (None without ``/proc``)."""
 
     @property
     def ok(self) -> bool:
@@ -310,6 +314,7 @@ async def _level(
     turns = _TurnCpu(loop)
     turns.start()
     cpu = time.process_time()
+    servers_cpu = _ServersCpu(servers, loop.time())
     streams = [asyncio.create_task(rig.stream(start, seconds)) for rig in rigs]
     storm = start + (seconds / 2 if options.storm_at is None else options.storm_at)
     await asyncio.sleep(max(0.0, storm - loop.time()))
@@ -328,6 +333,7 @@ async def _level(
     drain = loop.time() - ended
     # Until the backlog is written: a client that fell behind writes the streamed audio after.
     cpu = time.process_time() - cpu
+    server_cores = servers_cpu.cores(loop.time())
     reports = await _settled(servers)
     dropped = [_dropped(rig) for rig in rigs]
     await asyncio.gather(*(rig.transport.disconnect() for rig in rigs))
@@ -371,7 +377,28 @@ async def _level(
         max_stall=max((r["max_stall"] or 0.0 for r in reports), default=None),
         cpu_per_session_second=cpu / (sessions * seconds),
         drain=drain,
+        server_cores=server_cores,
     )
+
+
+class _ServersCpu:
+    """How many cores the emulator processes took from ``since``: a client measured on a
+    machine whose server side takes more than its share is measured short of a core."""
+
+    def __init__(self, servers: list[EmulatorProcess], since: float) -> None:
+        self._servers = servers
+        self._since = since
+        self._cpu = self._total()
+
+    def _total(self) -> float | None:
+        seconds = [server.cpu_seconds() for server in self._servers]
+        return None if None in seconds else sum(s for s in seconds if s is not None)
+
+    def cores(self, now: float) -> float | None:
+        total = self._total()
+        if total is None or self._cpu is None or now <= self._since:
+            return None
+        return (total - self._cpu) / (now - self._since)
 
 
 async def _settled(servers: list[EmulatorProcess]) -> list[dict[str, Any]]:
@@ -434,11 +461,13 @@ class _Baseline:
     cpu_per_session_second: float
     lag_p99: float
     late_p95: float
+    server_cores: float | None
 
     def __str__(self) -> str:
         return (
             f"{self.cpu_per_session_second * 1e6:.0f} us/session-s, loop lag p99 "
-            f"{_ms(self.lag_p99)} ms, chunks sent late p95 {_ms(self.late_p95)} ms"
+            f"{_ms(self.lag_p99)} ms, chunks sent late p95 {_ms(self.late_p95)} ms, "
+            f"emulators {_cores(self.server_cores)}"
         )
 
 
@@ -477,15 +506,24 @@ async def _baseline(
         readers = [asyncio.create_task(drain(session)) for session in live]
         lag = _LoopLag()
         lag.start()
-        start = asyncio.get_running_loop().time() + 0.2
+        loop = asyncio.get_running_loop()
+        start = loop.time() + 0.2
         cpu = time.process_time()
+        servers_cpu = _ServersCpu(servers, loop.time())
         await asyncio.gather(*(stream(first + i, s, start) for i, s in enumerate(live)))
         cpu = time.process_time() - cpu
+        server_cores = servers_cpu.cores(loop.time())
         await lag.stop()
         for reader in readers:
             reader.cancel()
         await asyncio.wait(readers)
-    return _Baseline(cpu / (sessions * seconds), _pct(lag.samples, 0.99), _pct(late, 0.95))
+    return _Baseline(
+        cpu / (sessions * seconds), _pct(lag.samples, 0.99), _pct(late, 0.95), server_cores
+    )
+
+
+def _cores(cores: float | None) -> str:
+    return "-" if cores is None else f"{cores:.2f} cores"
 
 
 def _ms(seconds: float | None) -> str:
@@ -581,6 +619,7 @@ async def _main(args: Args) -> None:
                 flush=True,
             )
             print(f"         {pauses}", flush=True)
+            print(f"         emulators while streaming: {_cores(r.server_cores)}", flush=True)
             if bare is not None and floor is not None:
                 print(f"         bare SDK, no move: {bare}", flush=True)
                 print(f"         wire floor, no move: {floor}", flush=True)

@@ -15,6 +15,7 @@ import asyncio
 import base64
 import dataclasses
 import json
+import os
 import pickle
 import ssl
 import sys
@@ -75,6 +76,20 @@ class EmulatorProcess:
         except (TimeoutError, ConnectionError):
             process.kill()
             await process.wait()
+
+    def cpu_seconds(self) -> float | None:
+        """The child's CPU time so far (user and system, from ``/proc``); None where the
+        system has no ``/proc``: how much of the machine the server side took."""
+        process = self._process
+        if process is None:
+            return None
+        try:
+            stat = Path(f"/proc/{process.pid}/stat").read_text()
+        except OSError:
+            return None
+        # The fields after the command name, which is in parentheses and may hold spaces.
+        fields = stat.rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     async def fault(self, name: str, **kwargs: Any) -> int:
         """Apply ``emu.faults.<name>(**kwargs)`` in the child; how many connections it hit."""
