@@ -353,11 +353,13 @@ class Entry(Generic[T]):
         return [*self._earlier, latest] if self._earlier else [latest]
 
     def _delivery_on(self, conn: _ConnectionLog) -> _Delivery | None:
+        """Its delivery to ``conn``; None when it was not written there."""
         if self._conn is conn:
             return _Delivery(conn, self._index, self._sent_at)
         return next((d for d in self._earlier or () if d.conn is conn), None)
 
     def _deliver(self, conn: _ConnectionLog, index: int, sent_at: float) -> None:
+        """Written to ``conn`` at ``index``: the latest delivery from now."""
         if self._conn is not None:
             earlier = self._earlier if self._earlier is not None else []
             earlier.append(_Delivery(self._conn, self._index, self._sent_at))
