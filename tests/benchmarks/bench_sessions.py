@@ -313,8 +313,7 @@ async def _level(
     lag.start()
     turns = _TurnCpu(loop)
     turns.start()
-    cpu = time.process_time()
-    servers_cpu = _ServersCpu(servers, loop.time())
+    meter = _CpuMeter(servers, loop)
     streams = [asyncio.create_task(rig.stream(start, seconds)) for rig in rigs]
     storm = start + (seconds / 2 if options.storm_at is None else options.storm_at)
     await asyncio.sleep(max(0.0, storm - loop.time()))
@@ -332,8 +331,7 @@ async def _level(
         await asyncio.sleep(0.05)
     drain = loop.time() - ended
     # Until the backlog is written: a client that fell behind writes the streamed audio after.
-    cpu = time.process_time() - cpu
-    server_cores = servers_cpu.cores(loop.time())
+    cpu, server_cores = meter.read()
     reports = await _settled(servers)
     dropped = [_dropped(rig) for rig in rigs]
     await asyncio.gather(*(rig.transport.disconnect() for rig in rigs))
@@ -381,24 +379,35 @@ async def _level(
     )
 
 
-class _ServersCpu:
-    """How many cores the emulator processes took from ``since``: a client measured on a
-    machine whose server side takes more than its share is measured short of a core."""
+class _CpuMeter:
+    """From when it is made: this process's CPU time, and how many cores the emulator
+    processes took (a client measured on a machine whose server side takes more than its
+    share is measured short of a core)."""
 
-    def __init__(self, servers: list[EmulatorProcess], since: float) -> None:
+    def __init__(self, servers: list[EmulatorProcess], loop: asyncio.AbstractEventLoop) -> None:
         self._servers = servers
-        self._since = since
-        self._cpu = self._total()
+        self._loop = loop
+        self._since = loop.time()
+        self._client = time.process_time()
+        self._server = self._servers_cpu()
 
-    def _total(self) -> float | None:
-        seconds = [server.cpu_seconds() for server in self._servers]
-        return None if None in seconds else sum(s for s in seconds if s is not None)
+    def _servers_cpu(self) -> float | None:
+        total = 0.0
+        for server in self._servers:
+            seconds = server.cpu_seconds()
+            if seconds is None:
+                return None
+            total += seconds
+        return total
 
-    def cores(self, now: float) -> float | None:
-        total = self._total()
-        if total is None or self._cpu is None or now <= self._since:
-            return None
-        return (total - self._cpu) / (now - self._since)
+    def read(self) -> tuple[float, float | None]:
+        """This process's CPU seconds so far, and the emulators' cores (None without
+        ``/proc``)."""
+        client = time.process_time() - self._client
+        server, elapsed = self._servers_cpu(), self._loop.time() - self._since
+        if server is None or self._server is None or elapsed <= 0:
+            return client, None
+        return client, (server - self._server) / elapsed
 
 
 async def _settled(servers: list[EmulatorProcess]) -> list[dict[str, Any]]:
@@ -508,11 +517,9 @@ async def _baseline(
         lag.start()
         loop = asyncio.get_running_loop()
         start = loop.time() + 0.2
-        cpu = time.process_time()
-        servers_cpu = _ServersCpu(servers, loop.time())
+        meter = _CpuMeter(servers, loop)
         await asyncio.gather(*(stream(first + i, s, start) for i, s in enumerate(live)))
-        cpu = time.process_time() - cpu
-        server_cores = servers_cpu.cores(loop.time())
+        cpu, server_cores = meter.read()
         await lag.stop()
         for reader in readers:
             reader.cancel()
