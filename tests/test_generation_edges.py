@@ -212,3 +212,19 @@ def test_an_interrupted_text_turn_reports_text_done_once_at_the_interruption() -
         TurnInterrupted(1),
     ]
     assert t.turn_complete(1.1) == [TurnCompleted(1)]
+
+
+def test_a_repeated_interruption_of_the_same_turn_keeps_its_id_and_is_reported_once() -> None:
+    """The provider may say ``interrupted`` again before the turn's completion: it is still
+    the turn that was interrupted, and its completion carries that turn's id."""
+    t = GenerationTracker()
+    t.model_output(0.0, "audio")
+    assert t.interrupted(1.0) == [
+        GenerationEnded("gen_1", Reason.INTERRUPTED),
+        TurnInterrupted(1),
+    ]
+    assert t.interrupted(1.2) == []
+    assert t.winding_down
+    assert t.turn_complete(1.3) == [TurnCompleted(1)]
+    assert t.model_output(2.0, "audio")[0] == GenerationStarted("gen_2")
+    assert t.active_server_turn_id == 2

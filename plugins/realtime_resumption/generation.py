@@ -276,7 +276,9 @@ class GenerationTracker:
 
     def interrupted(self, now: float) -> list[Effect]:
         """The provider interrupted the answer. A cancelled answer ends as cancelled and
-        reports no interruption: the framework already finalised it."""
+        reports no interruption: the framework already finalised it. An interruption repeated
+        before the turn's completion, with no output between, is the same turn's: reported
+        once, and the completion carries its id."""
         effects = self._expire(now)
         self._text_done(effects)
         gen = self._gen
@@ -286,6 +288,8 @@ class GenerationTracker:
             reason = GenerationEndReason.CANCELLED if cancelled else GenerationEndReason.INTERRUPTED
             self._end(reason, effects)
         self._suppress = False
+        if self._turn is None and self._interrupted_turn is not None:
+            return effects
         turn = self._turn if self._turn is not None else self._new_turn_id()
         self._turn = None
         self._interrupted_turn = turn
