@@ -28,7 +28,8 @@ per N:
   chunks never written, plus their move reports, for chunks a resumed session lacked; a chunk
   dropped while no connection was live is in both), and silent: per session, the speech
   lost beyond what it reported dropped (at least that much was lost without a report:
-  every loss past the bounds must be counted, so anything above 0 is a fault);
+  every loss past the bounds must be counted, so anything above 0 is a fault, the client's
+  unless the emulators lagged: see their loop lag below);
 - the garbage collector's pauses during the run (the longest per generation: a full
   collection walks the whole heap and stops the loop; ``--gc-freeze`` freezes what start-up
   loaded, as a server process would);
@@ -41,7 +42,11 @@ per N:
   chunks went out against their schedule, p95): where the bare SDK itself falls behind, the
   client's core, not the moves, is the limit; and the cores the emulator processes took
   meanwhile (from ``/proc``): on a 2-core machine, server processes that take more than one
-  leave the client less than its core.
+  leave the client less than its core; and their event loops' lag (max, p99; each emulator
+  process samples its own with ``loop_ticker``). A server that lags takes input in late, and
+  a handle it issues meanwhile lacks input that had already reached it: a blind spot of the
+  arrival rule, which places a handle by the network's round trip (README, *Limits*). Speech
+  lost silently while the emulators lagged by more than the transport's margin is theirs.
 
 The emulators run in processes of their own (``emulator_process``; ``--emulators`` of them,
 sessions dealt round-robin), so the server side is not the bottleneck and its CPU is not the
@@ -76,6 +81,7 @@ from emulator_process import EmulatorProcess
 from google import genai
 from google.genai import types
 from loguru import logger
+from loop_ticker import LoopTicker
 
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.messages import INPUT_AUDIO_MIME
@@ -94,8 +100,6 @@ WAIT = 60.0
 """Bound of every wait of the benchmark."""
 UTTERANCE = 0.3
 """Seconds of each utterance when the stream has speech."""
-TICK = 0.01
-"""The loop-lag ticker's period."""
 
 
 def _report(ledger: Ledger, started_at: float) -> dict[str, Any]:
@@ -115,36 +119,6 @@ def _report(ledger: Ledger, started_at: float) -> dict[str, Any]:
         "moves": len(summary.moves),
         "max_stall": summary.max_input_stall,
     }
-
-
-class _LoopLag:
-    """How late a 10 ms ticker wakes: the event loop's lag, sampled while it runs."""
-
-    def __init__(self) -> None:
-        self.samples: list[float] = []
-        self.times: list[float] = []
-        """When each sample was taken (loop time)."""
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._tick())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.wait({self._task})
-
-    async def _tick(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            due = loop.time() + TICK
-            await asyncio.sleep(TICK)
-            self.samples.append(max(0.0, loop.time() - due))
-            self.times.append(loop.time())
-
-    def before(self, instant: float) -> list[float]:
-        """The samples taken before ``instant``."""
-        return [lag for at, lag in zip(self.times, self.samples, strict=True) if at < instant]
 
 
 class _TurnCpu:
@@ -271,6 +245,10 @@ class _Result:
     own backlog (caller delay beyond it is the network's and the server's)."""
     server_cores: float | None
     """Cores the emulator processes took meanwhile (None without ``/proc``)."""
+    server_lag_max: float
+    server_lag_p99: float
+    """The emulators' event loop lag meanwhile: a server that lags takes input late, and a
+    handle it issues then lacks input that had reached it (the arrival rule's blind spot)."""
 
     @property
     def ok(self) -> bool:
@@ -308,11 +286,12 @@ async def _level(
     ]
     await asyncio.gather(*(rig.warm_up() for rig in rigs))
     loop = asyncio.get_running_loop()
-    lag = _LoopLag()
+    lag = LoopTicker()
     start = loop.time() + 0.2
     lag.start()
     turns = _TurnCpu(loop)
     turns.start()
+    await _servers_lag(servers)  # from now on
     meter = _CpuMeter(servers, loop)
     streams = [asyncio.create_task(rig.stream(start, seconds)) for rig in rigs]
     storm = start + (seconds / 2 if options.storm_at is None else options.storm_at)
@@ -332,6 +311,7 @@ async def _level(
     drain = loop.time() - ended
     # Until the backlog is written: a client that fell behind writes the streamed audio after.
     cpu, server_cores = meter.read()
+    server_lag = await _servers_lag(servers)
     reports = await _settled(servers)
     dropped = [_dropped(rig) for rig in rigs]
     await asyncio.gather(*(rig.transport.disconnect() for rig in rigs))
@@ -376,7 +356,16 @@ async def _level(
         cpu_per_session_second=cpu / (sessions * seconds),
         drain=drain,
         server_cores=server_cores,
+        server_lag_max=max(server_lag, default=0.0),
+        server_lag_p99=_pct(server_lag, 0.99),
     )
+
+
+async def _servers_lag(servers: list[EmulatorProcess]) -> list[float]:
+    """The emulators' loop lag samples since the last call, all of them together."""
+    return [
+        lag for samples in await asyncio.gather(*(s.loop_lag() for s in servers)) for lag in samples
+    ]
 
 
 class _CpuMeter:
@@ -513,7 +502,7 @@ async def _baseline(
                 late.append(loop.time() - due)
 
         readers = [asyncio.create_task(drain(session)) for session in live]
-        lag = _LoopLag()
+        lag = LoopTicker()
         lag.start()
         loop = asyncio.get_running_loop()
         start = loop.time() + 0.2
@@ -626,7 +615,11 @@ async def _main(args: Args) -> None:
                 flush=True,
             )
             print(f"         {pauses}", flush=True)
-            print(f"         emulators while streaming: {_cores(r.server_cores)}", flush=True)
+            print(
+                f"         emulators while streaming: {_cores(r.server_cores)}, their loop "
+                f"lag max {_ms(r.server_lag_max)} ms, p99 {_ms(r.server_lag_p99)} ms",
+                flush=True,
+            )
             if bare is not None and floor is not None:
                 print(f"         bare SDK, no move: {bare}", flush=True)
                 print(f"         wire floor, no move: {floor}", flush=True)

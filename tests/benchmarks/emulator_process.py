@@ -5,7 +5,8 @@ the network's alone.
 The child (this file run as a script, given an ``EmulatorConfig``'s fields as JSON) serves
 until told to quit, driven by JSON lines on stdin: a fault (``{"fault": "go_away",
 "kwargs": {...}}``, answered with its result's count), the ledger (``{"ledger": true}``,
-answered with it pickled), ``{"quit": true}``. Both processes read the same monotonic clock,
+answered with it pickled), its loop's lag since the last ask (``{"lag": true}``),
+``{"quit": true}``. Both processes read the same monotonic clock,
 so the ledger's times (from ``started_at``) compare with the client's ``loop.time()``.
 """
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from google.genai import types
 from loguru import logger
+from loop_ticker import LoopTicker
 
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 from realtime_resumption.testing.emulator.ledger import Ledger
@@ -97,6 +99,13 @@ class EmulatorProcess:
         count: int = reply["count"]
         return count
 
+    async def loop_lag(self) -> list[float]:
+        """The child's event loop lag samples (``LoopTicker``) since the last call: a server
+        whose loop lags takes the client's input in late."""
+        reply = await self._ask({"lag": True})
+        samples: list[float] = reply["lag"]
+        return samples
+
     async def ledger(self) -> Ledger:
         """A copy of the child's ledger, now."""
         reply = await self._ask({"ledger": True})
@@ -116,7 +125,9 @@ class EmulatorProcess:
         return reply
 
 
-def _answer(emu: Emulator, command: dict[str, Any]) -> dict[str, Any]:
+def _answer(emu: Emulator, ticker: LoopTicker, command: dict[str, Any]) -> dict[str, Any]:
+    if "lag" in command:
+        return {"lag": ticker.take()}
     if "fault" in command:
         result = getattr(emu.faults, command["fault"])(**command.get("kwargs", {}))
         return {"count": getattr(result, "count", 0)}
@@ -137,11 +148,16 @@ async def _serve(fields: dict[str, Any]) -> None:
     async with Emulator(EmulatorConfig(**fields)) as emu:
         hello = {"base_url": emu.base_url, "ca_file": emu.ca_file, "started_at": emu.started_at}
         print(json.dumps(hello), flush=True)
-        while line := (await reader.readline()).strip():
-            command = json.loads(line)
-            if command.get("quit"):
-                break
-            print(json.dumps(_answer(emu, command)), flush=True)
+        ticker = LoopTicker()
+        ticker.start()
+        try:
+            while line := (await reader.readline()).strip():
+                command = json.loads(line)
+                if command.get("quit"):
+                    break
+                print(json.dumps(_answer(emu, ticker, command)), flush=True)
+        finally:
+            await ticker.stop()
 
 
 if __name__ == "__main__":
