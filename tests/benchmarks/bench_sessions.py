@@ -113,12 +113,30 @@ def _report(ledger: Ledger, started_at: float) -> dict[str, Any]:
     sessions = summary.sessions.values()
     return {
         "arrivals": first_arrival,
+        "behind": _waiting_at_resumed_handles(ledger),
         "lacking": {seq for s in sessions for seq in s.audio_lost},
         "receipts": sum(len(s.audio_received) for s in sessions),
         "twice": {seq for s in sessions for seq in s.audio_duplicates},
         "moves": len(summary.moves),
         "max_stall": summary.max_input_stall,
     }
+
+
+def _waiting_at_resumed_handles(ledger: Ledger) -> set[int]:
+    """Audio seqs that had reached an emulator, unread, when it issued a handle a session
+    then resumed from (``HandleRecord.input_waiting``): the snapshot lacks them, and a client
+    that placed the handle by its arrival saw them as held."""
+    waiting: set[int] = set()
+    for record in ledger.sessions.values():
+        for conn in record.connections:
+            if conn.resumed_handle_index is None:
+                continue
+            handle = record.handles[conn.resumed_handle_index]
+            first, last = handle.consumed_through, handle.consumed_through + handle.input_waiting
+            for message in record.connections[handle.connection].client_messages:
+                if first < message.index <= last:
+                    waiting.update(message.audio_seqs)
+    return waiting
 
 
 class _TurnCpu:
@@ -231,6 +249,9 @@ class _Result:
     speech_lost: int
     speech_lacking: int
     """Of ``speech_lost``: received, but absent from the session's final state."""
+    speech_behind: int
+    """Of the speech lacking: chunks an emulator had received, unread, when it issued the
+    handle the session resumed from (the server behind its input)."""
     speech_twice: int
     reported_dropped: int
     """Audio chunks the transports reported dropped (input stats and move reports)."""
@@ -318,8 +339,9 @@ async def _level(
     arrivals = {seq: at for r in reports for seq, at in r["arrivals"].items()}
     lacking = set().union(*(r["lacking"] for r in reports))
     twice = set().union(*(r["twice"] for r in reports))
+    behind = set().union(*(r["behind"] for r in reports))
     delays: list[float] = []
-    speech_lost = speech_lacking = speech_twice = skipped = silent = 0
+    speech_lost = speech_lacking = speech_behind = speech_twice = skipped = silent = 0
     for rig, reported in zip(rigs, dropped, strict=True):
         lost_here = 0
         for seq, due in rig.sent.items():
@@ -330,6 +352,7 @@ async def _level(
                 if speech:
                     lost_here += 1
                     speech_lacking += seq in lacking
+                    speech_behind += seq in lacking and seq in behind
                 else:
                     skipped += 1
             speech_twice += speech and seq in twice
@@ -347,6 +370,7 @@ async def _level(
         worst=max(delays),
         speech_lost=speech_lost,
         speech_lacking=speech_lacking,
+        speech_behind=speech_behind,
         speech_twice=speech_twice,
         reported_dropped=sum(dropped),
         silent_loss=silent,
@@ -617,7 +641,9 @@ async def _main(args: Args) -> None:
             print(f"         {pauses}", flush=True)
             print(
                 f"         emulators while streaming: {_cores(r.server_cores)}, their loop "
-                f"lag max {_ms(r.server_lag_max)} ms, p99 {_ms(r.server_lag_p99)} ms",
+                f"lag max {_ms(r.server_lag_max)} ms, p99 {_ms(r.server_lag_p99)} ms; speech "
+                f"lacking that had reached them before the handle it was resumed from: "
+                f"{r.speech_behind}",
                 flush=True,
             )
             if bare is not None and floor is not None:

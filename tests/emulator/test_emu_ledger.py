@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 
 import pytest
 from google.genai import types
@@ -25,6 +27,7 @@ from .emu_helpers import (
     read_turn,
     read_until,
 )
+from .test_emu_handshake import ws_connect
 
 
 async def send_audio(session, seqs: range) -> None:  # type: ignore[no-untyped-def]
@@ -199,3 +202,25 @@ def test_audio_lost_is_charged_to_the_move_that_lost_it() -> None:
     (move,) = quiet.summary().sessions["q"].moves
     assert move.input_stall is None and quiet.summary().max_input_stall is None
     assert move.input_lag is None
+
+
+async def test_a_handle_records_the_input_that_reached_the_server_unread() -> None:
+    """A handle issued while client messages wait, unread, at the server: its snapshot lacks
+    them though they arrived before it, and the ledger says which (``input_waiting`` after
+    ``consumed_through``). Five audio messages sent with the setup wait through its latency;
+    the update that follows setupComplete is issued before they are read."""
+    setup = json.dumps({"setup": {"model": "models/m", "sessionResumption": {}}})
+    async with (
+        Emulator(config(update_after_setup=True, setup_latency=20.0)) as emu,
+        ws_connect(emu) as ws,
+    ):
+        await ws.send(setup)
+        for seq in range(5):
+            data = base64.b64encode(user_audio(seq, speech=True)).decode()
+            await ws.send(json.dumps({"realtimeInput": {"audio": {"data": data, "mimeType": PCM}}}))
+        async with asyncio.timeout(5):
+            assert "setupComplete" in json.loads(await ws.recv())
+            assert "sessionResumptionUpdate" in json.loads(await ws.recv())
+    ((handle,),) = [r.handles for r in emu.ledger.sessions.values()]
+    assert (handle.consumed_through, handle.input_waiting) == (0, 5)
+    assert handle.snapshot.consumed_audio == ()

@@ -68,6 +68,8 @@ class ServingConnection(Protocol):
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]: ...
 
+    def input_waiting(self) -> int: ...
+
 
 def _rate(mime_type: str) -> int:
     for param in mime_type.split(";")[1:]:
@@ -125,6 +127,8 @@ class Conversation:
             now=self._conn.hub.now(),
             connection=self._conn.record.index,
             last_consumed_index=last,
+            consumed_through=self._conn.message_index,
+            input_waiting=self._conn.input_waiting(),
         )
         await self._conn.send(
             wire.resumption_update(entry.token, True, last),

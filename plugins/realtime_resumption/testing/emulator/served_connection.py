@@ -82,6 +82,17 @@ class Connection:
         established = self.record is not None and self.record.established
         return established and not self._closing and self._ws.state is State.OPEN
 
+    def input_waiting(self) -> int:
+        """Client messages that reached this connection but wait, unread, in websockets'
+        queue: the conversation has not taken them in. (The client sends each message as one
+        frame; 0 where websockets keeps the queue elsewhere.)"""
+        # websockets keeps its queue of received frames in its assembler: read defensively.
+        frames = getattr(getattr(self._ws, "recv_messages", None), "frames", None)
+        try:
+            return len(frames) if frames is not None else 0
+        except TypeError:
+            return 0
+
     @property
     def session_id(self) -> str | None:
         """The session this connection serves, once established."""

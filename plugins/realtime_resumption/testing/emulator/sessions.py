@@ -130,8 +130,10 @@ class SessionRegistry:
         now: float,
         connection: int,
         last_consumed_index: int | None,
+        consumed_through: int = 0,
+        input_waiting: int = 0,
     ) -> HandleEntry:
-        """A new handle standing for ``snapshot``."""
+        """A new handle standing for ``snapshot`` (see ``HandleRecord`` for the rest)."""
         token = self._token(24)
         record = HandleRecord(
             index=len(session.record.handles),
@@ -140,6 +142,8 @@ class SessionRegistry:
             connection=connection,
             last_consumed_index=last_consumed_index,
             snapshot=snapshot,
+            consumed_through=consumed_through,
+            input_waiting=input_waiting,
         )
         session.record.handles.append(record)
         entry = self._handles[token] = HandleEntry(token, session, record)
