@@ -45,14 +45,18 @@ per N:
   leave the client less than its core; and their event loops' lag (max, p99; each emulator
   process samples its own with ``loop_ticker``). A server that lags takes input in late, and
   a handle it issues meanwhile lacks input that had already reached it: a blind spot of the
-  arrival rule, which places a handle by the network's round trip (README, *Limits*). Speech
-  lost silently while the emulators lagged by more than the transport's margin is theirs.
+  arrival rule, which places a handle by the network's round trip (README, *Limits*). The
+  same line counts the speech lacking that had reached an emulator, unread, before it issued
+  the handle the session resumed from (``HandleRecord.input_waiting``): that loss is the
+  server's.
 
 The emulators run in processes of their own (``emulator_process``; ``--emulators`` of them,
-sessions dealt round-robin), so the server side is not the bottleneck and its CPU is not the
-client's; all read the same monotonic clock. The largest N with p95 < 50 ms and no speech
-lost or heard twice is the measured capacity of one client process (one core). Figures are
-printed, never asserted; on a shared machine they are noisy.
+sessions dealt round-robin), so their CPU is not the client's; all read the same monotonic
+clock. Where the machine has too little left for them, they lag, and what that costs is printed
+apart (their loop lag, and the speech lost behind input they had received unread). The
+largest N with p95 < 50 ms and no speech lost or heard twice is the measured capacity of one
+client process (one core). Figures are printed, never asserted; on a shared machine they are
+noisy.
 
     .venv/bin/python tests/benchmarks/bench_sessions.py                  # N = 25, 50, 100, 150
     .venv/bin/python tests/benchmarks/bench_sessions.py --sessions 10 --seconds 6
@@ -114,6 +118,7 @@ def _report(ledger: Ledger, started_at: float) -> dict[str, Any]:
     return {
         "arrivals": first_arrival,
         "behind": _waiting_at_resumed_handles(ledger),
+        "unread": [h.input_waiting for r in ledger.sessions.values() for h in r.handles],
         "lacking": {seq for s in sessions for seq in s.audio_lost},
         "receipts": sum(len(s.audio_received) for s in sessions),
         "twice": {seq for s in sessions for seq in s.audio_duplicates},
@@ -252,6 +257,10 @@ class _Result:
     speech_behind: int
     """Of the speech lacking: chunks an emulator had received, unread, when it issued the
     handle the session resumed from (the server behind its input)."""
+    handles: int
+    handles_behind: int
+    """Handles issued with client messages unread (``HandleRecord.input_waiting``)."""
+    most_unread: int
     speech_twice: int
     reported_dropped: int
     """Audio chunks the transports reported dropped (input stats and move reports)."""
@@ -340,6 +349,7 @@ async def _level(
     lacking = set().union(*(r["lacking"] for r in reports))
     twice = set().union(*(r["twice"] for r in reports))
     behind = set().union(*(r["behind"] for r in reports))
+    unread = [waiting for r in reports for waiting in r["unread"]]
     delays: list[float] = []
     speech_lost = speech_lacking = speech_behind = speech_twice = skipped = silent = 0
     for rig, reported in zip(rigs, dropped, strict=True):
@@ -371,6 +381,9 @@ async def _level(
         speech_lost=speech_lost,
         speech_lacking=speech_lacking,
         speech_behind=speech_behind,
+        handles=len(unread),
+        handles_behind=sum(1 for waiting in unread if waiting),
+        most_unread=max(unread, default=0),
         speech_twice=speech_twice,
         reported_dropped=sum(dropped),
         silent_loss=silent,
@@ -641,9 +654,13 @@ async def _main(args: Args) -> None:
             print(f"         {pauses}", flush=True)
             print(
                 f"         emulators while streaming: {_cores(r.server_cores)}, their loop "
-                f"lag max {_ms(r.server_lag_max)} ms, p99 {_ms(r.server_lag_p99)} ms; speech "
-                f"lacking that had reached them before the handle it was resumed from: "
-                f"{r.speech_behind}",
+                f"lag max {_ms(r.server_lag_max)} ms, p99 {_ms(r.server_lag_p99)} ms",
+                flush=True,
+            )
+            print(
+                f"         handles the emulators issued with input unread: {r.handles_behind} "
+                f"of {r.handles} (at most {r.most_unread} messages); speech lacking that had "
+                f"reached them, unread, before the handle it was resumed from: {r.speech_behind}",
                 flush=True,
             )
             if bare is not None and floor is not None:
