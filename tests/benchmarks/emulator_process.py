@@ -6,8 +6,8 @@ The child (this file run as a script, given an ``EmulatorConfig``'s fields as JS
 until told to quit, driven by JSON lines on stdin: a fault (``{"fault": "go_away",
 "kwargs": {...}}``, answered with its result's count), the ledger (``{"ledger": true}``,
 answered with it pickled), its loop's lag since the last ask (``{"lag": true}``),
-``{"quit": true}``. Both processes read the same monotonic clock,
-so the ledger's times (from ``started_at``) compare with the client's ``loop.time()``.
+``{"quit": true}``. Both processes read the same monotonic clock, so the ledger's times (from
+``started_at``) compare with the client's ``loop.time()``.
 """
 
 from __future__ import annotations
