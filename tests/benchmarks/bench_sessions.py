@@ -321,7 +321,7 @@ async def _level(
     lag.start()
     turns = _TurnCpu(loop)
     turns.start()
-    await _servers_lag(servers)  # from now on
+    await _servers_lag(servers)  # forgets the emulators' lag before this level's streams
     meter = _CpuMeter(servers, loop)
     streams = [asyncio.create_task(rig.stream(start, seconds)) for rig in rigs]
     storm = start + (seconds / 2 if options.storm_at is None else options.storm_at)

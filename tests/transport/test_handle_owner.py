@@ -80,6 +80,7 @@ async def test_only_the_book_keeps_a_handle_text(emu: Emulator) -> None:
     # while the model answers) do not count.
     await rec.wait(lambda r: len(_handle_texts(r)) >= 2)
     texts = _handle_texts(rec)
+    assert len(texts) >= 2
 
     s = transport._s
     rotation = transport._rotation

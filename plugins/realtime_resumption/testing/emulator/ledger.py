@@ -99,16 +99,16 @@ class HandleRecord:
     """Index of the connection (in ``SessionRecord.connections``) that issued it."""
     last_consumed_index: int | None
     snapshot: Snapshot
-    expired: bool = False
-    consumed_through: int = 0
+    consumed_through: int
     """The index of the last client message the connection had taken in when it issued the
     handle."""
-    input_waiting: int = 0
+    input_waiting: int
     """Client messages that had reached the connection (received, queued for it) but that it
     had not taken in when it issued the handle: the ``input_waiting`` messages after
     ``consumed_through``. The snapshot lacks them though they reached the server before the
     handle left it: a server behind its input, which a client placing the handle by its
     arrival cannot see."""
+    expired: bool = False
 
 
 @dataclass

@@ -130,8 +130,8 @@ class SessionRegistry:
         now: float,
         connection: int,
         last_consumed_index: int | None,
-        consumed_through: int = 0,
-        input_waiting: int = 0,
+        consumed_through: int,
+        input_waiting: int,
     ) -> HandleEntry:
         """A new handle standing for ``snapshot`` (see ``HandleRecord`` for the rest)."""
         token = self._token(24)
