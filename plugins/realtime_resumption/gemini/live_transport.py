@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Final, Literal, Self, cast
 
@@ -556,15 +556,19 @@ class GeminiLiveTransport:
         if self._persister is not None and self._handed_over:
             await self._persister.forget()
 
-    async def disconnect(self) -> None:
+    def disconnect(self) -> Coroutine[Any, Any, None]:
         """End the session and everything the transport runs. Idempotent; never raises but
         the caller's own cancellation; returns within ``DISCONNECT_TIMEOUT``.
 
         A move in progress is abandoned (reported as lost); queued messages get
         ``DRAIN_TIMEOUT`` to reach the socket; the open answer ends as disconnected;
-        ``on_close`` reports the close. A dial in flight is abandoned. Cancelling the caller
-        does not stop the close: it completes in a task of its own, within the same bound (a
-        later ``connect`` waits for it).
+        ``on_close`` reports the close. A dial in flight is abandoned.
+
+        The close begins when ``disconnect()`` is called, not when it is awaited, and runs in
+        a task of its own, within the same bound (a later ``connect`` waits for it): a caller
+        cancelled at any point, even a task cancelled before its first step, never leaves a
+        socket open or its tasks running. Awaiting waits for the close; the caller's
+        cancellation still propagates.
         """
         self._disconnected = True
         closing = self._closing
@@ -572,9 +576,12 @@ class GeminiLiveTransport:
             closing = self._closing = asyncio.get_running_loop().create_task(
                 self._disconnect(), name=f"gemini-live-disconnect-{self._id}"
             )
-        # The close runs in a task of its own, as websockets closes its sockets: a caller
-        # cancelled half-way (a timeout, a framework tearing down) must not leave a socket
-        # open and its tasks running. The caller's cancellation still propagates.
+        return self._closed_by(closing)
+
+    @staticmethod
+    async def _closed_by(closing: asyncio.Task[None]) -> None:
+        # Shielded, as websockets closes its sockets: the caller's cancellation stops its wait,
+        # never the close.
         await asyncio.shield(closing)
 
     async def _disconnect(self) -> None:
