@@ -62,6 +62,7 @@ from pipecat.services.settings import ServiceSettings
 from pipecat.transcriptions.language import Language
 from pipecat.utils.types import NOT_GIVEN, assert_given, is_given
 
+from realtime_resumption import RecordError
 from realtime_resumption.frames import HANDOVER
 from realtime_resumption.gemini import (
     DEFAULT_RESUME_WATCHDOG,
@@ -375,7 +376,10 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
     async def _connect(self) -> None:
         try:
             await self._transport.connect()
-        except TransportError as error:
+        except (TransportError, StoreError, RecordError) as error:
+            # A store's error (another worker holds the call's lease) is the call's end here
+            # as much as a failed dial: the pipeline hears it as an ErrorFrame, not the task
+            # manager as an unexpected exception.
             if self._closed:
                 # The pipeline ended (EndFrame, CancelFrame) while dialling: a deliberate
                 # stop, not a failure.

@@ -24,9 +24,10 @@ from livekit.agents.utils import images, is_given
 from livekit.plugins.google.utils import create_tools_config
 from opentelemetry import context as otel_context
 
+from realtime_resumption import RecordError
 from realtime_resumption.moves import MoveOutcome, MoveReport
 from realtime_resumption.redaction import Secret, secret
-from realtime_resumption.store import StoreError
+from realtime_resumption.store import LeaseHeldError, StoreError
 from realtime_resumption.transport import (
     ContentTurn,
     GenerationEndReason,
@@ -110,6 +111,8 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._last_generation: Generation | None = None
         self._answer_elicited = False
         self._fatal = False
+        self._lost_because: BaseException | None = None
+        """Why the first connection could not be had (phase ``lost``)."""
         self._job = _job_keeping(options)
         """The LiveKit job this session runs in, when its model has a store (None otherwise)."""
         if self._job is not None:
@@ -264,7 +267,8 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             previous.cancel("superseded by a new generate_reply call")
         fut: asyncio.Future[llm.GenerationCreatedEvent] = loop.create_future()
         if self._phase in ("lost", "closed"):
-            fut.set_exception(llm.RealtimeError(f"the session is {self._phase}"))
+            why = f": {self._lost_because}" if self._phase == "lost" else ""
+            fut.set_exception(llm.RealtimeError(f"the session is {self._phase}{why}"))
             return fut
         self._reply = fut
         if self._in_activity:
@@ -416,17 +420,19 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
                 for send in before:
                     self._send(send)
                 await dial
-            except TransportError as error:
-                last = attempt == conn.max_retry
+            except (TransportError, StoreError, RecordError) as error:
+                # Another worker driving the call, or a record this version cannot read,
+                # stays so on a retry: the session is lost at once. A store that failed to
+                # answer, like a failed dial, gets the connection's retries.
+                last = attempt == conn.max_retry or isinstance(error, LeaseHeldError | RecordError)
                 logger.warning(
                     "connecting to Gemini Live failed",
                     extra={"attempt": attempt + 1, "error": str(error)},
                 )
+                if last:
+                    self._lose(error)
                 self._emit_error(error, recoverable=not last)
                 if last:
-                    self._phase = "lost"
-                    self._streams.close()
-                    self._check_setup()
                     return
                 # The failed dial discarded what it held: all but audio goes to the next one,
                 # and so does what arrives meanwhile (audio in that gap is lost, as on a drop).
@@ -451,6 +457,17 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         if pending is not None:
             await self._transport.update_session(pending)
         self._check_setup()
+
+    def _lose(self, error: BaseException) -> None:
+        """The first connection cannot be had: the session is lost, and a reply waiting for
+        it fails now, with the reason."""
+        self._phase = "lost"
+        self._lost_because = error
+        self._streams.close()
+        self._check_setup()
+        reply = self._reply
+        if reply is not None and not reply.done():
+            reply.set_exception(llm.RealtimeError(f"the session could not connect: {error}"))
 
     async def _dial(self) -> None:
         handle = self._opts.resumption_handle
