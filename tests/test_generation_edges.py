@@ -132,6 +132,36 @@ def test_cancel_while_the_answer_speaks_after_its_tool_result_suppresses_the_res
     assert t.turn_complete(2.0) == [GenerationEnded("gen_1", Reason.CANCELLED), TurnCompleted(2)]
 
 
+def test_the_answer_to_a_result_sent_after_cancel_is_the_cancelled_answers_continuation() -> None:
+    t = GenerationTracker()
+    _answer_waiting_for_its_tool(t)
+    assert t.cancel(1.0) == [GenerationEnded("gen_1", Reason.CANCELLED)]
+    assert t.suppressing
+    # The result went anyway: server turn 2 answers it, and belongs to the cancelled answer.
+    assert t.tool_calls(1.4, ["c2"]) == []
+    assert t.model_output(1.5, "audio") == []
+    assert t.model_output(1.6, "transcript") == []
+    assert t.suppressing
+    assert t.turn_complete(2.0) == [TurnCompleted(2)]
+    assert not t.suppressing
+    assert t.model_output(3.0, "audio") == [GenerationStarted("gen_2"), FirstAudio("gen_2")]
+
+
+@pytest.mark.parametrize("lifted_by", ["user_turn", "interrupted"])
+def test_a_user_turn_before_the_continuation_is_answered_as_a_new_generation(
+    lifted_by: str,
+) -> None:
+    t = GenerationTracker()
+    _answer_waiting_for_its_tool(t)
+    t.cancel(1.0)
+    if lifted_by == "user_turn":
+        assert t.user_turn(1.5) == []
+    else:
+        assert t.interrupted(1.5) == [TurnInterrupted(2)]
+    assert not t.suppressing
+    assert t.model_output(2.0, "audio") == [GenerationStarted("gen_2"), FirstAudio("gen_2")]
+
+
 # --- interruptions and suppression -----------------------------------------------------------
 
 

@@ -18,6 +18,10 @@ effects into callbacks, in order. Time only matters for two bounds, both reporte
   way (``TurnCompleted``): that is what the frameworks show as the end of speech.
 - ``cancel_bound``: a cancelled generation ends when the provider's turn ends, or after this.
 
+A generation cancelled while it waits for tool results (its provider turn over) ends at once;
+what the model says next, before the user begins a new turn, is its continuation (the answer
+to a result sent anyway): suppressed as the rest of a cancelled turn is, never a new one.
+
 The state belongs to the session, not to a connection: the transport only reports
 ``connection_lost`` when a close ends the session's answer, so a generation can outlive a
 switch between connections.
@@ -171,6 +175,9 @@ class GenerationTracker:
         self._turn_text = False
         self._turn_text_done = False
         self._suppress = False
+        self._continuation_cancelled = False
+        """An answer was cancelled while it waited for tool results: the next provider turn,
+        unless the user begins one first, continues it and is suppressed."""
 
     # --- queries ------------------------------------------------------------------------------
 
@@ -186,8 +193,9 @@ class GenerationTracker:
 
     @property
     def suppressing(self) -> bool:
-        """Output belongs to a cancelled answer: drop it instead of delivering it."""
-        return self._suppress
+        """Output belongs to a cancelled answer (or to its continuation): drop it instead of
+        delivering it."""
+        return self._suppress or self._continuation_cancelled
 
     @property
     def answer_in_progress(self) -> bool:
@@ -220,6 +228,7 @@ class GenerationTracker:
         """The model produced output. Nothing opens while ``suppressing``; an output
         transcription trailing the provider's turn belongs to the answer that just ended."""
         effects = self._expire(now)
+        self._continue_cancelled()
         if self._suppress:
             return effects
         gen = self._gen
@@ -250,6 +259,7 @@ class GenerationTracker:
         continues the same generation. While ``suppressing`` nothing happens: the calls belong
         to a cancelled answer and must not be answered."""
         effects = self._expire(now)
+        self._continue_cancelled()
         if self._suppress or not call_ids:
             return effects
         self._open_turn()
@@ -283,6 +293,7 @@ class GenerationTracker:
         self._text_done(effects)
         gen = self._gen
         cancelled = self._suppress
+        self._continuation_cancelled = False
         if gen is not None:
             self._finish_reasoning(now, gen, effects)
             reason = GenerationEndReason.CANCELLED if cancelled else GenerationEndReason.INTERRUPTED
@@ -318,7 +329,8 @@ class GenerationTracker:
                 finished = True  # after the turn's completion, as at the grace window's end
             elif gen.drain_deadline is None:
                 gen.drain_deadline = now + self._grace
-        self._suppress = False
+        # The turn over is the cancelled answer's continuation, if one was awaited.
+        self._suppress = self._continuation_cancelled = False
         if self._turn is not None:
             turn = self._turn
         elif self._interrupted_turn is not None:
@@ -342,17 +354,27 @@ class GenerationTracker:
         gen = self._gen
         if gen is not None and gen.drain_deadline is not None:
             self._end(GenerationEndReason.GENERATION_COMPLETE, effects)
+        # What the model says next answers the user: a cancelled answer's continuation is no
+        # longer awaited.
+        self._continuation_cancelled = False
         return effects
 
     def cancel(self, now: float) -> list[Effect]:
         """The framework cancelled the answer in flight. Its remaining output is suppressed
         until the provider's turn ends; it ends as cancelled then, or after ``cancel_bound``.
-        Idempotent; a no-op when no answer is open."""
+        An answer waiting for tool results ends as cancelled at once, and the provider turn
+        that answers those results (if they are sent anyway) is suppressed, unless the user
+        begins a turn first. Idempotent; a no-op when no answer is open."""
         effects = self._expire(now)
         gen = self._gen
         if gen is None or gen.cancelled:
             return effects
-        if gen.drain_deadline is not None or gen.awaiting_tools:
+        if gen.awaiting_tools:
+            # Its provider turn is over; the rest comes only in answer to the results.
+            self._continuation_cancelled = True
+            self._end(GenerationEndReason.CANCELLED, effects)
+            return effects
+        if gen.drain_deadline is not None:
             # The provider's turn is already over: nothing more of this answer will come.
             self._end(GenerationEndReason.CANCELLED, effects)
             return effects
@@ -401,6 +423,13 @@ class GenerationTracker:
                 # The answer that waited for its tool results goes on in this turn: cancelling
                 # it now suppresses the rest, and a tool cancellation no longer finishes it.
                 self._gen.awaiting_tools = False
+
+    def _continue_cancelled(self) -> None:
+        """The model speaks again after an answer cancelled while it waited for tool results:
+        this provider turn is that answer's continuation, suppressed to its end."""
+        if self._continuation_cancelled:
+            self._continuation_cancelled = False
+            self._suppress = True
 
     def _expire(self, now: float) -> list[Effect]:
         effects: list[Effect] = []

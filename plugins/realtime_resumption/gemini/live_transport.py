@@ -1064,9 +1064,11 @@ class GeminiLiveTransport:
     async def cancel_response(self, options: CancelResponseOptions | None = None) -> None:
         """Stop the answer in flight. Gemini has no cancel on the wire: the rest of the
         answer's output is suppressed, and it ends as cancelled when the provider's turn ends
-        or after 2 s. Idempotent; never raises; calls no callback itself (a resulting
-        generation end is delivered from the event loop). ``truncate`` is ignored: Gemini
-        cannot truncate."""
+        or after 2 s. An answer waiting for its tool results ends at once; a result sent
+        after that still goes to the session, and the model's answer to it is suppressed as
+        the cancelled answer's (no generation, no output), unless the user begins a turn
+        first. Idempotent; never raises; calls no callback itself (a resulting generation end
+        is delivered from the event loop). ``truncate`` is ignored: Gemini cannot truncate."""
         try:
             generation_id = self._tracker.generation_id
             effects = self._tracker.cancel(self._now())
