@@ -442,6 +442,14 @@ class GeminiLiveTransport:
         return self._s.handle
 
     @property
+    def setup(self) -> LiveOptions:
+        """The setup the next connection gets: the options given, with every session update
+        applied. After the service refused a changed setup (``SetupRefusedError`` through
+        ``on_error``), the one that last worked: a framework's view of its settings follows it
+        back from there."""
+        return self._s.options
+
+    @property
     def pending_setup_change(self) -> bool:
         """A session update changed the setup since the current connection opened; the next
         connection carries it (with rotation, a move at the next resumable point)."""

@@ -67,6 +67,7 @@ from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason, MoveR
 from realtime_resumption.pipecat.transcription import FLUSH_AFTER, UserTranscript
 from realtime_resumption.transport import (
     GenerationEndReason,
+    SetupRefusedError,
     ToolCall,
     TransportErrorEvent,
     TransportUsageMetadata,
@@ -110,7 +111,9 @@ class ResponseFrames:
 
     ``on_tool_calls`` runs the calls (the service turns them into ``run_function_calls``);
     ``on_answer_end`` is awaited after each answer's last frame (the service releases an
-    ``EndFrame`` it held for the answer).
+    ``EndFrame`` it held for the answer); ``on_setup_refused`` is called as the transport
+    rolls a refused setup back, before its ``ErrorFrame`` (the service rolls its settings back
+    with it).
     """
 
     def __init__(
@@ -119,9 +122,11 @@ class ResponseFrames:
         *,
         on_tool_calls: Callable[[Sequence[ToolCall]], Awaitable[None]],
         on_answer_end: Callable[[], Awaitable[None]],
+        on_setup_refused: Callable[[], None] = lambda: None,
         model: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._sink = sink
+        self._on_setup_refused = on_setup_refused
         self._model = model
         self._on_tool_calls = on_tool_calls
         self._on_answer_end = on_answer_end
@@ -172,7 +177,16 @@ class ResponseFrames:
         transport.on_move_started = put(self._move_started)
         transport.on_move = put(self._moved)
         transport.on_resumption_update = put(self._resumption_update)
-        transport.on_error = put(self._error)
+        error = put(self._error)
+
+        def on_error(event: TransportErrorEvent) -> None:
+            # At once, not in turn with the frames: the transport has just gone back to the
+            # setup that worked, and an update made from now on starts from it.
+            if isinstance(event.error, SetupRefusedError):
+                self._on_setup_refused()
+            error(event)
+
+        transport.on_error = on_error
 
     def _put(self, handler: _Handler) -> Callable[..., None]:
         queue = self._queue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
 import json
 import re
@@ -221,6 +222,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             self,
             on_tool_calls=self._run_tool_calls,
             on_answer_end=self._answer_ended,
+            on_setup_refused=self._roll_back_settings,
             model=lambda: assert_given(self._settings.model),
         )
         self._frames.bind(self._transport)
@@ -236,6 +238,9 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             user_audio_preroll_secs if user_audio_preroll_secs is not None else PREROLL
         )
         self._vad_disabled = settings_map.vad_disabled(self._settings)
+        self._before_updates: list[GeminiLiveLLMSettings] = []
+        """The settings before each setup change made since the setup last worked: where a
+        refused one rolls them back to."""
         self._user_speaking = False
         self._session_up = False
         self._connect_task: asyncio.Task[None] | None = None
@@ -314,6 +319,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             logger.warning(
                 f"Modality {modalities.value!r} may not be supported by recent Gemini Live models."
             )
+        self._setup_changing()
         self._settings.modalities = modalities
         self._update_transport(
             SessionUpdate(response_modality=settings_map.response_modality(self._settings))
@@ -598,6 +604,24 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         else:
             self.create_task(self._transport.update_session(update), "gemini-live-update")
 
+    def _setup_changing(self) -> None:
+        """The settings are about to change: keep them as they are, for a rollback. Once the
+        session runs the setup they make (nothing pending), the earlier states are no longer
+        a setup the transport can go back to."""
+        if not self._transport.pending_setup_change:
+            self._before_updates.clear()
+        self._before_updates.append(copy.deepcopy(self._settings))
+
+    def _roll_back_settings(self) -> None:
+        """The service refused the changed setup and the transport went back to the one that
+        worked: so do the settings (``settings`` shows what the model runs with)."""
+        restored = settings_map.roll_back(
+            self._settings, self._before_updates, self._transport.setup
+        )
+        self._before_updates.clear()
+        if restored:
+            logger.info(f"{self}: settings back as the session runs them: {', '.join(restored)}")
+
     async def _update_settings(self, delta: ServiceSettings) -> dict[str, Any]:
         """Apply a settings delta: instructions, voice, modality and generation settings reach
         the model through a planned move. A delta with a value Gemini cannot take is refused
@@ -621,6 +645,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
                         f"{self}: {name}={value!r} not applied: "
                         f"{updates.FIXED_FOR_THE_SESSION[name]}"
                     )
+        self._setup_changing()
         changed: dict[str, Any] = await super()._update_settings(delta)  # type: ignore[arg-type]
         if not changed:
             return changed

@@ -3,11 +3,14 @@
 The services reuse Pipecat's ``GeminiLiveLLMSettings`` unchanged. ``initial_settings`` builds
 them from a constructor's arguments exactly as the stock 1.14 service does (defaults, then the
 deprecated ``model``/``voice_id``/``params`` with their warnings, then ``settings``, which always
-wins); ``live_options`` turns them into ``GeminiLiveTransport`` options.
+wins); ``live_options`` turns them into ``GeminiLiveTransport`` options, and ``roll_back`` follows the
+transport's setup back when the service refused a changed one.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Sequence
 from typing import Any, Final, Protocol, TypeVar
 
 from google.genai import types
@@ -24,7 +27,7 @@ from pipecat.services.google.gemini_live.llm import (
 from pipecat.transcriptions.language import Language
 from pipecat.utils.types import NotGiven, is_given
 
-from realtime_resumption.gemini import sliding_window
+from realtime_resumption.gemini import LiveOptions, sliding_window
 from realtime_resumption.transport import GenerationSettings, ResponseModality
 
 DEFAULT_VOICE: Final = "Charon"
@@ -47,6 +50,12 @@ _GENERATION_DEFAULTS: Final[dict[str, object]] = {
 """The stock defaults of the settings that become the transport's ``GenerationSettings``."""
 
 GENERATION_FIELDS: Final = frozenset(_GENERATION_DEFAULTS)
+
+_GENERATION_NAMES: Final = {"max_tokens": "max_output_tokens"}
+"""The settings whose ``GenerationSettings`` field has another name."""
+
+SETUP_FIELDS: Final = ("system_instruction", "voice", "modalities", *sorted(GENERATION_FIELDS))
+"""The settings a session update carries to the model's setup."""
 
 
 class _Warns(Protocol):
@@ -228,3 +237,42 @@ def generation(settings: GeminiLiveLLMSettings) -> GenerationSettings:
         enable_affective_dialog=_given(settings.enable_affective_dialog) or None,
         proactivity=_given(settings.proactivity) or None,
     )
+
+
+def _carried(settings: GeminiLiveLLMSettings, name: str) -> object:
+    """What the setup carries for the setting ``name`` of ``settings``."""
+    if name == "modalities":
+        return response_modality(settings)
+    if name in GENERATION_FIELDS:
+        return getattr(generation(settings), _GENERATION_NAMES.get(name, name))
+    return _given(getattr(settings, name))
+
+
+def _in_setup(setup: LiveOptions, name: str) -> object:
+    """What ``setup`` carries for the setting ``name``."""
+    if name == "modalities":
+        return setup.response_modality
+    if name in GENERATION_FIELDS:
+        return getattr(setup.generation, _GENERATION_NAMES.get(name, name))
+    return getattr(setup, name)
+
+
+def roll_back(
+    settings: GeminiLiveLLMSettings, earlier: Sequence[GeminiLiveLLMSettings], setup: LiveOptions
+) -> list[str]:
+    """Put back into ``settings`` each setting ``setup`` does not carry (the transport went
+    back to it after the service refused a changed one), from the newest of ``earlier`` (the
+    settings before each update since the setup last worked) that ``setup`` carries; returns
+    the names put back. A setting no earlier state explains (the context's own instruction,
+    a stored setup taken over) stays as it is."""
+    restored = []
+    for name in SETUP_FIELDS:
+        wanted = _in_setup(setup, name)
+        if _carried(settings, name) == wanted:
+            continue
+        for state in reversed(earlier):
+            if _carried(state, name) == wanted:
+                setattr(settings, name, copy.deepcopy(getattr(state, name)))
+                restored.append(name)
+                break
+    return restored
