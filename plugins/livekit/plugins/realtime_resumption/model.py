@@ -278,7 +278,9 @@ class RealtimeModel(llm.RealtimeModel):
         (``can_disable_turn_detection`` is False), as with the Google plugin."""
         from .session import RealtimeSession
 
-        session = RealtimeSession(self, replace(self._opts))
+        session = RealtimeSession(
+            self, replace(self._opts), on_setup_rolled_back=self._setup_rolled_back
+        )
         self._sessions.add(session)
         return session
 
@@ -309,6 +311,18 @@ class RealtimeModel(llm.RealtimeModel):
                 tool_behavior=tool_behavior,
                 tool_response_scheduling=tool_response_scheduling,
             )
+
+    def _setup_rolled_back(self, refused: Options, working: Options) -> None:
+        """A session of this model had its changed setup (``refused``'s options) refused by
+        the service and went back to ``working``'s: each option this model holds at its
+        refused value goes back too, so a new session does not ask for it again."""
+        opts = self._opts
+        if opts.voice == refused.voice:
+            opts.voice = working.voice
+        if opts.generation.temperature == refused.generation.temperature:
+            opts.generation = replace(opts.generation, temperature=working.generation.temperature)
+        if opts.tool_behavior == refused.tool_behavior:
+            opts.tool_behavior = working.tool_behavior
 
     async def aclose(self) -> None:
         """Nothing to release: each session owns its connection."""

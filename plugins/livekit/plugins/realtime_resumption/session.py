@@ -38,6 +38,7 @@ from realtime_resumption.transport import (
     ReplayItem,
     SessionLostError,
     SessionUpdate,
+    SetupRefusedError,
     ToolCall,
     ToolCallOrphanedError,
     ToolResult,
@@ -82,10 +83,19 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     ``session_moved`` (``SessionMovedEvent``) after each move.
     """
 
-    def __init__(self, realtime_model: llm.RealtimeModel, options: Options) -> None:
+    def __init__(
+        self,
+        realtime_model: llm.RealtimeModel,
+        options: Options,
+        *,
+        on_setup_rolled_back: Callable[[Options, Options], None] | None = None,
+    ) -> None:
         super().__init__(realtime_model)
         self._model = realtime_model
         self._opts = options
+        self._on_setup_rolled_back = on_setup_rolled_back
+        """Told the options a refused setup carried and those the session went back to (the
+        model rolls its own back)."""
         self._tools = llm.ToolContext.empty()
         self._mirror = ChatMirror()
         self._input_audio = InputAudio()
@@ -770,9 +780,34 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         )
 
     def _transport_error(self, event: TransportErrorEvent) -> None:
+        if isinstance(event.error, SetupRefusedError):
+            self._roll_back_options()
         if not event.recoverable:
             self._fatal = True
         self._emit_error(event.error, recoverable=event.recoverable)
+
+    def _roll_back_options(self) -> None:
+        """The service refused the changed setup and the transport went back to the one that
+        worked: so do this session's options, and the model's where it gave the refused
+        values (a new session of the model would ask for them again)."""
+        setup = self._transport.setup
+        refused = replace(self._opts)
+        if setup.voice is not None:
+            self._opts.voice = setup.voice
+        self._opts.generation = replace(
+            self._opts.generation, temperature=setup.generation.temperature
+        )
+        behaviors = {
+            declaration.behavior
+            for tool in setup.tools
+            for declaration in tool.function_declarations or ()
+        }
+        if len(behaviors) == 1:
+            # (No declaration says nothing of the behaviour the setup would give them.)
+            (behavior,) = behaviors
+            self._opts.tool_behavior = behavior if behavior is not None else NOT_GIVEN
+        if self._on_setup_rolled_back is not None:
+            self._on_setup_rolled_back(refused, self._opts)
 
     def _moved(self, report: MoveReport) -> None:
         logger.info("session moved", extra={"move": report.as_dict()})
