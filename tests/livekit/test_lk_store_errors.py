@@ -2,12 +2,13 @@
 lease another live worker holds is one ``error`` event with ``recoverable=False`` (the
 AgentSession closes on it), the session is lost rather than left dialling, and a
 ``generate_reply`` waiting for the first connection fails with that reason instead of waiting
-on; a stored record this version cannot read is a recoverable ``error`` event, and the call
-starts fresh."""
+on; a stored record this version cannot read, or a Redis that does not answer, is a recoverable
+``error`` event, and the call goes on (fresh, or unsaved until Redis is back)."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from livekit.agents import Agent, AgentSession, llm
@@ -16,8 +17,10 @@ from livekit.plugins import realtime_resumption as rr
 
 from realtime_resumption import RecordError
 from realtime_resumption.gemini import GeminiLiveTransport, StoreOptions
-from realtime_resumption.store import LeaseHeldError, MemoryStore
+from realtime_resumption.redis_store import RedisStore
+from realtime_resumption.store import LeaseHeldError, MemoryStore, SessionStore, StoreError
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
+from realtime_resumption.testing.redis_server import RedisServer
 
 from ..transport.transport_helpers import MODEL
 from .lk_helpers import text_call, until
@@ -31,7 +34,7 @@ HELD = StoreOptions(write_interval=0.25, lease_ttl=1.0, lease_wait=1.0)
 enough for the test to ask for a reply while it waits."""
 
 
-def _model(emu: Emulator, store: MemoryStore) -> rr.RealtimeModel:
+def _model(emu: Emulator, store: SessionStore) -> rr.RealtimeModel:
     return rr.RealtimeModel(
         api_key="emulator-key",
         http_options=emu.http_options(),
@@ -70,22 +73,44 @@ async def test_a_call_whose_lease_another_worker_holds_is_one_unrecoverable_erro
     assert len(session.connections) == 1
 
 
+async def _errors_of_a_call(emu: Emulator, store: SessionStore) -> list[llm.RealtimeModelError]:
+    """The ``error`` events of a call that answers a question, heard on the AgentSession from
+    before its first connection."""
+    errors: list[llm.RealtimeModelError] = []
+    session = AgentSession(llm=_model(emu, store), aec_warmup_duration=None)
+    session.on("error", lambda event: errors.append(event.error))
+    try:
+        await session.start(Agent(instructions="Be brief."))
+        result = await session.run(user_input="hello")
+        result.expect.next_event().is_message(role="assistant")
+    finally:
+        await session.aclose()
+    return errors
+
+
 async def test_a_stored_record_that_cannot_be_read_is_a_recoverable_error_and_starts_fresh() -> (
     None
 ):
     store = MemoryStore()
     await store.save(KEY, b"\x00 not a record", ttl=60.0)
-    errors: list[llm.RealtimeModelError] = []
     async with Emulator(EmulatorConfig(time_scale=0.1)) as emu:
-        session = AgentSession(llm=_model(emu, store), aec_warmup_duration=None)
-        # The AgentSession's own event, heard from before the first connection.
-        session.on("error", lambda event: errors.append(event.error))
-        try:
-            await session.start(Agent(instructions="Be brief."))
-            result = await session.run(user_input="hello")
-            result.expect.next_event().is_message(role="assistant")
-        finally:
-            await session.aclose()
+        errors = await _errors_of_a_call(emu, store)
 
     (error,) = errors
     assert isinstance(error.error, RecordError) and error.recoverable
+
+
+async def test_a_redis_down_at_connect_is_a_recoverable_error_and_the_call_goes_on(
+    tmp_path: Path,
+) -> None:
+    async with RedisServer(tmp_path) as redis:
+        store = RedisStore(url=redis.url)
+    # The server is gone: every command of the store fails within its bound.
+    try:
+        async with Emulator(EmulatorConfig(time_scale=0.1)) as emu:
+            errors = await _errors_of_a_call(emu, store)
+    finally:
+        await store.close()
+
+    (error,) = errors  # once per outage, not once per beat
+    assert isinstance(error.error, StoreError) and error.recoverable

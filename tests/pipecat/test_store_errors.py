@@ -1,17 +1,21 @@
 """The session store's errors reach a real pipeline as Pipecat reports errors: a call whose
 lease another live worker holds ends with one permanent ``ErrorFrame`` saying so (the service
 marked unusable), never an exception in the connect task that only the task manager logs; a
-stored record this version cannot read is a non-permanent ``ErrorFrame``, and the call starts
-fresh."""
+stored record this version cannot read, or a Redis that does not answer, is a non-permanent
+``ErrorFrame``, and the call goes on (fresh, or unsaved until Redis is back)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from pipecat.frames.frames import ErrorFrame, InputTextRawFrame, LLMFullResponseEndFrame
 
 from realtime_resumption import RecordError
 from realtime_resumption.gemini import GeminiLiveTransport, StoreOptions
-from realtime_resumption.store import LeaseHeldError, MemoryStore
+from realtime_resumption.redis_store import RedisStore
+from realtime_resumption.store import LeaseHeldError, MemoryStore, StoreError
 from realtime_resumption.testing.emulator import Emulator
+from realtime_resumption.testing.redis_server import RedisServer
 
 from ..transport.transport_helpers import MODEL
 from . import services
@@ -60,4 +64,25 @@ async def test_a_stored_record_that_cannot_be_read_is_an_error_frame_and_the_cal
 
     (error,) = rig.of(ErrorFrame, up=True)
     assert isinstance(error.exception, RecordError)
+    assert service.is_usable
+
+
+async def test_a_redis_down_at_connect_is_an_error_frame_and_the_call_goes_on(
+    tmp_path: Path,
+) -> None:
+    async with RedisServer(tmp_path) as redis:
+        store = RedisStore(url=redis.url)
+    # The server is gone: every command of the store fails within its bound.
+    try:
+        async with Emulator(emulator_config()) as emu:
+            service = services.ours(emu, store=store, session_key=KEY, store_options=HELD)
+            async with Rig([service]) as rig:
+                await rig.wait(lambda: rig.count(ErrorFrame, up=True) >= 1)
+                await rig.queue(InputTextRawFrame("hello there"))
+                await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+    finally:
+        await store.close()
+
+    (error,) = rig.of(ErrorFrame, up=True)  # once per outage, not once per beat
+    assert isinstance(error.exception, StoreError)
     assert service.is_usable
