@@ -147,7 +147,7 @@ def test_the_answer_to_a_result_sent_after_cancel_is_the_cancelled_answers_conti
     assert t.model_output(3.0, "audio") == [GenerationStarted("gen_2"), FirstAudio("gen_2")]
 
 
-@pytest.mark.parametrize("lifted_by", ["user_turn", "interrupted"])
+@pytest.mark.parametrize("lifted_by", ["user_turn", "user_spoke", "interrupted"])
 def test_a_user_turn_before_the_continuation_is_answered_as_a_new_generation(
     lifted_by: str,
 ) -> None:
@@ -156,6 +156,8 @@ def test_a_user_turn_before_the_continuation_is_answered_as_a_new_generation(
     t.cancel(1.0)
     if lifted_by == "user_turn":
         assert t.user_turn(1.5) == []
+    elif lifted_by == "user_spoke":
+        t.user_spoke()
     else:
         assert t.interrupted(1.5) == [TurnInterrupted(2)]
     assert not t.suppressing

@@ -19,8 +19,9 @@ effects into callbacks, in order. Time only matters for two bounds, both reporte
 - ``cancel_bound``: a cancelled generation ends when the provider's turn ends, or after this.
 
 A generation cancelled while it waits for tool results (its provider turn over) ends at once;
-what the model says next, before the user begins a new turn, is its continuation (the answer
-to a result sent anyway): suppressed as the rest of a cancelled turn is, never a new one.
+what the model says next, before the user begins a new turn or is heard speaking, is its
+continuation (the answer to a result sent anyway): suppressed as the rest of a cancelled turn
+is, never a new one.
 
 The state belongs to the session, not to a connection: the transport only reports
 ``connection_lost`` when a close ends the session's answer, so a generation can outlive a
@@ -359,12 +360,18 @@ class GenerationTracker:
         self._continuation_cancelled = False
         return effects
 
+    def user_spoke(self) -> None:
+        """The service heard the user speak (an input transcription): what the model says next
+        answers them, so a cancelled answer's continuation is no longer awaited. Unlike
+        ``user_turn`` it ends no answer: a transcription may trail the turn it belongs to."""
+        self._continuation_cancelled = False
+
     def cancel(self, now: float) -> list[Effect]:
         """The framework cancelled the answer in flight. Its remaining output is suppressed
         until the provider's turn ends; it ends as cancelled then, or after ``cancel_bound``.
         An answer waiting for tool results ends as cancelled at once, and the provider turn
         that answers those results (if they are sent anyway) is suppressed, unless the user
-        begins a turn first. Idempotent; a no-op when no answer is open."""
+        begins a turn or is heard speaking first. Idempotent; a no-op when no answer is open."""
         effects = self._expire(now)
         gen = self._gen
         if gen is None or gen.cancelled:

@@ -1074,8 +1074,8 @@ class GeminiLiveTransport:
         answer's output is suppressed, and it ends as cancelled when the provider's turn ends
         or after 2 s. An answer waiting for its tool results ends at once; a result sent
         after that still goes to the session, and the model's answer to it is suppressed as
-        the cancelled answer's (no generation, no output), unless the user begins a turn
-        first. Idempotent; never raises; calls no callback itself (a resulting generation end
+        the cancelled answer's (no generation, no output), unless the user begins a turn or
+        is heard speaking first. Idempotent; never raises; calls no callback itself (a resulting generation end
         is delivered from the event loop). ``truncate`` is ignored: Gemini cannot truncate."""
         try:
             generation_id = self._tracker.generation_id

@@ -87,6 +87,7 @@ class Receiver:
                 s.history.model_transcript(event.text)
                 s.call(s.callbacks.on_output_transcription, event.text)
         elif isinstance(event, server_events.InputTranscript):
+            tracker.user_spoke()
             s.history.user_transcript(event.text)
             self._rotation.turn_started()
             self._rotation.user_turn()
