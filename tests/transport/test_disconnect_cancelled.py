@@ -90,3 +90,31 @@ async def test_a_disconnect_cancelled_at_any_moment_leaves_no_socket_and_no_task
         # A later disconnect finds nothing left to do.
         await transport.disconnect()
         assert rec.count("on_close") == 1
+
+
+def test_a_disconnect_made_before_its_loop_runs_closes_when_the_loop_runs_it() -> None:
+    """``loop.run_until_complete(transport.disconnect())``: the coroutine is made where no loop
+    runs, and the close begins when the loop runs it."""
+
+    async def connect_and_answer() -> tuple[Emulator, GeminiLiveTransport, Recorder]:
+        emu = Emulator(emulator_config())
+        await emu.start()
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        transport.send_content([ContentTurn("user", "hello there")])
+        await rec.wait_for("on_generation_end")
+        return emu, transport, rec
+
+    loop = asyncio.new_event_loop()
+    try:
+        emu, transport, rec = loop.run_until_complete(connect_and_answer())
+        try:
+            loop.run_until_complete(transport.disconnect())
+            loop.run_until_complete(_settled(emu))
+            assert _open_connections(emu) == 0
+            assert rec.of("on_close") == [(1000, "closed by the client")]
+        finally:
+            loop.run_until_complete(emu.stop())
+    finally:
+        loop.close()

@@ -578,13 +578,27 @@ class GeminiLiveTransport:
         socket open or its tasks running. Awaiting waits for the close; the caller's
         cancellation still propagates.
         """
+        try:
+            closing = self._begin_close()
+        except RuntimeError:
+            # No loop runs (``loop.run_until_complete(transport.disconnect())``): the close
+            # begins when the loop runs the coroutine.
+            return self._close_when_run()
+        return self._closed_by(closing)
+
+    def _begin_close(self) -> asyncio.Task[None]:
+        """The close task, started unless one runs already (RuntimeError with no loop)."""
+        loop = asyncio.get_running_loop()
         self._disconnected = True
         closing = self._closing
         if closing is None or closing.done():
-            closing = self._closing = asyncio.get_running_loop().create_task(
+            closing = self._closing = loop.create_task(
                 self._disconnect(), name=f"gemini-live-disconnect-{self._id}"
             )
-        return self._closed_by(closing)
+        return closing
+
+    async def _close_when_run(self) -> None:
+        await self._closed_by(self._begin_close())
 
     @staticmethod
     async def _closed_by(closing: asyncio.Task[None]) -> None:
