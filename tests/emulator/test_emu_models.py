@@ -177,3 +177,23 @@ async def test_3_1_refuses_to_resume_a_session_with_a_long_instruction(
     assert session.session_id is not None
     connections = emu.ledger.sessions[session.session_id].connections
     assert [c.refused for c in connections] == [None, refused]
+
+
+async def test_a_deadline_close_can_be_scripted_at_any_moment() -> None:
+    config = EmulatorConfig.model("gemini-3.8-live", time_scale=0.01)
+    async with Emulator(config) as emu:
+        client = emu.client()
+        async with client.aio.live.connect(model=MODEL, config=live_config()) as session:
+            handle = await handle_after_turn(session)
+            assert await emu.faults.deadline_close() == 1
+            code, messages = await read_until_closed(session)
+        with pytest.raises(errors.APIError) as refused:
+            async with client.aio.live.connect(model=MODEL, config=live_config(handle=handle)):
+                pass
+        await emu.wait_disconnected()
+    assert (code, refused.value.code) == (1011, 1007)
+    assert not [m for m in messages if m.go_away]
+    assert session.session_id is not None
+    first, second = emu.ledger.sessions[session.session_id].connections
+    assert first.close_reason == "Deadline expired before operation could complete."
+    assert second.refused == "deadline"

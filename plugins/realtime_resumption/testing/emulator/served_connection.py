@@ -205,6 +205,24 @@ class Connection:
             *(OVERSTAY_CLOSE if config.overstay_1008 else DEADLINE_CLOSE[config.profile])
         )
 
+    def deadline_close(self) -> asyncio.Task[None] | None:
+        """Schedule the end of the connection's life (see ``Faults.deadline_close``); None
+        when the connection is closing."""
+        if self._closing:
+            return None
+        return self.spawn(self._end_life())
+
+    async def _end_life(self) -> None:
+        """The deadline close without a goAway; with ``refuse_resume_after_deadline`` the
+        session ends with it."""
+        if self._closing:
+            return
+        config = self.hub.config
+        assert self.session is not None
+        if config.refuse_resume_after_deadline and self.session.end("deadline", self.hub.now()):
+            logger.debug("emulator: session {} ended at a deadline close", self.session.id)
+        await self.close(*DEADLINE_CLOSE[config.profile])
+
     async def _close_later(self, delay: float, code: int) -> None:
         await asyncio.sleep(delay)
         await self.close(code)
@@ -466,12 +484,7 @@ class Connection:
         config = self.hub.config
         if config.rotate_without_go_away:
             await asyncio.sleep(config.scaled(every))
-            if self._closing:
-                return
-            assert self.session is not None
-            if config.refuse_resume_after_deadline and self.session.end("deadline", self.hub.now()):
-                logger.debug("emulator: session {} ended at a deadline close", self.session.id)
-            await self.close(*DEADLINE_CLOSE[config.profile])
+            await self._end_life()
             return
         notice = min(config.notice, every)
         await asyncio.sleep(config.scaled(every - notice))
