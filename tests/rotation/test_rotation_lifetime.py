@@ -1,7 +1,8 @@
 """Connections whose life depends on the model: gemini-3.8-live holds a connection 58 minutes
 and closes it with 1011 "Deadline expired" and no goAway, then refuses the resume with 1007
 (the emulator's 3.8 profile). The session moves with nothing the user said lost, and the
-refusal rebuilds it with the conversation so far.
+refusal rebuilds it with the conversation so far. With a goAway before that close, the same
+58-minute connection is moved as planned, resumed.
 
 The emulator runs at 1/1000 here (58 minutes in 3.5 s); the transport's windows are those of
 the other rotation scenarios (``arena``), which only grow relative to the emulator's time."""
@@ -100,3 +101,38 @@ async def test_a_58_minute_connection_closed_without_notice_rebuilds_with_nothin
             cut_allowed=True,
         ),
     )
+
+
+GO_AWAY_NOTICE = 2000.0
+"""2 s at 1/1000: above the transport's 1 s deadline margin, as 50 s is at full time."""
+
+
+async def test_a_58_minute_connection_with_a_go_away_first_is_resumed(arena: Arena) -> None:
+    emu = await arena.emulator(
+        "gemini",
+        "gemini-3.8-live",
+        time_scale=LIFETIME_SCALE,
+        rotate_without_go_away=False,
+        notice=GO_AWAY_NOTICE,
+    )
+    rig = arena.rig(emu)
+    await rig.start()
+    await rig.warm_up()
+    await rig.wait_quiet(1)
+    await rig.alive()
+    ledger = await arena.finish()
+    assert ledger is not None
+    check_invariants(
+        rig,
+        ledger,
+        Expect(reasons=(MoveReason.PLANNED,), handle_kinds=(HandleKind.AFTER_TURN,)),
+    )
+    (session,) = emu.ledger.sessions.values()
+    first = session.connections[0]
+    assert first.setup_at is not None
+    (go_away,) = [m.time for m in first.server_messages if m.kind == "go_away"]
+    lived = emu.config.scaled(LIFETIME - GO_AWAY_NOTICE)
+    assert go_away - first.setup_at == pytest.approx(lived, rel=0.05)
+    # The service refused the first resume beside the open connection; the transport closed
+    # it and resumed with the same handle.
+    assert [c.refused for c in session.connections] == [None, "open-session", None]
