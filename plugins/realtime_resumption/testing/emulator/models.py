@@ -63,6 +63,8 @@ GEMINI_3_8 = ModelProfile(
         "September-October 2026)",
         "refuse_resume_after_deadline: the resume after that close was sometimes refused with "
         "1007 (the same thread; modelled as always)",
+        "session_cap (kept, 15 minutes without compression): the report does not say whether "
+        "its session asked for compression",
     ),
 )
 """gemini-3.8-live (stable since September 2026)."""
