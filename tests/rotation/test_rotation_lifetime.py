@@ -14,6 +14,7 @@ import asyncio
 import pytest
 
 from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.testing.emulator.caller import Utterance
 
 from .arena import (
     PROFILES,
@@ -31,11 +32,11 @@ LIFETIME_SCALE = 0.001
 LIFETIME = 3480.0
 """gemini-3.8-live's reported connection life (58 minutes), before scaling."""
 SPOKEN_OVER_THE_CLOSE = ("and", "what", "about", "the", "weather", "tomorrow", "morning")
-SPEAK_BEFORE = 0.05
-"""Wall seconds before the close the user starts the utterance (it lasts about 0.1 s)."""
+SPEAK_BEFORE = 0.15
+"""Wall seconds before the close the user starts the utterance (60 chunks: 0.3 s)."""
 
 
-async def _speak_over_the_deadline(rig: Rig) -> None:
+async def _speak_over_the_deadline(rig: Rig) -> Utterance:
     """Start an utterance just before the connection's deadline, so the close cuts it."""
     emu = rig.emu
     (conn,) = emu.ledger.sessions[rig.session_id].connections
@@ -43,7 +44,7 @@ async def _speak_over_the_deadline(rig: Rig) -> None:
     close_at = emu.started_at + conn.setup_at + emu.config.scaled(LIFETIME)
     loop = asyncio.get_running_loop()
     await asyncio.sleep(max(0.0, close_at - SPEAK_BEFORE - loop.time()))
-    rig.caller.say(SPOKEN_OVER_THE_CLOSE, speech_chunks=14)
+    return rig.caller.say(SPOKEN_OVER_THE_CLOSE, speech_chunks=60)
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -56,7 +57,7 @@ async def test_a_58_minute_connection_closed_without_notice_rebuilds_with_nothin
     await rig.warm_up()
     await rig.caller.ask(QUESTION, timeout=WAIT)
     await rig.wait_idle_handle()
-    await _speak_over_the_deadline(rig)
+    utterance = await _speak_over_the_deadline(rig)
     await rig.wait_quiet(1)
     said = " ".join(SPOKEN_OVER_THE_CLOSE)
 
@@ -81,6 +82,10 @@ async def test_a_58_minute_connection_closed_without_notice_rebuilds_with_nothin
     assert first.setup_at is not None and first.closed_at is not None
     assert first.closed_at - first.setup_at == pytest.approx(emu.config.scaled(LIFETIME), rel=0.05)
     assert (refused.refused, refused.close_code) == ("deadline", 1007)
+    # The user was speaking when the connection closed.
+    assert utterance.started_at is not None and utterance.finished_at is not None
+    closed = emu.started_at + first.closed_at
+    assert utterance.started_at < closed < utterance.finished_at
     # The new session was seeded with the earlier questions, and heard the utterance the close
     # cut (replayed: the refused session's handle could not carry it) in one turn, once.
     (fresh,) = new.connections
