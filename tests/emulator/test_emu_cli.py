@@ -71,6 +71,7 @@ def test_help_documents_every_fault(capsys: pytest.CaptureFixture[str]) -> None:
         "--rotate-without-go-away",
         "--refuse-resume-after-deadline",
         "--resume-instruction-limit",
+        "--refuse-resume-after-video",
     ):
         assert flag in text
 
@@ -138,9 +139,11 @@ def test_a_model_profile_sets_the_defaults_and_flags_still_win() -> None:
             "--refuse-resume-after-deadline",
             "--resume-instruction-limit",
             "150",
+            "--refuse-resume-after-video",
         ]
     )
     cfg = _config(flags)
+    assert cfg.refuse_resume_after_video
     assert (cfg.rotate_every, cfg.rotate_without_go_away) == (30.0, True)
     assert (cfg.refuse_resume_after_deadline, cfg.resume_instruction_limit) == (True, 150)
 

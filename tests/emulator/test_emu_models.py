@@ -55,6 +55,7 @@ def test_the_3_8_profile_holds_connections_58_minutes_and_closes_without_notice(
 def test_the_3_1_profile_is_served_on_the_gemini_api_only() -> None:
     config = EmulatorConfig.model("gemini-3.1-flash-live-preview")
     assert config.resume_instruction_limit == 200 and config.instruction_change == "refuse"
+    assert config.refuse_resume_after_video
     with pytest.raises(ValueError, match="Gemini API only"):
         EmulatorConfig.model("gemini-3.1-flash-live-preview", profile="vertex")
 
@@ -197,3 +198,21 @@ async def test_a_deadline_close_can_be_scripted_at_any_moment() -> None:
     first, second = emu.ledger.sessions[session.session_id].connections
     assert first.close_reason == "Deadline expired before operation could complete."
     assert second.refused == "deadline"
+
+
+async def test_3_1_refuses_to_resume_a_session_that_was_sent_video() -> None:
+    config = EmulatorConfig.model("gemini-3.1-flash-live-preview", time_scale=0.01)
+    frame = types.Blob(data=b"\xff\xd8\xff\xe0 a frame", mime_type="image/jpeg")
+    async with Emulator(config) as emu:
+        client = emu.client()
+        async with client.aio.live.connect(model=MODEL, config=live_config()) as session:
+            await session.send_realtime_input(video=frame)
+            handle = await handle_after_turn(session)
+        with pytest.raises(errors.APIError) as refused:
+            async with client.aio.live.connect(model=MODEL, config=live_config(handle=handle)):
+                pass
+        await emu.wait_disconnected()
+    assert refused.value.code == 1007
+    assert session.session_id is not None
+    connections = emu.ledger.sessions[session.session_id].connections
+    assert [c.refused for c in connections] == [None, "video"]

@@ -31,8 +31,8 @@ model profiles:
                     gemini-3.8-live (3.8): connections of 58 minutes closed without a goAway
                     (1011 "Deadline expired"), and the resume after that close refused with
                     1007; gemini-3.1-flash-live-preview (3.1; --profile gemini only):
-                    resuming with a system instruction over 200 tokens is refused (1007), a
-                    new system instruction mid-session too. Without --model: the defaults
+                    resuming with a system instruction over 200 tokens, or after video, is
+                    refused (1007), a new system instruction mid-session too. Without --model: the defaults
                     below, no connection lifetime.
 
 realism (the defaults are the service's):
@@ -76,7 +76,9 @@ faults (all can also be scripted from Python through Emulator.faults):
                     --refuse-resume-after-deadline: then every later resume of the session
                     is refused with --refuse-close-code (1007).
                     --resume-instruction-limit T: a resume whose system instruction is over
-                    T tokens (four characters a token) is refused the same way.
+                    T tokens (four characters a token) is refused the same way;
+                    --refuse-resume-after-video: a resume of a session that was sent video
+                    too.
   scripted goAway   --go-away-at-turn T / --go-away-at-chunk K: goAway right after chunk K
                     of answer turn T (either alone: any turn / any chunk);
                     --go-away-on-tool-call: right after a toolCall; --go-away-when-idle:
@@ -288,6 +290,12 @@ def _parser(d: EmulatorConfig | None = None) -> argparse.ArgumentParser:
         help="refuse every resume after a close without goAway",
     )
     p.add_argument(
+        "--refuse-resume-after-video",
+        action=argparse.BooleanOptionalAction,
+        default=d.refuse_resume_after_video,
+        help="refuse resumes of a session that was sent video",
+    )
+    p.add_argument(
         "--resume-instruction-limit",
         type=int,
         default=d.resume_instruction_limit,
@@ -398,6 +406,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         rotate_without_go_away=args.rotate_without_go_away,
         refuse_resume_after_deadline=args.refuse_resume_after_deadline,
         resume_instruction_limit=args.resume_instruction_limit,
+        refuse_resume_after_video=args.refuse_resume_after_video,
         notice=args.notice,
         silence_after_go_away=args.silence_after_go_away,
         tool_call_after_turn_complete=args.tool_call_after_turn_complete,

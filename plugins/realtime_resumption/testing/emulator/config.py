@@ -139,6 +139,9 @@ class EmulatorConfig:
     """A resume of a session whose system instruction is longer than this many tokens (four
     characters a token) is refused with ``refuse_close_code``, as reported of
     gemini-3.1-flash-live-preview (about 200 tokens). None: no such limit."""
+    refuse_resume_after_video: bool = False
+    """A resume of a session that was sent video input is refused with
+    ``refuse_close_code``, as reported of gemini-3.1-flash-live (after audio and video)."""
     notice: float = 50.0
     """goAway ``timeLeft`` used by rotations and by default ``go_away()``."""
     silence_after_go_away: bool = False

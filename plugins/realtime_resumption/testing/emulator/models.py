@@ -76,6 +76,7 @@ GEMINI_3_1 = ModelProfile(
     settings={
         "rotate_every": 600.0,
         "resume_instruction_limit": 200,
+        "refuse_resume_after_video": True,
         "instruction_change": "refuse",
     },
     sources=(
@@ -83,6 +84,8 @@ GEMINI_3_1 = ModelProfile(
         "rotate_every: no report for 3.1; the documented 10 minutes",
         "resume_instruction_limit: resumption breaks with a system instruction over about 200 "
         "tokens (google-gemini/cookbook #1197)",
+        "refuse_resume_after_video: resuming after audio and video was refused with 1007 "
+        "(googleapis/python-genai #2290)",
         "instruction_change: 3.x models do not allow a new system instruction mid-session",
     ),
 )

@@ -389,6 +389,8 @@ class Connection:
             return await self._refuse(
                 "instruction-length", config.refuse_close_code, after_setup_complete=False
             )
+        if entry is not None and config.refuse_resume_after_video and session.took_video:
+            return await self._refuse("video", config.refuse_close_code, after_setup_complete=False)
         if self._refuses_while_open(entry, "after_setup_complete"):
             return await self._refuse("open-session", 1011, after_setup_complete=True)
         state = self._state(entry, setup)
@@ -502,6 +504,8 @@ class Connection:
             await self.close(1007)
             return False
         entry.kind = wire.kind_of(message)
+        if self.session is not None and "video" in entry.kind.split("+"):
+            self.session.took_video = True
         if isinstance(message, wire.Setup):
             logger.debug("emulator: second setup message")
             await self.close(1007)

@@ -59,6 +59,8 @@ class Session:
         self._since: float | None = None
         self.ended_at: float | None = None
         """When its last open connection ended (None while one is open, or before any)."""
+        self.took_video = False
+        """It was sent video input, on any of its connections."""
         self.ended_why: SessionEnd | None = None
         """Why the session ended for good, its handles refused from then on: ``session-ended``
         (it reached its cap) or ``deadline`` (a connection's life ended without a goAway,
