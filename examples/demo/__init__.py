@@ -9,10 +9,14 @@ holds every figure and ``demo-out/timeline.png`` draws each call on one time axi
 status is non-zero if one of our stacks lost anything.
 
     python -m examples.demo                        # about a minute, four stacks at once
+    python -m examples.demo --model 3.8            # the same call on gemini-3.8-live's service
     python -m examples.demo --live --minutes 12    # ours against real Gemini Live (GOOGLE_API_KEY)
     python -m examples.demo --takeover             # a call outliving two killed worker processes
 
-``--takeover`` runs another call: worker processes killed with SIGKILL mid-call, the call going
+``--model`` gives every stack's emulator a model profile (``EmulatorConfig.model``): on
+``3.8`` (gemini-3.8-live) the connection's life ends without a goAway where the goAway would
+have come (its 58 minutes cut short to fit the call into a minute), and the resume after that
+close is refused with 1007. ``--takeover`` runs another call: worker processes killed with SIGKILL mid-call, the call going
 on in the next through a real Redis (see ``examples/demo/takeover_lane.py``).
 """
 
@@ -28,6 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from loguru import logger
+
+from realtime_resumption.testing.emulator.models import model_names
 
 from .call import Plan
 
@@ -72,6 +78,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=12.0,
         help="--live: how long the call lasts (the service rotates about every 10 minutes)",
     )
+    parser.add_argument(
+        "--model",
+        choices=model_names(),
+        default=None,
+        help=(
+            "the emulator behaves as for this model (e.g. 3.8: connections closed 1011 without"
+            " a goAway, the resume after refused 1007); default: the service of the 2.5 models"
+        ),
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the report goes")
     parser.add_argument(
         "--stacks",
@@ -87,6 +102,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.live and args.takeover:
         parser.error("--takeover runs on the emulator: not with --live")
+    if args.model is not None and (args.live or args.takeover or args.readme):
+        parser.error(
+            "--model runs the comparison on the emulator: not with --live, --takeover or --readme"
+        )
     if args.live and not os.environ.get("GOOGLE_API_KEY"):
         parser.error("--live needs GOOGLE_API_KEY set to a Gemini API key")
     if not 0.5 <= args.minutes <= 120:
@@ -132,4 +151,4 @@ def main(argv: Sequence[str] | None = None, *, plan: Plan | None = None) -> int:
         lanes = [lane for lane in lanes if lane.key in wanted]
     from .compare import compare
 
-    return asyncio.run(compare(lanes, plan or Plan(), out, readme=args.readme))
+    return asyncio.run(compare(lanes, plan or Plan(), out, readme=args.readme, model=args.model))

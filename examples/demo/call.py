@@ -407,17 +407,45 @@ class Conductor:
             await asyncio.sleep(plan.pause)
             await caller.stop_microphone()
 
+    async def _end_life_at(self, chunk: int) -> None:
+        """Once chunk ``chunk`` of the answer to the long story was sent, end the connection's
+        life: its deadline close, no goAway."""
+        sessions = self._sessions
+
+        def story_at_chunk() -> bool:
+            return any(
+                STORY.key in t.user_text.split() and t.produced > chunk
+                for s in sessions()
+                for t in s.turns.values()
+            )
+
+        if not await self._poll(story_at_chunk, self._plan.answer_timeout):
+            self.mark("loss", "the long story never reached the end of its connection")
+            return
+        await self._emu.faults.deadline_close()
+        self.mark("deadline", "the connection's life ended: closed, no goAway")
+
     def _answer_quiet(self) -> bool:
         return not self._ear.spans or self._clock() - self._ear.spans[-1][1] > 0.5
 
     async def _rotation(self) -> None:
-        """The long answer, a goAway in its middle, a slow replacement, a question during it."""
+        """The long answer, the end of its connection in its middle, a slow replacement, a
+        question during it.
+
+        The connection ends as the call's service ends one: a goAway with ``plan.notice``, or,
+        on a service whose connections end without one (``rotate_without_go_away``: the
+        gemini-3.8-live profile, whose connections live 58 minutes), the deadline close alone
+        at the same moment, the connection's life cut short to fit the call into a minute."""
         plan, faults, ledger = self._plan, self._emu.faults, self._emu.ledger
-        faults.go_away_at(chunk=plan.go_away_chunk, time_left=plan.notice)
+        without_notice = self._emu.config.rotate_without_go_away
+        if not without_notice:
+            faults.go_away_at(chunk=plan.go_away_chunk, time_left=plan.notice)
         faults.slow_setups(1, plan.slow_setup)
         attempts = len(ledger.attempts)
         asked_at = self._clock()
         story = await self.ask(STORY, wait=False)
+        if without_notice:
+            await self._end_life_at(plan.go_away_chunk)
 
         async def question_during_move() -> Asked | None:
             dialled = await self._poll(

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from realtime_resumption.testing.emulator.models import model_profile
+
 from .call import Plan
 from .display import LiveView, comparison_table, markdown_table
 from .figures import Figures, figures
@@ -21,20 +23,30 @@ README_PICTURE = Path("examples/demo/timeline.png")
 _TABLE_START, _TABLE_END = "<!-- demo table: start -->", "<!-- demo table: end -->"
 
 
-async def compare(lanes: Sequence[Lane], plan: Plan, out: Path, *, readme: bool = False) -> int:
+async def compare(
+    lanes: Sequence[Lane],
+    plan: Plan,
+    out: Path,
+    *,
+    readme: bool = False,
+    model: str | None = None,
+) -> int:
     """The call on every lane, concurrently; 1 if one of ours lost anything.
 
-    With ``readme``, the table and the picture also go into the README.
+    With ``readme``, the table and the picture also go into the README. With ``model`` (a
+    model profile's name) every lane's emulator behaves as for that model, and the files
+    written carry its name (``report-gemini-3.8-live.json``, ...).
     """
     console = Console()
     with LiveView(lanes, console) as view:
-        runs = await run_lanes(lanes, plan, lambda lane: view.listener(lane.key))
+        runs = await run_lanes(lanes, plan, lambda lane: view.listener(lane.key), model)
     results = [figures(run) for run in runs]
     console.print(comparison_table(results))
-    report = out / "report.json"
-    picture = out / "timeline.png"
-    write_report(results, plan, report)
-    (out / "table.md").write_text(markdown_table(results) + "\n")
+    suffix = "" if model is None else f"-{model_profile(model).name}"
+    report = out / f"report{suffix}.json"
+    picture = out / f"timeline{suffix}.png"
+    write_report(results, plan, report, model)
+    (out / f"table{suffix}.md").write_text(markdown_table(results) + "\n")
     draw(runs, results, picture)
     console.print(f"report:   {report}")
     console.print(f"timeline: {picture}")
@@ -50,11 +62,15 @@ async def compare(lanes: Sequence[Lane], plan: Plan, out: Path, *, readme: bool 
     return 0
 
 
-def write_report(results: Sequence[Figures], plan: Plan, path: Path) -> None:
-    """Every figure, per stack, with the script's timings."""
+def write_report(
+    results: Sequence[Figures], plan: Plan, path: Path, model: str | None = None
+) -> None:
+    """Every figure, per stack, with the script's timings and the model profile (None: the
+    emulator's defaults)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {
         "plan": plan.__dict__,
+        "model": None if model is None else model_profile(model).name,
         "stacks": {f.key: f.to_json() for f in results},
     }
     path.write_text(json.dumps(data, indent=2) + "\n")

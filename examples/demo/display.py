@@ -20,6 +20,7 @@ _STYLES = {
     "go_away": "yellow",
     "move": "yellow",
     "drop": "bold red",
+    "deadline": "bold red",
     "refused": "red",
     "connect": "green",
     "close": "dim",
@@ -111,7 +112,17 @@ def _seconds(value: float | None, *, never: str = "never") -> str:
 
 
 ROWS: tuple[tuple[str, Callable[[Figures], str]], ...] = (
-    ("answers cut", lambda f: str(f.answers_cut)),
+    (
+        "answers cut",
+        lambda f: (
+            str(f.answers_cut)
+            + (
+                f" ({f.answers_cut_without_notice} by a close without goAway)"
+                if f.answers_cut_without_notice
+                else ""
+            )
+        ),
+    ),
     (
         "user audio lost (s)",
         lambda f: (

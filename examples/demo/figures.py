@@ -34,7 +34,7 @@ class Move:
     """What a fault made the stack do: a new connection, or none."""
 
     cause: str
-    """``goAway`` or ``drop``."""
+    """``goAway``, ``deadline`` (the connection's life ended without a goAway) or ``drop``."""
     at: float
     """When the fault reached the stack (ledger clock)."""
     recovered_at: float | None
@@ -43,8 +43,9 @@ class Move:
     """The new connection resumed the session (its context kept)."""
     input_stall: float
     """Longest the service went without user audio around the switch (seconds): the
-    emulator's own figure for the move; for a move that never recovered, from the last audio
-    it got to the next fault (or the end of the call)."""
+    emulator's own figure for the move; for a move to a new session (a rebuild), from the last
+    audio before the fault to the first on the replacement; for a move that never recovered,
+    from the last audio it got to the next fault (or the end of the call)."""
     audio_lost: float
     """Seconds of microphone audio lost that were sent after the previous move recovered
     (or the call began) and before this one did (or the call ended)."""
@@ -83,6 +84,9 @@ class Figures:
     answered: int
     duration: float
     cut_turns: tuple[int, ...] = field(default=())
+    answers_cut_without_notice: int = 0
+    """Of ``answers_cut``, those the service cut itself by closing their connection with no
+    goAway before (gemini-3.8-live's deadline close): no client can keep such an answer."""
 
     @property
     def lost_anything(self) -> bool:
@@ -90,7 +94,7 @@ class Figures:
         is not something said: a move does not replay silence in the window where the service's
         snapshot may or may not hold it.)"""
         return bool(
-            self.answers_cut
+            self.answers_cut > self.answers_cut_without_notice
             or self.user_speech_lost
             or self.tool_calls_stranded
             or not self.survived
@@ -137,10 +141,17 @@ def attribute_heard(run: LaneRun) -> list[tuple[str, Heard]]:
     return attributed
 
 
-def _answers(run: LaneRun) -> tuple[list[int], float]:
-    """(cut turns, seconds of answer audio heard twice)."""
+def _closed_without_notice(conn: ConnectionRecord) -> bool:
+    """The service closed ``conn`` without a goAway first (not a drop, not the client)."""
+    return conn.closed_by == "server" and all(m.kind != "go_away" for m in conn.server_messages)
+
+
+def _answers(run: LaneRun) -> tuple[list[int], list[int], float]:
+    """(cut turns, those cut by a close without notice, seconds of answer audio heard
+    twice)."""
     heard = Counter((sid, h.turn, h.chunk) for sid, h in attribute_heard(run))
     cut = []
+    unwarned = []
     for session in run.ledger.sessions.values():
         for turn in session.turns.values():
             if turn.produced == 0 or turn.outcome in ("interrupted", "running"):
@@ -150,8 +161,10 @@ def _answers(run: LaneRun) -> tuple[list[int], float]:
             )
             if turn.outcome == "cut" or missing:
                 cut.append(turn.turn)
+                if _closed_without_notice(session.connections[turn.connection]):
+                    unwarned.append(turn.turn)
     twice = sum(n - 1 for n in heard.values() if n > 1)
-    return cut, twice * run.config.chunk_ms / 1000
+    return cut, unwarned, twice * run.config.chunk_ms / 1000
 
 
 def _tools(run: LaneRun) -> tuple[int, int]:
@@ -195,7 +208,9 @@ def _moves(run: LaneRun, summary: LedgerSummary, lost_at: list[float]) -> list[M
         for m in conn.server_messages:
             if m.kind == "go_away" and m.delivered:
                 faults.append(("goAway", m.time))
-    faults += [("drop", mark.at) for mark in run.record.marks if mark.kind == "drop"]
+    faults += [
+        (mark.kind, mark.at) for mark in run.record.marks if mark.kind in ("drop", "deadline")
+    ]
     faults.sort(key=lambda f: f[1])
     moves = []
     since = 0.0
@@ -215,6 +230,13 @@ def _moves(run: LaneRun, summary: LedgerSummary, lost_at: list[float]) -> list[M
         )
         if move is not None:
             stall = move.input_stall or 0.0
+        elif replacement is not None:
+            # A new session (a rebuild): the emulator measures moves within a session, so
+            # the stall is read from the arrivals, the last before the fault to the first on
+            # the replacement.
+            setup = replacement[1].setup_at or at
+            before = max((t for t in arrivals if t <= at), default=at)
+            stall = min((t for t in arrivals if t >= setup), default=setup) - before
         else:
             # No replacement took input: the service heard nothing more until the next fault
             # (or the end of the call).
@@ -251,7 +273,7 @@ def lost_audio(run: LaneRun) -> list[SentAudio]:
 
 def figures(run: LaneRun) -> Figures:
     """The figures of ``run``."""
-    cut, heard_twice = _answers(run)
+    cut, unwarned, heard_twice = _answers(run)
     lost = lost_audio(run)
     summary = run.ledger.summary(run.duration)
     duplicated = sum(len(s.audio_duplicates) for s in summary.sessions.values())
@@ -265,6 +287,7 @@ def figures(run: LaneRun) -> Figures:
         ours=run.lane.ours,
         answers_cut=len(cut),
         cut_turns=tuple(cut),
+        answers_cut_without_notice=len(unwarned),
         user_audio_lost=len(lost) * MIC_CHUNK,
         user_speech_lost=sum(1 for a in lost if a.speech) * MIC_CHUNK,
         answer_audio_heard_twice=heard_twice,

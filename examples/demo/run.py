@@ -34,8 +34,11 @@ class LaneRun:
     """The event-loop time of the ledger clock's zero (the microphone records loop times)."""
 
 
-def emulator_config(plan: Plan) -> EmulatorConfig:
-    """The emulator every lane gets: the Gemini API profile, answers of ``plan``'s length."""
+def emulator_config(plan: Plan, model: str | None = None) -> EmulatorConfig:
+    """The emulator every lane gets: the Gemini API profile, answers of ``plan``'s length; with
+    ``model``, the service as it behaves for that model (``EmulatorConfig.model``)."""
+    if model is not None:
+        return EmulatorConfig.model(model, profile="gemini", answer_chunks=plan.answer_chunks)
     return EmulatorConfig(profile="gemini", answer_chunks=plan.answer_chunks)
 
 
@@ -76,16 +79,19 @@ async def run_lane(
 
 
 async def run_lanes(
-    lanes: Sequence[Lane], plan: Plan, on_mark: Callable[[Lane], Callable[[Mark], None]]
+    lanes: Sequence[Lane],
+    plan: Plan,
+    on_mark: Callable[[Lane], Callable[[Mark], None]],
+    model: str | None = None,
 ) -> list[LaneRun]:
-    """Every lane's call at once, each on an emulator of its own."""
+    """Every lane's call at once, each on an emulator of its own (see ``emulator_config``)."""
     loop = asyncio.get_running_loop()
     async with contextlib.AsyncExitStack() as stack:
         emulators = []
         # Started one after another: making an emulator's certificate holds the event loop,
         # and each lane's clock must start when its emulator's ledger clock does.
         for _ in lanes:
-            emulator = await stack.enter_async_context(Emulator(emulator_config(plan)))
+            emulator = await stack.enter_async_context(Emulator(emulator_config(plan, model)))
             emulators.append((emulator, loop.time()))
         return list(
             await asyncio.gather(

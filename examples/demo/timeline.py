@@ -25,6 +25,8 @@ _H = 0.6
 _RESUMED, _NEW, _SETUP = "#2e7d32", "#1565c0", "#bdbdbd"
 _SPEECH, _HEARD, _LOST = "#00838f", "#6a1b9a", "#d32f2f"
 _SKIPPED = "#bdbdbd"
+_MOVE_MARKERS = {"goAway": "v", "drop": "X", "deadline": "s"}
+"""How each cause of a move is drawn (``deadline``: a close without goAway)."""
 
 
 def _bar(
@@ -95,7 +97,7 @@ def _runs(times: Sequence[float], gap: float) -> list[tuple[float, float]]:
 def _moves(ax: Axes, run: LaneRun, figures: Figures) -> None:
     y = _Y["moves & losses"]
     for move in figures.moves:
-        marker = "v" if move.cause == "goAway" else "X"
+        marker = _MOVE_MARKERS[move.cause]
         ax.plot(move.at, y, marker, color="#ef6c00" if move.cause == "goAway" else _LOST, ms=10)
         if move.recovered_at is not None:
             ax.annotate(
@@ -189,6 +191,11 @@ def draw(runs: Sequence[LaneRun], results: Sequence[Figures], path: Path) -> Non
         Patch(facecolor=_HEARD, label="answer audio heard"),
         Line2D([], [], marker="v", color="#ef6c00", ls="", label="goAway"),
         Line2D([], [], marker="X", color=_LOST, ls="", label="drop"),
+        *(
+            [Line2D([], [], marker="s", color=_LOST, ls="", label="close without goAway")]
+            if any(m.cause == "deadline" for f in results for m in f.moves)
+            else []
+        ),
         Line2D([], [], marker="x", color=_LOST, ls="", label="refused attempt"),
         Line2D([], [], marker="o", color=_LOST, ls="", label="loss (cut, unanswered, ended)"),
         Line2D([], [], marker="*", color="#6a1b9a", ls="", label="error to the app"),

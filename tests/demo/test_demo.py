@@ -16,6 +16,8 @@ import pytest
 
 from examples import demo
 from examples.demo.call import Plan
+from examples.demo.run import emulator_config
+from realtime_resumption.testing.emulator import EmulatorConfig
 
 SHORT = Plan(notice=6.0, slow_setup=2.0, answer_chunks=30, answer_timeout=5.0, at_rest=False)
 
@@ -105,3 +107,22 @@ def test_live_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
     assert args.live and args.minutes == 12.0
     with pytest.raises(SystemExit):
         demo.parse_args(["--live", "--minutes", "0"])
+
+
+def test_the_model_lane_runs_on_the_model_s_service() -> None:
+    """``--model 3.8``: every lane's emulator is the gemini-3.8-live profile (connections end
+    without a goAway, the resume after refused), so the script ends the connection with its
+    deadline close where the goAway would have come; the default call keeps the 2.5 service."""
+    args = demo.parse_args(["--model", "3.8"])
+    assert args.model == "3.8"
+    assert emulator_config(SHORT, args.model) == EmulatorConfig.model(
+        "gemini-3.8-live", profile="gemini", answer_chunks=SHORT.answer_chunks
+    )
+    default = emulator_config(SHORT, demo.parse_args([]).model)
+    assert default == EmulatorConfig(profile="gemini", answer_chunks=SHORT.answer_chunks)
+    assert not default.rotate_without_go_away
+    for other in (["--takeover"], ["--readme"]):
+        with pytest.raises(SystemExit):
+            demo.parse_args(["--model", "3.8", *other])
+    with pytest.raises(SystemExit):
+        demo.parse_args(["--model", "gemini-9-live"])

@@ -13,7 +13,13 @@ from google import genai
 from google.genai import types
 
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
-from realtime_resumption.testing.emulator.__main__ import _config, _parser, _script_faults, main
+from realtime_resumption.testing.emulator.__main__ import (
+    _config,
+    _parse,
+    _parser,
+    _script_faults,
+    main,
+)
 
 from .emu_helpers import MODEL, handle_after_turn, live_config, read_until
 
@@ -60,6 +66,12 @@ def test_help_documents_every_fault(capsys: pytest.CaptureFixture[str]) -> None:
         "--handle-validity",
         "--overstay-1008",
         "--any-voice",
+        "--model",
+        "gemini-3.8-live",
+        "--rotate-without-go-away",
+        "--refuse-resume-after-deadline",
+        "--resume-instruction-limit",
+        "--refuse-resume-after-video",
     ):
         assert flag in text
 
@@ -99,6 +111,50 @@ def test_the_service_as_measured_by_default_and_each_kind_setting_by_flag() -> N
     assert other.refuse_resume_while_open_when == "after_setup_complete"
     assert (other.pong_latency, other.session_cap) == ((1.0, 2.0), 60.0)
     assert (other.handle_validity, other.handle_lifetime, other.overstay_1008) == (600, 30, True)
+
+
+def test_a_model_profile_sets_the_defaults_and_flags_still_win() -> None:
+    assert _config(_parse([])) == EmulatorConfig()
+    for name in ("gemini-3.8-live", "3.8", "2.5", "gemini-3.1-flash-live-preview"):
+        assert _config(_parse(["--model", name])) == EmulatorConfig.model(name)
+    changed = _parse(
+        [
+            "--model",
+            "3.8",
+            "--rotate-every",
+            "60",
+            "--no-rotate-without-go-away",
+            "--time-scale",
+            "2",
+        ]
+    )
+    assert _config(changed) == EmulatorConfig.model(
+        "3.8", rotate_every=60.0, rotate_without_go_away=False, time_scale=2.0
+    )
+    flags = _parse(
+        [
+            "--rotate-every",
+            "30",
+            "--rotate-without-go-away",
+            "--refuse-resume-after-deadline",
+            "--resume-instruction-limit",
+            "150",
+            "--refuse-resume-after-video",
+        ]
+    )
+    cfg = _config(flags)
+    assert cfg.refuse_resume_after_video
+    assert (cfg.rotate_every, cfg.rotate_without_go_away) == (30.0, True)
+    assert (cfg.refuse_resume_after_deadline, cfg.resume_instruction_limit) == (True, 150)
+
+
+def test_a_model_on_an_api_that_does_not_serve_it_is_reported() -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["--model", "3.1", "--profile", "vertex"])
+    assert "Gemini API only" in str(caught.value.code)
+    with pytest.raises(SystemExit) as caught:
+        main(["--model", "gemini-9-live"])
+    assert caught.value.code == 2
 
 
 def test_bad_settings_are_reported() -> None:

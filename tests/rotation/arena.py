@@ -94,13 +94,16 @@ def limits_for(config: EmulatorConfig) -> OutboxLimits:
     return replace(INPUT_BUFFER, round_trip_tolerance=tolerance)
 
 
-def rotation_config(profile: Profile, **changes: Any) -> EmulatorConfig:
-    """A fast emulator in ``profile``."""
+def rotation_config(profile: Profile, model: str | None = None, **changes: Any) -> EmulatorConfig:
+    """A fast emulator in ``profile``, behaving as for ``model`` (a model profile's name; None:
+    the bare ``EmulatorConfig``)."""
     changes.setdefault("time_scale", SCALE)
     changes.setdefault("notice", NOTICE)
-    changes.setdefault("round_trip", ROUND_TRIP / SCALE)
+    changes.setdefault("round_trip", ROUND_TRIP / changes["time_scale"])
     if profile == "vertex":
         changes.setdefault("handle_delay", VERTEX_HANDLE_DELAY)
+    if model is not None:
+        return EmulatorConfig.model(model, profile=profile, **changes)
     return EmulatorConfig(profile=profile, **changes)
 
 
@@ -241,9 +244,11 @@ class Arena:
         self.rigs: list[Rig] = []
         self._baseline: set[asyncio.Task[Any]] = set()
 
-    async def emulator(self, profile: Profile, **changes: Any) -> Emulator:
-        """A started emulator (stopped at teardown)."""
-        emu = Emulator(rotation_config(profile, **changes))
+    async def emulator(
+        self, profile: Profile, model: str | None = None, **changes: Any
+    ) -> Emulator:
+        """A started emulator (stopped at teardown); see ``rotation_config``."""
+        emu = Emulator(rotation_config(profile, model, **changes))
         await emu.start()
         self.emulators.append(emu)
         self._baseline = asyncio.all_tasks()

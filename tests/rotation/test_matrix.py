@@ -1,4 +1,6 @@
-"""The rotation matrix: every way a connection can end, at every phase of a conversation.
+"""The rotation matrix: every way a connection can end, at every phase of a conversation, on
+each model's service: the 2.5 models' (today's) and gemini-3.8-live's (the emulator's model
+profiles, ``EmulatorConfig.model``).
 
 goAway at {idle, mid-user-speech, mid-answer, mid-tool-call, between turnComplete and the
 handle} x profile {gemini, vertex} x replacement {ok, refused once, refused always, hangs,
@@ -7,7 +9,10 @@ defaults: a resume refused while the old connection is open, late pongs), and th
 again on a kind service and on one that refuses only after ``setupComplete``; an abrupt drop at each phase; silence after a
 goAway; input typed or spoken while a move is under way; two rotations back to back; a rotation
 storm of 100 sessions, each with its own transport, on the service's terms and on a kind
-service. Each scenario ends with
+service (on the 2.5 service only: it measures load, not a model's behaviour); the end of a
+connection's life without goAway (the 1011 "Deadline expired" close gemini-3.8-live was
+reported to send after 58 minutes) at each phase, resumed on the 2.5 service and rebuilt on
+the 3.8 one, which refuses the resume after it with 1007. Each scenario ends with
 ``check_invariants`` (see conftest) and, unless the session is rightly lost, a further answered
 turn.
 
@@ -66,6 +71,10 @@ LONG_UTTERANCE = ("tell", "me", "a", "long", "story", "about", "the", "sea")
 
 PLANNED = MoveReason.PLANNED
 RESUMED = MoveOutcome.RESUMED
+
+MODELS = ("gemini-2.5-flash-native-audio-preview-12-2025", "gemini-3.8-live")
+on_each_model = pytest.mark.parametrize("model", MODELS, ids=["2.5", "3.8"])
+"""Runs a scenario on each model profile's service."""
 
 
 async def reach(rig: Rig, phase: Phase, fire: Callable[[], object]) -> None:
@@ -131,13 +140,14 @@ async def _finish(arena: Arena, rig: Rig, expect: Expect) -> None:
 # --- goAway x profile x replacement -----------------------------------------------------------
 
 
+@on_each_model
 @pytest.mark.parametrize("replacement", REPLACEMENTS)
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("phase", PHASES)
 async def test_go_away(
-    arena: Arena, phase: Phase, profile: Profile, replacement: Replacement
+    arena: Arena, phase: Phase, profile: Profile, replacement: Replacement, model: str
 ) -> None:
-    emu = await arena.emulator(profile, **_replacement_config(replacement))
+    emu = await arena.emulator(profile, model, **_replacement_config(replacement))
     rig = arena.rig(emu)
     await rig.start()
     await rig.warm_up()
@@ -168,16 +178,17 @@ def _service(service: Service) -> dict[str, Any]:
     return {"refuse_resume_while_open_when": "after_setup_complete"}
 
 
+@on_each_model
 @pytest.mark.parametrize("service", ["kind", "refused_after_setup_complete"])
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("phase", PHASES)
 async def test_go_away_on_another_service(
-    arena: Arena, phase: Phase, profile: Profile, service: Service
+    arena: Arena, phase: Phase, profile: Profile, service: Service, model: str
 ) -> None:
     """The ``ok`` cells of the table above, on a kind service (make-before-break accepted,
     prompt pongs) and on one that refuses the resume only after ``setupComplete``: the
     session resumes from the handle after the turn either way."""
-    emu = await arena.emulator(profile, **_service(service))
+    emu = await arena.emulator(profile, model, **_service(service))
     rig = arena.rig(emu)
     await rig.start()
     await rig.warm_up()
@@ -196,10 +207,11 @@ async def test_go_away_on_another_service(
 # --- abrupt drop at each phase ----------------------------------------------------------------
 
 
+@on_each_model
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("phase", PHASES)
-async def test_drop(arena: Arena, phase: Phase, profile: Profile) -> None:
-    emu = await arena.emulator(profile)
+async def test_drop(arena: Arena, phase: Phase, profile: Profile, model: str) -> None:
+    emu = await arena.emulator(profile, model)
     rig = arena.rig(emu)
     await rig.start()
     await rig.warm_up()
@@ -211,13 +223,47 @@ async def test_drop(arena: Arena, phase: Phase, profile: Profile) -> None:
     await _finish(arena, rig, expect)
 
 
+# --- the end of a connection's life without goAway, at each phase ----------------------------
+
+
+@on_each_model
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("phase", PHASES)
+async def test_deadline_close_without_go_away(
+    arena: Arena, phase: Phase, profile: Profile, model: str
+) -> None:
+    """The connection's life ends with the deadline close and no goAway before it. On the
+    2.5 service that is a loss like a drop, and the session resumes from its last handle; the
+    3.8 service refuses that resume with 1007, and the session is rebuilt from its history.
+    Either way no speech is lost; an answer in flight may be cut (no notice came)."""
+    emu = await arena.emulator(profile, model)
+    rig = arena.rig(emu)
+    await rig.start()
+    await rig.warm_up()
+    await reach(rig, phase, lambda: emu.faults.deadline_close(session_id=rig.session_id))
+    await rig.wait_quiet(1)
+    await rig.alive()
+    rebuilt = emu.config.refuse_resume_after_deadline
+    expect = Expect(
+        outcomes=(MoveOutcome.REBUILT if rebuilt else RESUMED,),
+        reasons=(MoveReason.LOST,),
+        cut_allowed=phase in ("answer", "tool_call"),
+    )
+    await _finish(arena, rig, expect)
+    refused = [c.refused for c in emu.ledger.sessions[rig.session_id].connections]
+    assert refused == ([None, "deadline"] if rebuilt else [None, None])
+
+
 # --- silence after goAway ---------------------------------------------------------------------
 
 
+@on_each_model
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("phase", ["idle", "answer"])
-async def test_silence_after_go_away(arena: Arena, phase: Phase, profile: Profile) -> None:
-    emu = await arena.emulator(profile)
+async def test_silence_after_go_away(
+    arena: Arena, phase: Phase, profile: Profile, model: str
+) -> None:
+    emu = await arena.emulator(profile, model)
     rig = arena.rig(emu)
     await rig.start()
     await rig.warm_up()
@@ -242,10 +288,11 @@ async def test_silence_after_go_away(arena: Arena, phase: Phase, profile: Profil
 TYPED = "and what about tomorrow"
 
 
+@on_each_model
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("how", ["typed", "spoken"])
-async def test_input_during_a_move(arena: Arena, how: str, profile: Profile) -> None:
-    emu = await arena.emulator(profile)
+async def test_input_during_a_move(arena: Arena, how: str, profile: Profile, model: str) -> None:
+    emu = await arena.emulator(profile, model)
     rig = arena.rig(emu)
     await rig.start()
     await rig.warm_up()
@@ -269,10 +316,13 @@ async def test_input_during_a_move(arena: Arena, how: str, profile: Profile) -> 
 # --- two rotations back to back ---------------------------------------------------------------
 
 
+@on_each_model
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("typing", [False, True], ids=["quiet", "typed-during-first"])
-async def test_two_rotations_back_to_back(arena: Arena, typing: bool, profile: Profile) -> None:
-    emu = await arena.emulator(profile)
+async def test_two_rotations_back_to_back(
+    arena: Arena, typing: bool, profile: Profile, model: str
+) -> None:
+    emu = await arena.emulator(profile, model)
     rig = arena.rig(emu)
     await rig.start()
     await rig.warm_up()
@@ -300,8 +350,8 @@ SLOW_SETUP = 4.0
 """Emulator seconds every resumed setup takes (0.2 s on the wall clock at ``SCALE``)."""
 
 
-async def _slow_rig(arena: Arena, profile: Profile, **changes: Any) -> Rig:
-    emu = await arena.emulator(profile, **changes)
+async def _slow_rig(arena: Arena, profile: Profile, model: str, **changes: Any) -> Rig:
+    emu = await arena.emulator(profile, model, **changes)
     rig = arena.rig(emu)
     await rig.start()
     await rig.warm_up()
@@ -309,12 +359,13 @@ async def _slow_rig(arena: Arena, profile: Profile, **changes: Any) -> Rig:
     return rig
 
 
+@on_each_model
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("phase", PHASES)
 async def test_go_away_with_a_slow_replacement(
-    arena: Arena, phase: Phase, profile: Profile
+    arena: Arena, phase: Phase, profile: Profile, model: str
 ) -> None:
-    rig = await _slow_rig(arena, profile)
+    rig = await _slow_rig(arena, profile, model)
     await reach(rig, phase, lambda: rig.emu.faults.go_away(NOTICE, session_id=rig.session_id))
     await rig.wait_quiet(1)
     await rig.alive()
@@ -329,9 +380,12 @@ SLOW_ANSWER_CHUNK = 0.4
 """Emulator seconds between answer chunks for an answer of 0.2 s on the wall clock."""
 
 
+@on_each_model
 @pytest.mark.parametrize("service", ["as_measured", "kind"])
 @pytest.mark.parametrize("profile", PROFILES)
-async def test_go_away_while_speech_is_held(arena: Arena, profile: Profile, service: str) -> None:
+async def test_go_away_while_speech_is_held(
+    arena: Arena, profile: Profile, service: str, model: str
+) -> None:
     """A drop while the user speaks: the speech waits for the replacement, which sets up for
     4 s; the goAway reaches the replacement as it takes over with the held speech. The
     speech is answered there, and the second move comes after that answer. On a kind service
@@ -344,7 +398,7 @@ async def test_go_away_while_speech_is_held(arena: Arena, profile: Profile, serv
     one does: answered in the usual 20 ms, the handle after it came within the margin of the
     whole question, which the second move replayed and the session answered again."""
     changes = _service("kind") if service == "kind" else {}
-    rig = await _slow_rig(arena, profile, chunk_interval=SLOW_ANSWER_CHUNK, **changes)
+    rig = await _slow_rig(arena, profile, model, chunk_interval=SLOW_ANSWER_CHUNK, **changes)
     emu = rig.emu
 
     def go_away_on_arrival(event: CallerEvent) -> None:
@@ -400,7 +454,7 @@ async def _storm(arena: Arena, profile: Profile, **service: Any) -> tuple[list[R
     """A hundred sessions, each with its own transport and the shipped ``OutboxLimits``, on
     one emulator with ``service``'s settings: a typed turn each, a goAway to all at once, then
     a further turn each. Returns the rigs and the ledger."""
-    emu = await arena.emulator(profile, setup_timeout=200.0, **service)
+    emu = await arena.emulator(profile, MODELS[0], setup_timeout=200.0, **service)
     client = emu.client(vertex=profile == "vertex")
     rigs = [
         arena.rig(

@@ -96,8 +96,9 @@ DEFAULT_RETRY_BUDGET: Final = 20
 ``RetryPolicy``)."""
 
 CONFIG_MOVE_WAIT: Final = 600.0
-"""Seconds a configuration change waits for a resumable point before it moves anyway. A
-connection lives about ten minutes: its goAway comes first in practice."""
+"""Seconds a configuration change waits for a resumable point before it moves anyway: a bound
+of its own, not a connection's life (which depends on the model, ten minutes to an hour; a
+connection that ends sooner moves the session through its goAway or its close)."""
 
 _WAIT_BOUND_SLACK: Final = 5.0
 

@@ -1,6 +1,7 @@
 """Command line: serve the emulator until Ctrl-C.
 
 python -m realtime_resumption.testing.emulator --profile gemini --rotate-every 30 --notice 5
+python -m realtime_resumption.testing.emulator --model gemini-3.8-live --time-scale 0.01
 """
 
 from __future__ import annotations
@@ -11,14 +12,29 @@ import contextlib
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from loguru import logger
 
 from .config import INSTRUCTION_CHANGES, PROFILES, REFUSAL_TIMINGS, EmulatorConfig
 from .faults import REFUSALS
+from .models import model_names
 from .server import Emulator
 
 _EPILOG = """\
+model profiles:
+  --model NAME      the service as it behaves for one live model; its settings become the
+                    defaults, and any flag below still wins over them:
+                    gemini-2.5-flash-native-audio-preview-12-2025 (also
+                    gemini-live-2.5-flash-native-audio, gemini-live-2.5-flash-preview, 2.5):
+                    the defaults below, connections of 10 minutes (--rotate-every 600);
+                    gemini-3.8-live (3.8): connections of 58 minutes closed without a goAway
+                    (1011 "Deadline expired"), and the resume after that close refused with
+                    1007; gemini-3.1-flash-live-preview (3.1; --profile gemini only):
+                    resuming with a system instruction over 200 tokens, or after video, is
+                    refused (1007), a new system instruction mid-session too. Without --model: the defaults
+                    below, no connection lifetime.
+
 realism (the defaults are the service's):
   setup             --setup-latency S (or LOW,HIGH: drawn per setup, seeded): setup
                     message to setupComplete (default 0.3 s).
@@ -56,6 +72,13 @@ faults (all can also be scripted from Python through Emulator.faults):
                     at age N-M and is closed at age N (Gemini: 1011 "Deadline expired
                     before operation could complete.", Vertex: 1000 "The operation was
                     cancelled."). --silence-after-go-away: nothing more is sent after it.
+                    --rotate-without-go-away: no goAway, the close at age N alone;
+                    --refuse-resume-after-deadline: then every later resume of the session
+                    is refused with --refuse-close-code (1007).
+                    --resume-instruction-limit T: a resume whose system instruction is over
+                    T tokens (four characters a token) is refused the same way;
+                    --refuse-resume-after-video: a resume of a session that was sent video
+                    too.
   scripted goAway   --go-away-at-turn T / --go-away-at-chunk K: goAway right after chunk K
                     of answer turn T (either alone: any turn / any chunk);
                     --go-away-on-tool-call: right after a toolCall; --go-away-when-idle:
@@ -98,14 +121,38 @@ Every duration is multiplied by --time-scale.
 """
 
 
-def _parser() -> argparse.ArgumentParser:
+def _model_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument(
+        "--model",
+        choices=model_names(),
+        default=None,
+        metavar="NAME",
+        help="a live model's behaviour (see model profiles below)",
+    )
+    return p
+
+
+def _parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, with defaults from the ``--model`` profile when one is named."""
+    model, _ = _model_parser().parse_known_args(argv)
+    try:
+        base = EmulatorConfig.model(model.model) if model.model else EmulatorConfig()
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    return _parser(base).parse_args(argv)
+
+
+def _parser(d: EmulatorConfig | None = None) -> argparse.ArgumentParser:
+    """The parser, its defaults taken from ``d`` (the bare ``EmulatorConfig()`` without)."""
     p = argparse.ArgumentParser(
         prog="python -m realtime_resumption.testing.emulator",
         description="A local Gemini Live server (TLS WebSocket) with scripted faults.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[_model_parser()],
     )
-    d = EmulatorConfig()
+    d = d if d is not None else EmulatorConfig()
     p.add_argument("--profile", choices=PROFILES, default=d.profile, help="service behaviour")
     p.add_argument("--host", default=d.host, help="address to listen on (default %(default)s)")
     p.add_argument("--port", type=int, default=d.port, help="port (default: any free port)")
@@ -126,7 +173,12 @@ def _parser() -> argparse.ArgumentParser:
         default=d.vad_silence,
         help="silence that ends a user audio turn (s)",
     )
-    p.add_argument("--voice-activity", action="store_true", help="send voiceActivity messages")
+    p.add_argument(
+        "--voice-activity",
+        action="store_true",
+        default=d.voice_activity,
+        help="send voiceActivity messages",
+    )
     p.add_argument(
         "--setup-latency",
         type=_latency,
@@ -144,6 +196,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--update-after-setup",
         action="store_true",
+        default=d.update_after_setup,
         help="send a resumption update right after setupComplete",
     )
     p.add_argument(
@@ -193,9 +246,17 @@ def _parser() -> argparse.ArgumentParser:
         const=None,
         help="no session cap",
     )
-    p.add_argument("--overstay-1008", action="store_true", help="close 1008 at a goAway deadline")
     p.add_argument(
-        "--any-voice", action="store_true", help="take any voice name (default: refuse unknown)"
+        "--overstay-1008",
+        action="store_true",
+        default=d.overstay_1008,
+        help="close 1008 at a goAway deadline",
+    )
+    p.add_argument(
+        "--any-voice",
+        action="store_true",
+        default=not d.refuse_unknown_voice,
+        help="take any voice name (default: refuse unknown)",
     )
     p.add_argument(
         "--refuse-close-code",
@@ -206,16 +267,49 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--refuse-after-setup-complete",
         action="store_true",
+        default=d.refuse_after_setup_complete,
         help="refuse a bad handle after setupComplete",
     )
     p.add_argument(
-        "--rotate-every", type=float, default=None, metavar="N", help="rotate connections every N s"
+        "--rotate-every",
+        type=float,
+        default=d.rotate_every,
+        metavar="N",
+        help="rotate connections every N s (a connection's life)",
+    )
+    p.add_argument(
+        "--rotate-without-go-away",
+        action=argparse.BooleanOptionalAction,
+        default=d.rotate_without_go_away,
+        help="rotations close without a goAway first",
+    )
+    p.add_argument(
+        "--refuse-resume-after-deadline",
+        action=argparse.BooleanOptionalAction,
+        default=d.refuse_resume_after_deadline,
+        help="refuse every resume after a close without goAway",
+    )
+    p.add_argument(
+        "--refuse-resume-after-video",
+        action=argparse.BooleanOptionalAction,
+        default=d.refuse_resume_after_video,
+        help="refuse resumes of a session that was sent video",
+    )
+    p.add_argument(
+        "--resume-instruction-limit",
+        type=int,
+        default=d.resume_instruction_limit,
+        metavar="T",
+        help="refuse resumes whose system instruction is over T tokens",
     )
     p.add_argument(
         "--notice", type=float, default=d.notice, metavar="M", help="goAway timeLeft (s)"
     )
     p.add_argument(
-        "--silence-after-go-away", action="store_true", help="rotations: silent after goAway"
+        "--silence-after-go-away",
+        action="store_true",
+        default=d.silence_after_go_away,
+        help="rotations: silent after goAway",
     )
     p.add_argument(
         "--go-away-at-turn", type=int, metavar="T", help="scripted goAway in answer turn T"
@@ -261,6 +355,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--tool-call-after-turn-complete",
         action="store_true",
+        default=d.tool_call_after_turn_complete,
         help="send a tool call after the answer's first turnComplete",
     )
     p.add_argument(
@@ -277,7 +372,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace) -> EmulatorConfig:
-    return EmulatorConfig(
+    settings = _settings(args)
+    return (
+        EmulatorConfig.model(args.model, **settings) if args.model else EmulatorConfig(**settings)
+    )
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    return dict(
         profile=args.profile,
         host=args.host,
         port=args.port,
@@ -301,6 +403,10 @@ def _config(args: argparse.Namespace) -> EmulatorConfig:
         refuse_close_code=args.refuse_close_code,
         refuse_after_setup_complete=args.refuse_after_setup_complete,
         rotate_every=args.rotate_every,
+        rotate_without_go_away=args.rotate_without_go_away,
+        refuse_resume_after_deadline=args.refuse_resume_after_deadline,
+        resume_instruction_limit=args.resume_instruction_limit,
+        refuse_resume_after_video=args.refuse_resume_after_video,
         notice=args.notice,
         silence_after_go_away=args.silence_after_go_away,
         tool_call_after_turn_complete=args.tool_call_after_turn_complete,
@@ -385,7 +491,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``python -m realtime_resumption.testing.emulator``."""
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     logger.remove()
     logger.add(sys.stderr, level="DEBUG" if args.verbose else "INFO")
     try:

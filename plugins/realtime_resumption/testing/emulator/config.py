@@ -6,6 +6,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .models import model_profile
+
 Profile = Literal["gemini", "vertex"]
 InstructionChange = Literal["accept", "ignore", "refuse"]
 RefusalTiming = Literal["before_setup_complete", "after_setup_complete"]
@@ -120,7 +122,26 @@ class EmulatorConfig:
     receiving a GoAway signal" (one report) instead of the profile's deadline close (Gemini
     1011 "Deadline expired ...", Vertex 1000), which is what is seen most."""
     rotate_every: float | None = None
-    """Each connection gets goAway ``notice`` before this age and is closed at it."""
+    """A connection's life: each connection gets goAway ``notice`` before this age (measured
+    from its setupComplete) and is closed at it with the profile's deadline close. It depends
+    on the model (``EmulatorConfig.model``): about 10 minutes on the 2.5 models, 58 minutes
+    reported on gemini-3.8-live. None: connections live until something else ends them."""
+    rotate_without_go_away: bool = False
+    """Rotations send no goAway: the deadline close (Gemini 1011 "Deadline expired ...",
+    Vertex 1000) comes without notice, as reported of gemini-3.8-live's 58-minute
+    connection. The 2.5 models warn first."""
+    refuse_resume_after_deadline: bool = False
+    """After a rotation closed a connection without a goAway (``rotate_without_go_away``),
+    every later resume of its session is refused with ``refuse_close_code`` (1007): its
+    handles are gone, and a client must start a new session. Reported of gemini-3.8-live
+    ("sometimes"; modelled as always)."""
+    resume_instruction_limit: int | None = None
+    """A resume of a session whose system instruction is longer than this many tokens (four
+    characters a token) is refused with ``refuse_close_code``, as reported of
+    gemini-3.1-flash-live-preview (about 200 tokens). None: no such limit."""
+    refuse_resume_after_video: bool = False
+    """A resume of a session that was sent video input is refused with
+    ``refuse_close_code``, as reported of gemini-3.1-flash-live (after audio and video)."""
     notice: float = 50.0
     """goAway ``timeLeft`` used by rotations and by default ``go_away()``."""
     silence_after_go_away: bool = False
@@ -151,6 +172,22 @@ class EmulatorConfig:
     def kind(cls, **changes: Any) -> EmulatorConfig:
         """A configuration of the kinder service (``KIND_SERVICE``), with ``changes``."""
         return cls(**{**KIND_SERVICE, **changes})
+
+    @classmethod
+    def model(cls, name: str, **changes: Any) -> EmulatorConfig:
+        """The service as it behaves for the live model ``name`` (an id such as
+        ``"gemini-3.8-live"``, or an alias such as ``"3.8"``; see ``models.MODEL_PROFILES``),
+        with ``changes`` over the profile's settings. ValueError for an unknown model, or an
+        API (``profile``) that does not serve it."""
+        model = model_profile(name)
+        config = cls(**{**model.settings, **changes})
+        if config.profile not in model.apis:
+            served = " and ".join(
+                "Vertex AI" if a == "vertex" else "the Gemini API" for a in model.apis
+            )
+            only = " only" if len(model.apis) == 1 else ""
+            raise ValueError(f"{model.name} is served on {served}{only}, not on {config.profile!r}")
+        return config
 
     @property
     def handle_validity_seconds(self) -> float:
@@ -200,6 +237,11 @@ class EmulatorConfig:
             value = getattr(self, name)
             if value is not None and not value >= 0:
                 raise ValueError(f"{name} must be >= 0 or None")
+        limit = self.resume_instruction_limit
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
+            raise ValueError("resume_instruction_limit must be an int >= 1 or None")
         if self.session_cap is not None and not self.session_cap > 0:
             raise ValueError("session_cap must be > 0 or None")
         for name in ("setup_timeout", "hang_limit"):

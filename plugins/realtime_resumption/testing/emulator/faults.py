@@ -1,5 +1,5 @@
-"""Scripted faults: goAway now or at a chosen moment, drops, refused, hanging, slow and dead
-attempts, a flapping server, and raw frames.
+"""Scripted faults: goAway now or at a chosen moment, a deadline close without goAway, drops,
+refused, hanging, slow and dead attempts, a flapping server, and raw frames.
 
 Every fault can be set from synchronous code. Those that act on live connections return an
 ``Applied``: its ``count`` says how many connections the fault reached, and awaiting it waits
@@ -36,6 +36,9 @@ class FaultTarget(Protocol):
 
     def close_with(self, code: int, reason: str) -> asyncio.Task[None] | None:
         """Close the connection with ``code`` (scheduled); None if already closing."""
+
+    def deadline_close(self) -> asyncio.Task[None] | None:
+        """End the connection's life now, without a goAway (scheduled); None if closing."""
 
     def drop(self) -> None:
         """Abort the TCP connection without a close frame."""
@@ -227,6 +230,14 @@ class Faults:
                 silence=silence,
             )
         )
+
+    def deadline_close(self, *, session_id: str | None = None) -> Applied:
+        """End the life of every live connection (or ``session_id``'s) now, as a rotation with
+        ``rotate_without_go_away`` does at its age: the profile's deadline close (Gemini 1011
+        "Deadline expired ...", Vertex 1000) with no goAway before it, and, with
+        ``refuse_resume_after_deadline``, every later resume of the session refused."""
+        tasks = [task for t in self._select(session_id) if (task := t.deadline_close())]
+        return Applied(tasks)
 
     def drop(self, session_id: str | None = None) -> int:
         """Abort the TCP connection of every live connection (or ``session_id``'s): the client

@@ -151,8 +151,11 @@ class ConnectionRecord:
     refused: str | None = None
     """Why the connection was refused, if it was: ``handle`` (expired or unknown),
     ``close1011``, ``hang``, ``open-session`` (resume while open), ``transparent`` (Gemini API),
-    ``instruction`` (a new system instruction, with ``instruction_change="refuse"``) or
-    ``session-ended`` (a resume of a session that reached ``session_cap``)."""
+    ``instruction`` (a new system instruction, with ``instruction_change="refuse"``),
+    ``instruction-length`` (a resume over ``resume_instruction_limit``), ``video`` (a resume
+    of a session sent video, with ``refuse_resume_after_video``), ``session-ended`` (a
+    resume of a session that reached ``session_cap``) or ``deadline`` (a resume after a close
+    without goAway, with ``refuse_resume_after_deadline``)."""
     closed_at: float | None = None
     close_code: int | None = None
     close_reason: str | None = None

@@ -49,6 +49,11 @@ _REASONS = {
 }
 
 
+def _too_long(instruction: str | None, limit: int | None) -> bool:
+    """Whether ``instruction`` is over ``limit`` tokens (four characters a token)."""
+    return limit is not None and instruction is not None and len(instruction) > 4 * limit
+
+
 def close_reason(code: int) -> str:
     """The reason text the service sends with ``code``."""
     return _REASONS.get(code, "")
@@ -199,6 +204,24 @@ class Connection:
         await self.close(
             *(OVERSTAY_CLOSE if config.overstay_1008 else DEADLINE_CLOSE[config.profile])
         )
+
+    def deadline_close(self) -> asyncio.Task[None] | None:
+        """Schedule the end of the connection's life (see ``Faults.deadline_close``); None
+        when the connection is closing."""
+        if self._closing:
+            return None
+        return self.spawn(self._end_life())
+
+    async def _end_life(self) -> None:
+        """The deadline close without a goAway; with ``refuse_resume_after_deadline`` the
+        session ends with it."""
+        if self._closing:
+            return
+        config = self.hub.config
+        assert self.session is not None
+        if config.refuse_resume_after_deadline and self.session.end("deadline", self.hub.now()):
+            logger.debug("emulator: session {} ended at a deadline close", self.session.id)
+        await self.close(*DEADLINE_CLOSE[config.profile])
 
     async def _close_later(self, delay: float, code: int) -> None:
         await asyncio.sleep(delay)
@@ -355,12 +378,19 @@ class Connection:
         if config.refuse_unknown_voice and setup.voice not in (None, *PREBUILT_VOICES):
             return await self._refuse("voice", 1007, after_setup_complete=False)
         if handle is not None and entry is None:
-            capped = session.record.capped_at is not None
             return await self._refuse(
-                "session-ended" if capped else "handle",
+                session.ended_why or "handle",
                 config.refuse_close_code,
                 after_setup_complete=config.refuse_after_setup_complete,
             )
+        if entry is not None and _too_long(
+            setup.system_instruction, config.resume_instruction_limit
+        ):
+            return await self._refuse(
+                "instruction-length", config.refuse_close_code, after_setup_complete=False
+            )
+        if entry is not None and config.refuse_resume_after_video and session.took_video:
+            return await self._refuse("video", config.refuse_close_code, after_setup_complete=False)
         if self._refuses_while_open(entry, "after_setup_complete"):
             return await self._refuse("open-session", 1011, after_setup_complete=True)
         state = self._state(entry, setup)
@@ -412,9 +442,7 @@ class Connection:
         await self.send(wire.go_away(notice), kind="go_away")
         await asyncio.sleep(notice)
         assert self.session is not None
-        record = self.session.record
-        if record.capped_at is None:
-            record.capped_at = self.hub.now()
+        if self.session.end("session-ended", self.hub.now()):
             logger.debug("emulator: session {} reached its cap", self.session.id)
         code, reason = DEADLINE_CLOSE[config.profile]
         for conn in self.session.open - {self}:
@@ -453,7 +481,13 @@ class Connection:
         return state
 
     async def _rotate(self, every: float) -> None:
+        """The connection's life ends at ``every`` (unscaled): a goAway ``notice`` before, or
+        (``rotate_without_go_away``) the deadline close alone."""
         config = self.hub.config
+        if config.rotate_without_go_away:
+            await asyncio.sleep(config.scaled(every))
+            await self._end_life()
+            return
         notice = min(config.notice, every)
         await asyncio.sleep(config.scaled(every - notice))
         await self.send_go_away(notice, True, config.silence_after_go_away)
@@ -470,6 +504,8 @@ class Connection:
             await self.close(1007)
             return False
         entry.kind = wire.kind_of(message)
+        if self.session is not None and "video" in entry.kind.split("+"):
+            self.session.took_video = True
         if isinstance(message, wire.Setup):
             logger.debug("emulator: second setup message")
             await self.close(1007)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from ...redaction import redact
 from .ledger import HandleRecord, Ledger, SessionRecord
 from .snapshot import SessionState, Snapshot
+
+SessionEnd = Literal["session-ended", "deadline"]
+"""Why a session ended for good (the ledger's refusal reason for a later resume of it)."""
 
 
 class Served(Protocol):
@@ -56,6 +59,12 @@ class Session:
         self._since: float | None = None
         self.ended_at: float | None = None
         """When its last open connection ended (None while one is open, or before any)."""
+        self.took_video = False
+        """It was sent video input, on any of its connections."""
+        self.ended_why: SessionEnd | None = None
+        """Why the session ended for good, its handles refused from then on: ``session-ended``
+        (it reached its cap) or ``deadline`` (a connection's life ended without a goAway,
+        with ``refuse_resume_after_deadline``). None while it can be resumed."""
 
     def attach(self, conn: Served, now: float) -> None:
         """``conn`` was set up: it serves the session from ``now``."""
@@ -76,11 +85,20 @@ class Session:
         """How long the session has had a connection open (overlaps counted once)."""
         return self._connected + (now - self._since if self._since is not None else 0.0)
 
+    def end(self, why: SessionEnd, now: float) -> bool:
+        """The session ends for good at ``now`` (see ``ended_why``); False if it already had."""
+        if self.ended_why is not None:
+            return False
+        self.ended_why = why
+        if why == "session-ended":
+            self.record.capped_at = now
+        return True
+
     def valid_at(self, now: float, validity: float) -> bool:
         """Whether the session's handles are valid at ``now``: while a connection is open,
-        and for ``validity`` after the last one ended (a session that reached its cap has
-        ended for good)."""
-        if self.record.capped_at is not None:
+        and for ``validity`` after the last one ended (a session that ended for good, at its
+        cap or at a deadline close, has none)."""
+        if self.ended_why is not None:
             return False
         return self.ended_at is None or now - self.ended_at <= validity
 
