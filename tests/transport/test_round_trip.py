@@ -203,7 +203,7 @@ def test_a_connection_reads_the_kernel_estimate_once_per_refresh(
     expected = tcp.round_trip(client)
     assert expected is not None
     for _ in range(5):
-        assert conn.round_trip_measure(now) == (expected.seconds, expected.jitter)
+        assert conn.round_trip_measure(now) == (expected.seconds, expected.jitter, 0.0)
         now += connection.ROUND_TRIP_REFRESH / 10
     assert len(reads) == 1
     now += connection.ROUND_TRIP_REFRESH

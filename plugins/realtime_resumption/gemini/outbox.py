@@ -76,9 +76,11 @@ was dropped during a gap; one written but lacking from a resumption point (or po
 within the arrival margin) is counted against that point and reported when a move resumes from
 it. Text, content, files, activity markers and tool responses are never dropped. Entries every
 retained resumption point already holds are pruned: the outbox keeps the newest
-``max_handles`` handles and the last turn boundary (the rebuild point), plus margin-kind
-entries written within ``handle_margin`` of now (the next handle may need them), so memory
-follows the conversation's recent past, not its length.
+``max_handles`` handles and the last turn boundary (the rebuild point), plus entries written
+within the margin of now (``handle_margin`` until the round trip is measured), moved back and
+widened by how much earlier than it is handled the next handle may be placed (the ``late_by``
+of :meth:`Outbox.round_trip_measured`): the next handle may need them. So memory follows the
+conversation's recent past, not its length.
 
 Silence
 -------
@@ -413,6 +415,11 @@ class _ConnectionLog:
     """The measured round trip; None until measured."""
     jitter: float = 0.0
     """How much the measured round trip varies."""
+    late_by: float = 0.0
+    """How much earlier than it was handled a handle still to come may be placed."""
+    reach: float = 0.0
+    """How long before now an entry written on this connection may be missing from a
+    handle still to come: ``margin``, widened and moved back by ``late_by``."""
     last_index: int = 0
     last_sent_seq: int = 0
     last_tool_response: int = 0
@@ -640,14 +647,18 @@ class Outbox(Generic[T]):
             conn.last_tool_response = max(conn.last_tool_response, index)
         self._clock = max(self._clock, now)
 
-    def round_trip_measured(self, connection: int, seconds: float, jitter: float = 0.0) -> None:
+    def round_trip_measured(
+        self, connection: int, seconds: float, jitter: float = 0.0, late_by: float = 0.0
+    ) -> None:
         """The live ``connection``'s network round trip (the kernel's estimate) is
         ``seconds``, varying by ``jitter``: handles it issues from now are placed by it (see
-        *Arrival*)."""
+        *Arrival*). ``late_by``: how much earlier than it was handled the transport may
+        place a handle still to come on it (a busy event loop may keep one waiting that
+        long); the log keeps what such a handle may lack (see *Bounds*)."""
         live = self._live
         if live is not None and live.id == connection:
-            if seconds != live.round_trip or jitter != live.jitter:
-                self._set_round_trip(live, seconds, jitter)
+            if seconds != live.round_trip or jitter != live.jitter or late_by != live.late_by:
+                self._set_round_trip(live, seconds, jitter, late_by)
 
     def model_answered(self, connection: int) -> None:
         """The model's audio or text arrived on the live ``connection``. A function call
@@ -1047,9 +1058,9 @@ class Outbox(Generic[T]):
         frontier = self._frontier
         pruned = False
         # A handle still to come may lack entries written within the margin before it
-        # arrives: keep those.
+        # arrives, its arrival moved back by a busy loop: keep those.
         live = self._live
-        horizon = self._clock - (live.margin if live is not None else self._limits.handle_margin)
+        horizon = self._clock - (live.reach if live is not None else self._limits.handle_margin)
         log = self._log
         while log:
             seq, entry = next(iter(log.items()))
@@ -1157,15 +1168,25 @@ class Outbox(Generic[T]):
         return conn
 
     def _set_round_trip(
-        self, conn: _ConnectionLog, round_trip: float | None, jitter: float = 0.0
+        self,
+        conn: _ConnectionLog,
+        round_trip: float | None,
+        jitter: float = 0.0,
+        late_by: float = 0.0,
     ) -> None:
         if round_trip is not None and (not math.isfinite(round_trip) or round_trip < 0):
             round_trip = None
         if not math.isfinite(jitter) or jitter < 0:
             jitter = 0.0
+        if not math.isfinite(late_by) or late_by < 0:
+            late_by = 0.0
         conn.round_trip = round_trip
         conn.jitter = jitter
+        conn.late_by = late_by
         conn.margin = self._margin(round_trip, jitter)
+        # A handle moved back by ``late_by`` has its window widened by as much (see
+        # ``LiveConnection.round_trip_measure``): keep that far before it too.
+        conn.reach = late_by + self._margin(round_trip, max(jitter, late_by))
 
     def _margin(self, round_trip: float | None, jitter: float) -> float:
         """How long before a handle's arrival an entry may be missing from its snapshot: the
