@@ -3,7 +3,7 @@
 A handle is placed in the input by when it reached the process: the kernel's round trip
 (``gemini.tcp``) before it, and its arrival moved back by the loop's lag (``gemini.loop_lag``)
 that could have kept it waiting. Here the pieces that decide it run as the transport wires them
-(``LiveConnection.round_trip_measure`` at each handover, ``LiveConnection.arrived_at`` when a
+(``LiveConnection.round_trip_measure`` at each handover, ``LiveConnection.late_by`` when a
 handle is handled, the outbox's replay), on a clock the test moves: the loop's lag comes from a
 stand-in loop whose turns the test makes late (a real loop cannot be made late on purpose
 without blocking the machine), and the kernel's estimate from a socket that reports chosen
@@ -48,8 +48,8 @@ class _Kernel:
 class Call:
     """One connection's input path in miniature, wired as the transport wires it: every
     handover measures the round trip first (``round_trip_measure`` into
-    ``round_trip_measured``), then writes and marks the loop turn; a handle is recorded at
-    ``arrived_at`` of the moment it was handled."""
+    ``round_trip_measured``), then writes and marks the loop turn; a handle is recorded with
+    ``late_by`` of the moment it was handled."""
 
     def __init__(self, round_trip: float = ROUND_TRIP) -> None:
         self.loop = _Loop()
@@ -98,7 +98,7 @@ class Call:
             self.turn(now + PROMPT)
 
     def handle(self, handled_at: float) -> None:
-        self.outbox.record_handle("h1", 1, self.conn.arrived_at(handled_at))
+        self.outbox.record_handle("h1", 1, handled_at, late_by=self.conn.late_by(handled_at))
 
     def resume(self, now: float) -> list[str]:
         """A move resumes from the handle: what is replayed."""
@@ -154,6 +154,19 @@ def test_the_replay_reaches_back_as_far_again_when_the_lag_exceeds_the_tolerance
     replayed = call.resume(1.4)
     # Moved back 300 ms to 1.052 s, one round trip before it 1.046 s: audio from there on is
     # not in the snapshot. Within 300 ms before that (from 0.746 s) it may be: replayed too.
+    assert replayed[0] == "a-760", replayed
+
+
+def test_the_replay_reaches_back_by_the_handles_own_lag() -> None:
+    """The window widens by the lag that moved the handle back, even when nothing was written
+    between the busy turn and the handle (the lag known at the last write was none)."""
+    call = Call()
+    call.stream(0.0, 1.2)
+    call.write(1.2, "a-1200")
+    call.turn(1.35)  # busy for 150 ms; the handle is handled first thing after it
+    call.handle(1.35)
+    replayed = call.resume(1.4)
+    # Moved back 300 ms to 1.05 s; the window reaches 300 ms and a round trip before it.
     assert replayed[0] == "a-760", replayed
 
 

@@ -42,8 +42,10 @@ the write completed (:meth:`Outbox.mark_written`), so a message that waited in a
 counted as on the wire before it was. Lost audio is expensive (the user's words are gone) and a
 duplicated frame cheap, so messages of the kinds in ``OutboxLimits.margin_kinds`` (audio,
 video frames, audioStreamEnd by default) written within ``OutboxLimits.round_trip_tolerance``
-before that boundary, or within the measured jitter when it is larger (a busy event loop on
-either side shows in it), are queued again too (counted as possibly duplicated).
+before that boundary, or within the measured jitter when it is larger, are queued again too
+(counted as possibly duplicated). A handle a busy event loop kept waiting (``late_by`` of
+:meth:`Outbox.record_handle`) is placed that much earlier, and its margin is at least as
+much: the writes before it waited on the same loop.
 
 *Answered* (both rules): the model's output after a tool response shows the session took the
 response in, and everything written to that connection before it (the input is one ordered
@@ -718,10 +720,14 @@ class Outbox(Generic[T]):
         *,
         resumable: bool = True,
         last_consumed_index: int | None = None,
+        late_by: float = 0.0,
     ) -> bool:
-        """Record a resumption handle that arrived on ``connection``. Returns False (and
-        records nothing) for a handle not marked resumable or from a connection that is not
-        live: no move resumes from those."""
+        """Record a resumption handle that arrived on ``connection`` and was handled at
+        ``now``. Returns False (and records nothing) for a handle not marked resumable or from
+        a connection that is not live: no move resumes from those. ``late_by``: how much
+        earlier it may have arrived (a busy event loop kept it waiting): the arrival rule
+        places it that much earlier, and widens its margin to at least as much (see
+        *Arrival*)."""
         live = self._live
         if not resumable or not handle or live is None or live.id != connection:
             return False
@@ -742,10 +748,12 @@ class Outbox(Generic[T]):
                 )
             limit, exact = min(last_consumed_index, live.last_index), True
         self._clock = max(self._clock, now)
+        margin = live.margin
+        if math.isfinite(late_by) and late_by > 0:
+            now -= late_by
+            margin = self._margin(live.round_trip, max(live.jitter, late_by))
         self._add_point(
-            _Point(
-                handle, live, limit, exact, now, live.margin, live.round_trip, live.answered_through
-            )
+            _Point(handle, live, limit, exact, now, margin, live.round_trip, live.answered_through)
         )
         return True
 
