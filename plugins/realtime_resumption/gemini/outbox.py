@@ -45,7 +45,7 @@ video frames, audioStreamEnd by default) written within ``OutboxLimits.round_tri
 before that boundary, or within the measured jitter when it is larger, are queued again too
 (counted as possibly duplicated). A handle a busy event loop kept waiting (``late_by`` of
 :meth:`Outbox.record_handle`) is placed that much earlier, and its margin is at least as
-much: the writes before it waited on the same loop.
+much: the writes before it waited on the same busy loop, and their times say as little.
 
 *Answered* (both rules): the model's output after a tool response shows the session took the
 response in, and everything written to that connection before it (the input is one ordered
@@ -748,12 +748,21 @@ class Outbox(Generic[T]):
                 )
             limit, exact = min(last_consumed_index, live.last_index), True
         self._clock = max(self._clock, now)
-        margin = live.margin
+        arrived_at, margin = now, live.margin
         if math.isfinite(late_by) and late_by > 0:
-            now -= late_by
+            arrived_at = now - late_by
             margin = self._margin(live.round_trip, max(live.jitter, late_by))
         self._add_point(
-            _Point(handle, live, limit, exact, now, margin, live.round_trip, live.answered_through)
+            _Point(
+                handle,
+                live,
+                limit,
+                exact,
+                arrived_at,
+                margin,
+                live.round_trip,
+                live.answered_through,
+            )
         )
         return True
 
@@ -1192,8 +1201,8 @@ class Outbox(Generic[T]):
         conn.jitter = jitter
         conn.late_by = late_by
         conn.margin = self._margin(round_trip, jitter)
-        # A handle moved back by ``late_by`` has its window widened by as much (see
-        # ``LiveConnection.round_trip_measure``): keep that far before it too.
+        # A handle moved back by ``late_by`` has its margin widened to as much (see
+        # :meth:`record_handle`): keep that far before it too.
         conn.reach = late_by + self._margin(round_trip, max(jitter, late_by))
 
     def _margin(self, round_trip: float | None, jitter: float) -> float:
