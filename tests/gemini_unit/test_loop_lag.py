@@ -105,3 +105,23 @@ async def test_one_monitor_per_loop_and_none_keeps_its_loop_alive() -> None:
     del other
     gc.collect()
     assert gone() is None
+
+
+def test_the_current_lag_is_that_of_the_turns_a_message_handled_now_waited_through() -> None:
+    monitor, loop = LoopLag(), _Loop()
+    _turn(monitor, loop, 0.0, 0.15)  # busy for 150 ms
+    # Right after it, a message handled now may have waited through it.
+    assert monitor.current(0.15) == pytest.approx(0.15)
+    assert monitor.current(0.3) == pytest.approx(0.15)
+    # A turn on time since: the loop read what reached it then, so the spike hid nothing
+    # handled later; the recent lag still shows it.
+    _turn(monitor, loop, 0.32, 0.321)
+    assert monitor.current(0.33) == 0.0
+    assert monitor.recent(0.33) == pytest.approx(0.15)
+    # Later turns, each late, count back as far as twice the largest of them reaches.
+    _turn(monitor, loop, 0.5, 0.54)
+    _turn(monitor, loop, 0.54, 0.55)
+    assert monitor.current(0.56) == pytest.approx(0.04)
+    # A turn busy right now counts as far as it is late already.
+    assert monitor.mark_turn(cast(Any, loop), 0.6)
+    assert monitor.current(0.7) == pytest.approx(0.1)

@@ -48,6 +48,9 @@ class _LateLoop(loop_lag.LoopLag):
     as usual): every handle's arrival is moved back by a second, to before the question and
     the tool result that came just before it."""
 
+    def current(self, now: float) -> float:
+        return 0.5
+
     def recent(self, now: float) -> float:
         return 0.5
 

@@ -199,6 +199,24 @@ async def test_a_session_that_reaches_the_cap_is_rebuilt_with_nothing_said_lost(
             assert session.capped_at is not None, f"{session.session_id} lost speech"
             assert set(figures.speech_lost) <= later, "the words the cap cut reach a session"
         later.update(figures.audio_consumed)
+    # The rebuild carries the conversation: a rebuilt session starts from the history, and
+    # that history holds every question an earlier session answered (the first of them the
+    # greeting), however many moves came before the rebuild.
+    for i, rebuilt in enumerate(sessions[1:], start=1):
+        answered = sum(
+            turn.outcome == "complete"
+            for earlier in sessions[:i]
+            for turn in earlier.turns.values()
+        )
+        first = rebuilt.connections[0]
+        assert first.resumed_from is None, "a rebuilt session starts fresh"
+        seed = next((m for m in first.client_messages if m.kind == "client_content"), None)
+        assert seed is not None and seed.index == 1, f"{rebuilt.session_id} was seeded with nothing"
+        said = [text for role, text in seed.turns if role == "user"]
+        assert said[:1] == ["hello there"] and len(said) >= answered, (
+            f"{rebuilt.session_id} was seeded with {len(said)} of the {answered} questions "
+            f"answered before it: {seed.turns}"
+        )
 
 
 async def test_without_a_way_to_hold_the_setup_the_move_closes_first_then_dials(

@@ -10,6 +10,7 @@ import asyncio
 import socket
 import struct
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from google import genai
@@ -17,12 +18,14 @@ from google.genai import types
 
 from realtime_resumption.gemini import GeminiLiveTransport, connection, tcp
 from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
+from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.moves import MoveOutcome, MoveReason
-from realtime_resumption.testing.emulator import Emulator, user_audio
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
+from realtime_resumption.testing.emulator.ledger import SessionSummary
 from realtime_resumption.transport import ContentTurn
 
 from ..ledger_checks import assert_nothing_said_lost
-from .transport_helpers import Recorder, emulator_config, make_transport
+from .transport_helpers import Recorder, emulator_config, handle_after_the_answer, make_transport
 
 TIME_SCALE = 0.05
 LATE = 25.0
@@ -203,9 +206,76 @@ def test_a_connection_reads_the_kernel_estimate_once_per_refresh(
     expected = tcp.round_trip(client)
     assert expected is not None
     for _ in range(5):
-        assert conn.round_trip_measure(now) == (expected.seconds, expected.jitter)
+        assert conn.round_trip_measure(now) == (expected.seconds, expected.jitter, 0.0)
         now += connection.ROUND_TRIP_REFRESH / 10
     assert len(reads) == 1
     now += connection.ROUND_TRIP_REFRESH
     assert conn.round_trip_measure(now) is not None
     assert len(reads) == 2
+
+
+UNSEEN = 0.03
+"""Seconds of the emulator's simulated round trip on the wall clock: a delay in user space the
+kernel reads as microseconds on loopback, as it does not see the service behind its front end."""
+MOVES = 5
+
+
+async def _moves_while_streaming(config: EmulatorConfig, limits: OutboxLimits) -> SessionSummary:
+    """``MOVES`` moves of a call on an emulator with ``config``, each from a handle that came
+    while the microphone streamed silence; the session's figures."""
+    async with Emulator(config) as emu:
+        transport = make_transport(emu, input_buffer=limits)
+        rec = Recorder(transport)
+        await transport.connect()
+        streaming = asyncio.create_task(_stream(transport, 1, 500))
+        try:
+            for moves in range(1, MOVES + 1):
+                start = len(rec.events)
+                transport.send_live_text([ContentTurn("user", "hello there")])
+                await rec.wait(handle_after_the_answer(start))
+                emu.faults.go_away(60.0)
+                await rec.wait_for("on_move", moves, timeout=5)
+            # The last move's replay reaches the session.
+            await asyncio.sleep(0.2)
+        finally:
+            streaming.cancel()
+            await transport.disconnect()
+        await emu.wait_disconnected()
+
+    assert [m.outcome for m in rec.moves] == [MoveOutcome.RESUMED] * MOVES
+    (summary,) = emu.ledger.summary().sessions.values()
+    assert len(summary.moves) == MOVES
+    return summary
+
+
+REPLAY_SILENCE = replace(OutboxLimits(), silence_level=0.0)
+"""The shipped limits, but silence is replayed too: the microphone streams silence, so the
+emulator answers the turns, and every chunk counts."""
+
+
+async def test_the_tolerance_covers_a_round_trip_the_kernel_does_not_see() -> None:
+    """README (Limits): audio within the tolerance (40 ms) before the boundary is replayed, for
+    what the kernel does not see, such as the emulator's simulated network. With a 30 ms round
+    trip the kernel cannot see, moves lose no audio."""
+    config = emulator_config("gemini", time_scale=TIME_SCALE, round_trip=UNSEEN / TIME_SCALE)
+    summary = await _moves_while_streaming(config, REPLAY_SILENCE)
+    assert summary.audio_lost == (), [m.audio_lost for m in summary.moves]
+
+
+FAR = 0.1
+"""Seconds of a round trip to a distant front end, on the wall clock."""
+
+
+async def test_the_kernels_estimate_of_a_far_path_places_the_handle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """README (Limits): the snapshot is placed by the round trip the kernel estimates; what was
+    written within it before the handle arrived is replayed. A 100 ms path, which loopback
+    cannot give: the emulator delays the frames, and the kernel's reading is replaced by the
+    one such a path gives (the only stand-in here; the socket, the SDK and the transport are
+    real). Without the estimate the window would be the 40 ms tolerance: about three chunks
+    lost a move."""
+    monkeypatch.setattr(tcp, "round_trip", lambda sock: tcp.RoundTrip(seconds=FAR, jitter=0.0))
+    config = emulator_config("gemini", time_scale=TIME_SCALE, round_trip=FAR / TIME_SCALE)
+    summary = await _moves_while_streaming(config, REPLAY_SILENCE)
+    assert summary.audio_lost == (), [m.audio_lost for m in summary.moves]

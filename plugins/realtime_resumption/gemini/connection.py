@@ -346,30 +346,35 @@ class LiveConnection:
         estimate = tcp.round_trip(self._socket) if self._socket is not None else None
         return estimate.seconds if estimate is not None else None
 
-    def round_trip_measure(self, now: float) -> tuple[float, float] | None:
-        """The network round trip and how far a handle's place may reach beyond it, in
-        seconds, at ``now`` (the loop's clock); None where the kernel gives no estimate.
+    def round_trip_measure(self, now: float) -> tuple[float, float, float] | None:
+        """The network round trip, how far it varies, and how much earlier than it is
+        handled a handle still to come may be placed, in seconds, at ``now`` (the loop's
+        clock); None where the kernel gives no estimate.
 
-        The reach is the kernel's deviation, or twice the event loop's recent lag when that
-        is larger. The lag moves the next handle's arrival back (:meth:`arrived_at`), and the
-        outbox keeps what that handle may lack by this margin; a ping's latency used to carry
-        the lag, the kernel's estimate does not. Under load a move replays more (heard twice),
-        never less. The kernel's estimate is read again after ``ROUND_TRIP_REFRESH``."""
+        The variation is twice the kernel's deviation (``gemini.tcp``). A handle is placed
+        by its own lag (:meth:`late_by`); one still to come may be kept waiting as long as
+        the loop was late in the last seconds (``LoopLag.recent``): the third figure, twice
+        that, is how far back the outbox keeps what such a handle may lack. The kernel's
+        estimate is read again after ``ROUND_TRIP_REFRESH``."""
         if now - self._estimated_at >= ROUND_TRIP_REFRESH:
             self._estimated_at = now
             self._estimate = tcp.round_trip(self._socket) if self._socket is not None else None
         estimate = self._estimate
         if estimate is None:
             return None
-        lag = self._lag.recent(now) if self._lag is not None else 0.0
-        return estimate.seconds, max(estimate.jitter, 2 * lag)
+        recent = self._lag.recent(now) if self._lag is not None else 0.0
+        return estimate.seconds, estimate.jitter, 2 * recent
 
-    def arrived_at(self, handled_at: float) -> float:
-        """The earliest a server message handled at ``handled_at`` may have reached the
-        process: twice the event loop's recent lag earlier (see ``gemini.loop_lag``). Twice,
-        because the lag also delayed the writes before it (their completion is what the
-        outbox times), and a sampled maximum underestimates the lag."""
-        return handled_at - 2 * (self._lag.recent(handled_at) if self._lag is not None else 0.0)
+    def late_by(self, handled_at: float) -> float:
+        """How much earlier than ``handled_at`` a server message handled then may have
+        reached the process: twice the lag of the loop turns it may have waited through (see
+        ``gemini.loop_lag``). Twice, because the lag also delayed the writes before it (their
+        completion is what the outbox times), and a sampled maximum underestimates the lag.
+        A lag that ended before the message arrived does not count: the loop was on time
+        since. The outbox moves a handle's arrival back by it, and widens the window of what
+        the handle may lack by as much: a ping's latency used to carry the lag, the kernel's
+        estimate does not. Under load a move replays more (heard twice), never less."""
+        return 2 * self._lag.current(handled_at) if self._lag is not None else 0.0
 
     @property
     def endpoint(self) -> str | None:
@@ -395,7 +400,7 @@ class LiveConnection:
         """Start handing server messages (and the close) to the hooks. Idempotent."""
         if self._state != "open" or self._receiver is not None:
             return
-        # The loop's lag places handles in the input (``arrived_at``).
+        # The loop's lag places handles in the input (``late_by``).
         self._lag = loop_lag.for_loop(asyncio.get_running_loop())
         self._receiver = asyncio.create_task(
             self._receive_loop(), name=f"gemini-live-receive-{self.attempt_id}"

@@ -5,9 +5,14 @@ Without Vertex's ``transparent`` mode a resumption handle is placed in the input
 arrived (``gemini.outbox``). The transport only sees it when the event loop gets to it: on a
 busy loop (many sessions on one process, a rotation storm) that is later than its arrival by
 the loop's lag, and audio written in between would count as held by the handle's snapshot
-though the service got it after. :class:`LoopLag` measures the lag and reports the largest of
-the last few seconds; a connection moves a handle's arrival back by it, so a busy loop makes a
-move replay a little more (heard twice), never lose input.
+though the service got it after. :class:`LoopLag` measures the lag, and reports two figures of
+it: the lag of the loop turns a message handled now may have waited through
+(:meth:`LoopLag.current`), by which a connection moves a handle's arrival back, so a busy loop
+makes a move replay a little more (heard twice), never lose input; and the largest of the last
+few seconds (:meth:`LoopLag.recent`), how late a handle still to come may be, for which the
+outbox keeps what such a handle may lack. A spike of lag that ended before a handle reached
+the process did not delay it: placing a handle by the largest lag of the last seconds replayed
+a question written a quarter second before its handle on a loaded machine.
 
 The lag is measured on the loop turns the write loops already mark, with no timer of its own:
 the first write of a turn hands the loop a callback (``call_soon``), and how long after the
@@ -65,6 +70,22 @@ class LoopLag:
             peak = self._peak = max([lag for _, lag in self._samples], default=0.0)
         owed = now - self._marked_at if self._marked_at is not None else 0.0
         return max(owed, peak, 0.0)
+
+    def current(self, now: float) -> float:
+        """The lag that could have kept a message handled at ``now`` waiting: the largest lag
+        of the loop turns it may have waited through, the current one included.
+
+        A message waits for the turn in progress when it reaches the process to end, and for
+        a turn or two more to be read and handled: at most twice the lag of those turns. So a
+        turn counts when it ended within twice the largest lag counted (its own included)
+        before ``now``; the newest turn that ended earlier shows the loop on time since, and
+        nothing before it counts."""
+        lag = now - self._marked_at if self._marked_at is not None else 0.0
+        for ran_at, sample in reversed(self._samples):
+            if ran_at < now - 2 * max(lag, sample):
+                break
+            lag = max(lag, sample)
+        return max(lag, 0.0)
 
     def _probe(self, loop: asyncio.AbstractEventLoop) -> None:
         marked_at = self._marked_at

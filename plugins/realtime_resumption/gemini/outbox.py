@@ -42,8 +42,10 @@ the write completed (:meth:`Outbox.mark_written`), so a message that waited in a
 counted as on the wire before it was. Lost audio is expensive (the user's words are gone) and a
 duplicated frame cheap, so messages of the kinds in ``OutboxLimits.margin_kinds`` (audio,
 video frames, audioStreamEnd by default) written within ``OutboxLimits.round_trip_tolerance``
-before that boundary, or within the measured jitter when it is larger (a busy event loop on
-either side shows in it), are queued again too (counted as possibly duplicated).
+before that boundary, or within the measured jitter when it is larger, are queued again too
+(counted as possibly duplicated). A handle a busy event loop kept waiting (``late_by`` of
+:meth:`Outbox.record_handle`) is placed that much earlier, and its margin is at least as
+much: the writes before it waited on the same busy loop, and their times say as little.
 
 *Answered* (both rules): the model's output after a tool response shows the session took the
 response in, and everything written to that connection before it (the input is one ordered
@@ -76,9 +78,11 @@ was dropped during a gap; one written but lacking from a resumption point (or po
 within the arrival margin) is counted against that point and reported when a move resumes from
 it. Text, content, files, activity markers and tool responses are never dropped. Entries every
 retained resumption point already holds are pruned: the outbox keeps the newest
-``max_handles`` handles and the last turn boundary (the rebuild point), plus margin-kind
-entries written within ``handle_margin`` of now (the next handle may need them), so memory
-follows the conversation's recent past, not its length.
+``max_handles`` handles and the last turn boundary (the rebuild point), plus entries written
+within the margin of now (``handle_margin`` until the round trip is measured), moved back and
+widened by how much earlier than it is handled the next handle may be placed (the ``late_by``
+of :meth:`Outbox.round_trip_measured`): the next handle may need them. So memory follows the
+conversation's recent past, not its length.
 
 Silence
 -------
@@ -413,6 +417,11 @@ class _ConnectionLog:
     """The measured round trip; None until measured."""
     jitter: float = 0.0
     """How much the measured round trip varies."""
+    late_by: float = 0.0
+    """How much earlier than it was handled a handle still to come may be placed."""
+    reach: float = 0.0
+    """How long before now an entry written on this connection may be missing from a
+    handle still to come: ``margin``, widened and moved back by ``late_by``."""
     last_index: int = 0
     last_sent_seq: int = 0
     last_tool_response: int = 0
@@ -640,14 +649,18 @@ class Outbox(Generic[T]):
             conn.last_tool_response = max(conn.last_tool_response, index)
         self._clock = max(self._clock, now)
 
-    def round_trip_measured(self, connection: int, seconds: float, jitter: float = 0.0) -> None:
+    def round_trip_measured(
+        self, connection: int, seconds: float, jitter: float = 0.0, late_by: float = 0.0
+    ) -> None:
         """The live ``connection``'s network round trip (the kernel's estimate) is
         ``seconds``, varying by ``jitter``: handles it issues from now are placed by it (see
-        *Arrival*)."""
+        *Arrival*). ``late_by``: how much earlier than it was handled the transport may
+        place a handle still to come on it (a busy event loop may keep one waiting that
+        long); the log keeps what such a handle may lack (see *Bounds*)."""
         live = self._live
         if live is not None and live.id == connection:
-            if seconds != live.round_trip or jitter != live.jitter:
-                self._set_round_trip(live, seconds, jitter)
+            if seconds != live.round_trip or jitter != live.jitter or late_by != live.late_by:
+                self._set_round_trip(live, seconds, jitter, late_by)
 
     def model_answered(self, connection: int) -> None:
         """The model's audio or text arrived on the live ``connection``. A function call
@@ -707,10 +720,14 @@ class Outbox(Generic[T]):
         *,
         resumable: bool = True,
         last_consumed_index: int | None = None,
+        late_by: float = 0.0,
     ) -> bool:
-        """Record a resumption handle that arrived on ``connection``. Returns False (and
-        records nothing) for a handle not marked resumable or from a connection that is not
-        live: no move resumes from those."""
+        """Record a resumption handle that arrived on ``connection`` and was handled at
+        ``now``. Returns False (and records nothing) for a handle not marked resumable or from
+        a connection that is not live: no move resumes from those. ``late_by``: how much
+        earlier it may have arrived (a busy event loop kept it waiting): the arrival rule
+        places it that much earlier, and widens its margin to at least as much (see
+        *Arrival*)."""
         live = self._live
         if not resumable or not handle or live is None or live.id != connection:
             return False
@@ -731,9 +748,20 @@ class Outbox(Generic[T]):
                 )
             limit, exact = min(last_consumed_index, live.last_index), True
         self._clock = max(self._clock, now)
+        arrived_at, margin = now, live.margin
+        if math.isfinite(late_by) and late_by > 0:
+            arrived_at = now - late_by
+            margin = self._margin(live.round_trip, max(live.jitter, late_by))
         self._add_point(
             _Point(
-                handle, live, limit, exact, now, live.margin, live.round_trip, live.answered_through
+                handle,
+                live,
+                limit,
+                exact,
+                arrived_at,
+                margin,
+                live.round_trip,
+                live.answered_through,
             )
         )
         return True
@@ -1047,9 +1075,9 @@ class Outbox(Generic[T]):
         frontier = self._frontier
         pruned = False
         # A handle still to come may lack entries written within the margin before it
-        # arrives: keep those.
+        # arrives, its arrival moved back by a busy loop: keep those.
         live = self._live
-        horizon = self._clock - (live.margin if live is not None else self._limits.handle_margin)
+        horizon = self._clock - (live.reach if live is not None else self._limits.handle_margin)
         log = self._log
         while log:
             seq, entry = next(iter(log.items()))
@@ -1157,15 +1185,25 @@ class Outbox(Generic[T]):
         return conn
 
     def _set_round_trip(
-        self, conn: _ConnectionLog, round_trip: float | None, jitter: float = 0.0
+        self,
+        conn: _ConnectionLog,
+        round_trip: float | None,
+        jitter: float = 0.0,
+        late_by: float = 0.0,
     ) -> None:
         if round_trip is not None and (not math.isfinite(round_trip) or round_trip < 0):
             round_trip = None
         if not math.isfinite(jitter) or jitter < 0:
             jitter = 0.0
+        if not math.isfinite(late_by) or late_by < 0:
+            late_by = 0.0
         conn.round_trip = round_trip
         conn.jitter = jitter
+        conn.late_by = late_by
         conn.margin = self._margin(round_trip, jitter)
+        # A handle moved back by ``late_by`` has its margin widened to as much (see
+        # :meth:`record_handle`): keep that far before it too.
+        conn.reach = late_by + self._margin(round_trip, max(jitter, late_by))
 
     def _margin(self, round_trip: float | None, jitter: float) -> float:
         """How long before a handle's arrival an entry may be missing from its snapshot: the

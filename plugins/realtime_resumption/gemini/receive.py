@@ -240,7 +240,8 @@ class Receiver:
             s.input.outbox.record_handle(
                 handle,
                 conn.dial_gen,
-                conn.arrived_at(now),
+                now,
+                late_by=conn.late_by(now),
                 resumable=resumable,
                 last_consumed_index=event.last_consumed_client_message_index,
             )
