@@ -291,7 +291,7 @@ async def test_the_call_goes_on_while_redis_is_down_and_is_saved_again_when_it_r
             await asyncio.sleep(0.02)
         record = await redis_store.load(KEY)
         assert record is not None
-        assert RecordCodec().decode(record).handle == a.resumption_handle
+        assert RecordCodec(session_key=KEY).decode(record).handle == a.resumption_handle
         await a.disconnect()
     assert rec.count("on_close") == 1
 
@@ -314,12 +314,12 @@ async def test_what_redis_holds_is_encrypted_and_another_key_starts_fresh_report
             stored: list[bytes] = []
             for _ in range(100):  # the next beat saves the newest handle: bounded poll
                 stored = await raw.lrange(redis_store.record_key(KEY), 0, -1)
-                if stored and RecordCodec(key).decode(stored).handle == handle:
+                if stored and RecordCodec(key, session_key=KEY).decode(stored).handle == handle:
                     break
                 await asyncio.sleep(0.02)
         finally:
             await raw.aclose()
-        assert stored and RecordCodec(key).decode(stored).handle == handle
+        assert stored and RecordCodec(key, session_key=KEY).decode(stored).handle == handle
         for part in stored:
             assert handle.encode() not in part and b"secret words" not in part
         await crash(a)
@@ -758,7 +758,7 @@ async def test_a_call_taken_over_twice_before_its_session_issues_a_handle_resume
         assert not any(resumable for _, resumable, _ in rec_b.of("on_resumption_update"))
         record = await store.load(KEY)
         assert record is not None
-        stored = RecordCodec().decode(record)
+        stored = RecordCodec(session_key=KEY).decode(record)
         assert stored.handle is not None and stored.handle == b.resumption_handle
         assert stored.handle_kind is HandleKind.AFTER_TURN
         await crash(b)  # while the tool runs

@@ -122,12 +122,12 @@ class Persister:
         self._store = store
         self.key = check_key(key)
         self._options = options
-        self._codec = RecordCodec(options.encryption_key)
+        self._owner = uuid.uuid4().hex
+        self._codec = RecordCodec(options.encryption_key, session_key=self.key)
         self._vertex = vertex
         self._policy = policy
         self._report = report
         self._describe = describe
-        self._owner = uuid.uuid4().hex
         self._task: asyncio.Task[None] | None = None
         self._seen_handle: str | None = None
         self._handle_kind = HandleKind.NONE
