@@ -1,16 +1,20 @@
-"""The store under attack: a record copied under another call's key, or nested past reason.
-The strict emulator over real TLS."""
+"""The store under faults and attack: a crash taken over with the default options, a record
+copied under another call's key or nested past reason. A real Redis server and the strict
+emulator over real TLS."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 
+import pytest
 from cryptography.fernet import Fernet
 
 from realtime_resumption.gemini.live_options import StoreOptions
 from realtime_resumption.gemini.stored_session import RECORD_VERSION, RecordError
-from realtime_resumption.store import MemoryStore
+from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.redis_store import RedisStore
+from realtime_resumption.store import LeaseHeldError, MemoryStore
 from realtime_resumption.testing.emulator import Emulator
 
 from ..livekit.lk_helpers import until
@@ -20,7 +24,58 @@ from .takeover_helpers import (
     crash,
     current,
     make_transport,
+    stream_speech,
 )
+
+
+async def test_a_crash_is_taken_over_with_the_default_store_options(
+    redis_store: RedisStore,
+) -> None:
+    async with Emulator(emulator_config("gemini")) as emu:
+        a = make_transport(emu, redis_store, StoreOptions())
+        rec_a = Recorder(a)
+        await a.connect()
+        await answered_with_handle(a, rec_a)
+        await stream_speech(a, 1, 20)
+        await crash(a)  # its lease lives on for its time to live
+        b = make_transport(emu, redis_store, StoreOptions())  # a re-dispatch, as the README has it
+        rec_b = Recorder(b)
+        await b.connect()
+        await stream_speech(b, 1000, 10)
+        await b.disconnect()
+
+    (move,) = rec_b.moves
+    assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
+    (session,) = emu.ledger.sessions.values()
+    assert set(range(1000, 1010)) <= set(
+        emu.ledger.summary().sessions[session.session_id].audio_consumed
+    )
+
+
+async def test_a_second_live_driver_is_refused_with_the_default_wait(
+    redis_store: RedisStore,
+) -> None:
+    options = StoreOptions(lease_ttl=1.0)  # the default wait, on a short lease: a short test
+    async with Emulator(emulator_config("gemini")) as emu:
+        a = make_transport(emu, redis_store, options)
+        await a.connect()
+        b = make_transport(emu, redis_store, options)
+        dialled = len(emu.ledger.attempts)
+        with pytest.raises(LeaseHeldError, match="lease was renewed") as refused:
+            await b.connect()
+        assert len(emu.ledger.attempts) == dialled  # B never dialled
+        assert not b.is_connected and a.is_connected
+        await a.disconnect()
+    assert KEY in str(refused.value)
+
+
+def test_the_default_wait_for_a_held_lease_outlasts_the_lease_and_a_bad_one_is_refused() -> None:
+    assert StoreOptions().wait_for_lease == 5.0 + 0.1
+    assert StoreOptions(lease_ttl=1.0).wait_for_lease == 1.0 + 0.1
+    assert StoreOptions(lease_wait=0.0).wait_for_lease == 0.0
+    for bad in (-1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="lease_wait"):
+            StoreOptions(lease_wait=bad)
 
 
 async def test_a_record_copied_under_another_calls_key_is_refused_and_that_call_starts_fresh() -> (

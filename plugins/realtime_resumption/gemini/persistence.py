@@ -2,11 +2,12 @@
 
 :class:`Persister` does the store's I/O for a transport:
 
-- ``claim`` (at ``connect``): takes the session key's lease (waiting up to
-  ``StoreOptions.lease_wait`` for a held one; ``LeaseHeldError`` after), then loads the record
-  a previous process left. A record that cannot be read is reported and the call starts
-  fresh; an unreachable store is reported and the call starts fresh too (it goes on; the
-  saver keeps trying).
+- ``claim`` (at ``connect``): takes the session key's lease (waiting for a held one up to
+  ``StoreOptions.wait_for_lease``, by default a little over the lease's time to live: a dead
+  process's lapses, a live one's is renewed; ``LeaseHeldError`` after), then loads the record
+  a previous process left. A record that cannot be read (another session key's included) is
+  reported and the call starts fresh; an unreachable store is reported and the call starts
+  fresh too (it goes on; the saver keeps trying).
 - ``start``: an owned background task writes the session's snapshot at most once per
   ``write_interval`` (beats at a fixed rate, not pushed back by the writes), only when it
   changed: the whole record when anything but the input
@@ -161,17 +162,16 @@ class Persister:
         options = self._options
         self._lost, self._saved, self._ended = False, None, False
         try:
-            deadline = asyncio.get_running_loop().time() + options.lease_wait
+            deadline = asyncio.get_running_loop().time() + options.wait_for_lease
             while not await self._store.acquire(self.key, self._owner, options.lease_ttl):
                 if self._ended:
                     return None  # the transport disconnected meanwhile
                 if asyncio.get_running_loop().time() >= deadline:
                     raise LeaseHeldError(
-                        f"another process drives the call {self.key!r} (its lease is held"
-                        + (f" after waiting {options.lease_wait:g} s" if options.lease_wait else "")
-                        + "): it is not taken over twice"
+                        f"another process drives the call {self.key!r}: {self._held_why()}; "
+                        "it is not taken over twice"
                     )
-                await asyncio.sleep(min(0.1, options.lease_ttl / 10))
+                await asyncio.sleep(options.lease_poll)
             self._renewed_at = asyncio.get_running_loop().time()
             record = await self._store.load(self.key)
         except LeaseHeldError:
@@ -196,6 +196,22 @@ class Persister:
         self._handle_kind = snapshot.handle_kind
         self._handle_at = snapshot.handle_issued_at
         return snapshot
+
+    def _held_why(self) -> str:
+        """Why a held lease was not waited out, for ``LeaseHeldError``."""
+        options = self._options
+        waited, ttl = options.wait_for_lease, options.lease_ttl
+        if waited >= ttl:
+            return (
+                f"its lease was renewed all the {waited:g} s this one waited (a crashed "
+                f"process's lease lapses within lease_ttl, {ttl:g} s)"
+            )
+        if waited > 0:
+            return (
+                f"its lease is held after waiting {waited:g} s (lease_wait, under lease_ttl: "
+                "a crashed process's lease may still be running)"
+            )
+        return "its lease is held (lease_wait is 0: not waited for)"
 
     def start(self) -> None:
         """Start saving in the background (after ``connect`` succeeded)."""
