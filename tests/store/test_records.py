@@ -181,6 +181,17 @@ def test_a_record_or_a_part_written_for_another_session_key_is_refused(key: byte
     assert theirs.decode([theirs.encode(snapshot()), theirs.encode_part([part], 1002.0)])
 
 
+def test_a_whole_record_names_its_writer() -> None:
+    codec = RecordCodec(session_key=CALL, writer="owner-1")
+    record = [codec.encode(snapshot()), codec.encode_part([ClientMessage.text(WORDS)], 1002.0)]
+    assert codec.writer(record) == "owner-1"
+    assert RecordCodec(session_key=CALL).decode(record).saved_at == 1002.0  # read by any
+    assert (
+        RecordCodec(session_key=CALL).writer([RecordCodec(session_key=CALL).encode(snapshot())])
+        is None
+    )
+
+
 def test_a_bad_key_is_refused_at_once_and_never_shown() -> None:
     with pytest.raises(ValueError, match="Fernet key") as error:
         RecordCodec("not-a-key-at-all", session_key=CALL)

@@ -474,7 +474,7 @@ async def test_no_handle_is_whole_in_the_logs_reports_or_errors_of_a_takeover() 
     assert not [t for t in texts for h in handles if h in t]
 
 
-async def test_a_worker_that_lost_its_lease_stops_saving_and_leaves_the_record_be() -> None:
+async def test_a_worker_that_lost_its_lease_ends_its_session_and_leaves_the_record_be() -> None:
     clock = Clock()
     store = MemoryStore(clock)
     async with Emulator(emulator_config("gemini")) as emu:
@@ -485,15 +485,20 @@ async def test_a_worker_that_lost_its_lease_stops_saving_and_leaves_the_record_b
         # A stalls past its lease (the store's clock jumps) and another process takes it.
         clock.now += OPTIONS.lease_ttl + 1
         assert await store.acquire(KEY, "another process", 60)
-        await stream_speech(a, 1, 40)  # A's beats find the lease gone
-        await rec.wait_for("on_error")
-        assert a.is_connected  # its call is not ended by the store
+        with pytest.raises(NotConnectedError):
+            await stream_speech(a, 1, 40)  # A's next beat finds the lease gone
+        assert not a.is_connected  # it stopped driving the call
         stored = await store.load(KEY)
         await a.disconnect()
         assert await store.load(KEY) == stored  # the new owner's now: not deleted
+        assert not await store.acquire(KEY, "a third process", 60)  # nor its lease released
 
     ((event,),) = rec.of("on_error")
-    assert isinstance(event.error, LeaseLostError) and event.recoverable
+    assert isinstance(event.error, LeaseLostError) and not event.recoverable
+    assert rec.of("on_close") == [(1000, "another process took the call over")]
+    (session,) = emu.ledger.sessions.values()
+    (connection,) = session.connections
+    assert connection.closed_by == "client"  # closed at once, not left to a timeout
 
 
 async def test_a_store_down_at_connect_starts_the_call_and_saves_it_once_back(

@@ -17,8 +17,11 @@
   the lease's time to live renews it alone. It never blocks the audio path: the transport's
   sends never wait for it. A store error is counted, logged and reported through the
   transport's ``on_error`` (recoverable) once per outage, never fatal; the next beat tries
-  again. A lease found held by another process (it took the call over while this one
-  stalled) stops the saving for good, reported.
+  again. A lease found gone (it lapsed while the store was down or this process stalled, or
+  the store came back empty) is taken again at once and the record written whole, unless
+  another process took the call over meanwhile: a lease held by another, or a record another
+  process wrote (it took the call and gave it up since), is ``LeaseLostError``, reported; the
+  saving stops for good and the transport stops driving the call.
 - ``take_over`` (at ``connect``, when the store held the call): the session resumed from the
   stored handle with the stored input replayed, its open tool calls issued again, or rebuilt
   from the stored conversation; reported as a move. The dials on the stored handle are the move
@@ -124,11 +127,14 @@ class Persister:
         self.key = check_key(key)
         self._options = options
         self._owner = uuid.uuid4().hex
-        self._codec = RecordCodec(options.encryption_key, session_key=self.key)
+        self._codec = RecordCodec(options.encryption_key, session_key=self.key, writer=self._owner)
         self._vertex = vertex
         self._policy = policy
         self._report = report
         self._describe = describe
+        self._took_from: str | None = None
+        """The writer of the record this call was taken over from (it is in the store until
+        this process writes its own)."""
         self._task: asyncio.Task[None] | None = None
         self._seen_handle: str | None = None
         self._handle_kind = HandleKind.NONE
@@ -160,7 +166,7 @@ class Persister:
         """Take the lease and load the record left by a previous process; see the module
         documentation. Raises ``LeaseHeldError`` when another process holds the lease."""
         options = self._options
-        self._lost, self._saved, self._ended = False, None, False
+        self._lost, self._saved, self._ended, self._took_from = False, None, False, None
         try:
             deadline = asyncio.get_running_loop().time() + options.wait_for_lease
             while not await self._store.acquire(self.key, self._owner, options.lease_ttl):
@@ -183,6 +189,7 @@ class Persister:
             return None
         try:
             snapshot = self._codec.decode(record)
+            self._took_from = self._codec.writer(record)
         except RecordError as error:
             logger.warning(
                 "{}: the stored state of {!r} is unusable ({}); the call starts fresh",
@@ -375,7 +382,8 @@ class Persister:
             else:
                 raise StoreError("the input kept coming faster than the store took it")
         except StoreError:
-            self.start()
+            if not self._lost:  # a lost lease ends the call here: nothing more to save
+                self.start()
             raise
         stop_input()
         await self.release()
@@ -436,46 +444,78 @@ class Persister:
         loop = asyncio.get_running_loop()
         lease_ttl = self._options.lease_ttl
         if loop.time() - self._renewed_at >= lease_ttl / 3:
-            # No write renewed it lately (nothing changed, or the store failed): renew it
-            # here, taking it again if it expired meanwhile and nobody took the call.
-            if not await self._store.acquire(self.key, self._owner, lease_ttl):
-                return self._lease_lost()
-            self._renewed_at = loop.time()
+            # No write renewed it lately (nothing changed, or the store failed): renew it here.
+            renewed_at = loop.time()
+            if not await self._store.renew(self.key, self._owner, lease_ttl):
+                if not await self._reclaim():
+                    return self._lease_lost()
+            self._renewed_at = renewed_at
         ttl = snapshot.ttl(snapshot.saved_at)
         added = _added_input(self._saved, snapshot)
         # A fenced write renews the lease too: counted from before it was sent.
         sent_at = loop.time()
-        if added is None:
-            record = self._codec.encode(snapshot)
-            if not await self._store.save(
-                self.key, record, ttl, lease=self._owner, lease_ttl=lease_ttl
-            ):
-                return self._lease_lost()
-            self._saved = snapshot
-            self._renewed_at = sent_at
-            self.writes += 1
-            self.written_bytes += len(record)
-        elif added:
+        if added:
             part = self._codec.encode_part(added, snapshot.saved_at)
-            # False: the record is gone (Redis restarted empty) or the lease is: write it whole.
-            if not await self._store.append(
+            if await self._store.append(
                 self.key, part, ttl, lease=self._owner, lease_ttl=lease_ttl
             ):
-                self._saved = None
+                self._wrote(snapshot, len(part), sent_at)
                 return True
-            self._saved = snapshot
-            self._renewed_at = sent_at
-            self.writes += 1
-            self.written_bytes += len(part)
+            # The record is gone (the store came back empty, or it expired), or the lease is:
+            # the record is written whole, under the lease (taken again if it lapsed).
+            added = None
+        if added is None:
+            record = self._codec.encode(snapshot)
+            written = await self._store.save(
+                self.key, record, ttl, lease=self._owner, lease_ttl=lease_ttl
+            )
+            if not written:
+                if not await self._reclaim():
+                    return self._lease_lost()
+                sent_at = loop.time()
+                written = await self._store.save(
+                    self.key, record, ttl, lease=self._owner, lease_ttl=lease_ttl
+                )
+                if not written:
+                    return self._lease_lost()  # taken between the two: by another process
+            self._took_from = None  # the record in the store is this process's own now
+            self._wrote(snapshot, len(record), sent_at)
         if self._failing:
             self._failing = False
             logger.info("{}: the session store answers again; state saved", self._describe)
         return True
 
+    def _wrote(self, snapshot: SessionSnapshot, size: int, sent_at: float) -> None:
+        self._saved = snapshot
+        self._renewed_at = sent_at
+        self.writes += 1
+        self.written_bytes += size
+
+    async def _reclaim(self) -> bool:
+        """This process's lease is gone (it lapsed while the store was down or this process
+        stalled, or the store came back empty): take it again unless another process took
+        the call over meanwhile. True when it is this process's again. Raises
+        ``StoreError``."""
+        if not await self._store.acquire(self.key, self._owner, self._options.lease_ttl):
+            return False  # another process holds it: it drives the call now
+        # Free, but another process may have taken the call and given it up since (a hand-over
+        # of its own): then the record is its, and the call is not this process's any more.
+        record = await self._store.load(self.key)
+        writer = None
+        if record is not None:
+            with contextlib.suppress(RecordError):
+                writer = self._codec.writer(record)
+        if writer is not None and writer not in (self._owner, self._took_from):
+            await self._store.release(self.key, self._owner)
+            return False
+        self._saved = None  # whatever the store holds, the next write is whole
+        logger.info("{}: the lease of {!r} lapsed and is taken again", self._describe, self.key)
+        return True
+
     def _lease_lost(self) -> bool:
         self._lost = True
         error = LeaseLostError(
-            f"another process took the call {self.key!r} over: this one no longer saves it"
+            f"another process took the call {self.key!r} over: this one stops driving it"
         )
         logger.warning("{}: {}", self._describe, error)
         self._report(error)

@@ -211,15 +211,18 @@ _STATE_FIELDS: Final = tuple(
 class RecordCodec:
     """Snapshots to stored bytes and back for the call of ``session_key``, encrypted with
     ``key`` (a Fernet key, or several: the first encrypts, any decrypts) when one is given.
-    Keys never show in its repr."""
+    ``writer``: the owner token of the process writing, kept in each whole record it writes
+    (:meth:`writer` reads it back). Keys never show in its repr."""
 
     def __init__(
         self,
         key: str | bytes | Sequence[str | bytes] | None = None,
         *,
         session_key: str,
+        writer: str | None = None,
     ) -> None:
         self._session_key = session_key
+        self._writer = writer
         self._fernet: Any = None
         if key is not None:
             try:
@@ -253,7 +256,10 @@ class RecordCodec:
     def encode(self, snapshot: SessionSnapshot) -> bytes:
         """The bytes to store for ``snapshot``."""
         media: list[bytes] = []
-        return self._seal(_MAGIC, _snapshot_dict(snapshot, media), media)
+        data = _snapshot_dict(snapshot, media)
+        if self._writer is not None:
+            data["writer"] = self._writer
+        return self._seal(_MAGIC, data, media)
 
     def encode_part(self, messages: Sequence[ClientMessage], now: float) -> bytes:
         """The bytes to append to a stored record for input sent since (``now``: wall-clock
@@ -261,6 +267,12 @@ class RecordCodec:
         media: list[bytes] = []
         data = {"at": now, "input": [_message_dict(m, media) for m in messages]}
         return self._seal(_PART_MAGIC, data, media)
+
+    def writer(self, record: Sequence[bytes]) -> str | None:
+        """The owner token of the process that wrote ``record`` (the whole record, not the
+        parts appended to it); ``RecordError`` when it cannot be read."""
+        writer = self._read(lambda: self._open(_MAGIC, record[0])[0].get("writer"))
+        return writer if isinstance(writer, str) else None
 
     def decode(self, record: bytes | Sequence[bytes]) -> SessionSnapshot:
         """The snapshot a stored record holds (with the parts appended to it, in order);
