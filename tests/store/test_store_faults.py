@@ -1,8 +1,8 @@
 """The store under faults and attack: Redis back empty after a short gap, a worker stopped past
-its lease while another takes its call over, a crash taken over with the default options, a
-record copied under another call's key or nested past reason. A real Redis server (killed,
-started again, empty, as a Redis that does not persist comes back) and the strict emulator
-over real TLS."""
+its lease while another takes its call over, a hand-over asked for twice at once, a crash
+taken over with the default options, a record copied under another call's key or nested past
+reason. A real Redis server (killed, started again, empty, as a Redis that does not persist
+comes back) and the strict emulator over real TLS."""
 
 from __future__ import annotations
 
@@ -146,6 +146,33 @@ async def test_a_worker_stopped_past_its_lease_sends_nothing_once_it_learns_anot
     (move,) = rec_b.moves
     assert move.reason is MoveReason.TAKEOVER
     assert rec_b.count("on_error") == 0
+
+
+async def test_a_hand_over_asked_twice_at_once_hands_the_call_over_once(
+    redis_store: RedisStore,
+) -> None:
+    async with Emulator(emulator_config("gemini")) as emu:
+        a = make_transport(emu, redis_store)
+        rec_a = Recorder(a)
+        await a.connect()
+        await answered_with_handle(a, rec_a)
+        await stream_speech(a, 1, 40)
+        await asyncio.gather(a.hand_over(), a.hand_over())  # a drain and a deploy, say
+        assert rec_a.of("on_close") == [(1000, "closed by the client")]
+        b = make_transport(emu, redis_store)
+        rec_b = Recorder(b)
+        await b.connect()
+        await stream_speech(b, 1000, 10)
+        await asyncio.sleep(0.1)
+        await b.disconnect()
+
+    (move,) = rec_b.moves
+    assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
+    (session,) = emu.ledger.sessions.values()
+    summary = emu.ledger.summary().sessions[session.session_id]
+    assert summary.speech_duplicates == ()  # the next driver hears each chunk once
+    assert summary.speech_lost == ()
+    assert set(range(1, 41)) | set(range(1000, 1010)) <= set(summary.audio_consumed)
 
 
 async def test_a_crash_is_taken_over_with_the_default_store_options(

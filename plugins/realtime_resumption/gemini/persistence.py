@@ -31,7 +31,7 @@
   dies before then is taken over by resuming it again, not by rebuilding the call.
 - ``hand_over_call`` (at ``GeminiLiveTransport.hand_over``): once the answer in progress ended,
   the final saves (``hand_over``, until nothing is left unsaved), then ``release``: the lease
-  given up and the record kept for the next process.
+  given up and the record kept for the next process. Asked for twice at once, it runs once.
 - ``forget`` (at ``GeminiLiveTransport.forget_handed_over``): the record of a call handed over
   that ended after all is deleted, unless another process took the call over meanwhile.
 - ``end`` (at ``disconnect``: the call is over): the record is deleted (only under this
@@ -135,6 +135,8 @@ class Persister:
         self._took_from: str | None = None
         """The writer of the record this call was taken over from (it is in the store until
         this process writes its own)."""
+        self._handing_over: asyncio.Task[None] | None = None
+        """The hand-over under way: a second ``hand_over_call`` shares it."""
         self._task: asyncio.Task[None] | None = None
         self._seen_handle: str | None = None
         self._handle_kind = HandleKind.NONE
@@ -367,7 +369,24 @@ class Persister:
         (``answer_end``) or ``timeout`` passed, save until nothing is left unsaved, call
         ``stop_input`` (no send is taken from then on, with no await between the last check
         and it: whatever was accepted is stored), and give the lease up, keeping the record.
-        Raises ``StoreError`` when the final save failed (saving goes on each beat)."""
+        Raises ``StoreError`` when the final save failed (saving goes on each beat). A second
+        call while one is under way waits for it and has its outcome: the call is handed over
+        once (two hand-overs' saves at once would store the same input twice)."""
+        running = self._handing_over
+        if running is None or running.done():
+            running = self._handing_over = asyncio.get_running_loop().create_task(
+                self._hand_over_call(timeout, answer_end, stop_input),
+                name=f"session-hand-over-{self._describe}",
+            )
+            # Its outcome is each caller's; one that nobody awaits any more is not logged.
+            running.add_done_callback(lambda task: task.cancelled() or task.exception())
+        # Each caller's cancellation is its own: the hand-over goes on for the others (``end``
+        # abandons it).
+        await asyncio.shield(running)
+
+    async def _hand_over_call(
+        self, timeout: float, answer_end: Awaitable[None] | None, stop_input: Callable[[], None]
+    ) -> None:
         if answer_end is not None:
             # Not in the middle of an answer (its tool calls included): the next process
             # would have the question asked again.
@@ -568,8 +587,12 @@ class Persister:
     async def end(self, *, forget: bool = True) -> None:
         """Stop saving and release the lease; with ``forget`` (the call is over) delete the
         record first. Within ``END_TIMEOUT``; a failure is logged, and the lease then expires
-        by itself."""
+        by itself. A hand-over under way (not the caller) is abandoned first."""
         self._ended = True
+        handing_over = self._handing_over
+        if handing_over is not None and handing_over is not asyncio.current_task():
+            handing_over.cancel()
+            await asyncio.gather(handing_over, return_exceptions=True)
         await self.stop()
         driving, self._driving = self._driving, False
         if self._lost:
