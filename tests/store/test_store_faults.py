@@ -104,10 +104,18 @@ async def said(worker: asyncio.subprocess.Process, until_line: str) -> list[str]
     return lines
 
 
+@pytest.mark.parametrize(
+    "resume_while_open",
+    [False, True],
+    ids=["resume-refused-while-open", "on-a-kind-service-that-resumes-while-open"],
+)
 async def test_a_worker_stopped_past_its_lease_sends_nothing_once_it_learns_another_took_over(
-    redis_server: RedisServer, redis_store: RedisStore
+    redis_server: RedisServer, redis_store: RedisStore, resume_while_open: bool
 ) -> None:
-    async with Emulator(emulator_config("gemini")) as emu:
+    # A service that resumes a session while its old connection is open lets the new driver
+    # resume the stalled worker's session: both would feed it, interleaved.
+    config = emulator_config("gemini", refuse_resume_while_open=not resume_while_open)
+    async with Emulator(config) as emu:
         worker = await start_worker("told", emu, redis_server.url)
         try:
             await said(worker, "sent 20")
