@@ -185,6 +185,9 @@ def test_a_whole_record_names_its_writer() -> None:
     codec = RecordCodec(session_key=CALL, writer="owner-1")
     record = [codec.encode(snapshot()), codec.encode_part([ClientMessage.text(WORDS)], 1002.0)]
     assert codec.writer(record) == "owner-1"
+    for unreadable in ([], [b"RRS"], [record[1]]):
+        with pytest.raises(RecordError):
+            codec.writer(unreadable)
     assert RecordCodec(session_key=CALL).decode(record).saved_at == 1002.0  # read by any
     assert (
         RecordCodec(session_key=CALL).writer([RecordCodec(session_key=CALL).encode(snapshot())])

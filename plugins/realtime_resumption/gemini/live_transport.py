@@ -473,8 +473,9 @@ class GeminiLiveTransport:
         Sends made meanwhile are held (``input_buffer`` bounds them, as during a move) and
         delivered once the setup completed; a failed dial discards them.
 
-        With a store, ``connect`` first takes the call's lease (waiting up to
-        ``store_options.lease_wait``) and, when the store holds the call, takes it over: the
+        With a store, ``connect`` first takes the call's lease (waiting for a held one as
+        ``store_options`` says: by default a little over the lease's time to live, long enough
+        for a crashed process's to lapse) and, when the store holds the call, takes it over: the
         stored setup, the session resumed from the stored handle with the stored input
         replayed first (then what was sent meanwhile) and its open tool calls re-issued
         (``on_tool_call``), or, when the handle expired or is refused, a fresh session seeded

@@ -302,7 +302,7 @@ class RecordCodec:
         except (
             ValueError,
             TypeError,
-            KeyError,
+            LookupError,
             AttributeError,
             RecursionError,
             pydantic.ValidationError,
@@ -348,8 +348,8 @@ class RecordCodec:
             raise ValueError("a body shorter than its JSON")
         data = json.loads(body[4:end])
         if data["key"] != self._session_key:
-            # A record copied under another call's key (same encryption key): never that
-            # call's. The message names neither key's record.
+            # A record copied under another call's key (same encryption key): never this
+            # call's. The message does not say whose it is.
             raise RecordError(
                 f"the session record was written for another session key, not {self._session_key!r}"
             )
