@@ -54,7 +54,8 @@ class LeaseHeldError(StoreError):
 
 class LeaseLostError(StoreError):
     """Another process holds this session's lease now (this one stalled past it, and that one
-    took the call over): this one stopped saving the call's state."""
+    took the call over): this one stopped driving the call (a transport stops sending to the
+    service and closes, leaving the record to the new driver)."""
 
 
 @runtime_checkable

@@ -10,6 +10,7 @@ from typing import Any
 
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.live_options import StoreOptions
+from realtime_resumption.gemini.stored_session import RecordCodec
 from realtime_resumption.store import SessionStore
 from realtime_resumption.testing.emulator import Emulator, user_audio
 
@@ -22,15 +23,20 @@ OPTIONS = StoreOptions(write_interval=0.25, lease_ttl=1.0, lease_wait=3.0)
 
 
 def make_transport(
-    emu: Emulator, store: SessionStore, options: StoreOptions = OPTIONS, **more: Any
+    emu: Emulator,
+    store: SessionStore,
+    options: StoreOptions = OPTIONS,
+    *,
+    key: str = KEY,
+    **more: Any,
 ) -> GeminiLiveTransport:
-    """A transport on ``emu`` keeping its call in ``store`` under ``KEY``."""
+    """A transport on ``emu`` keeping its call in ``store`` under ``key``."""
     more.setdefault("model", MODEL)
     more.setdefault("tool_call_grace", GRACE)
     return GeminiLiveTransport(
         client=emu.client(vertex=emu.config.profile == "vertex"),
         store=store,
-        session_key=KEY,
+        session_key=key,
         store_options=options,
         **more,
     )
@@ -92,3 +98,15 @@ async def start_worker(mode: str, emu: Emulator, redis_url: str) -> asyncio.subp
     )
     assert worker.stdout is not None
     return worker
+
+
+async def stored_handle(store: SessionStore, key: str = KEY) -> str | None:
+    """The handle of the record stored under ``key`` (in clear); None without one."""
+    record = await store.load(key)
+    return RecordCodec(session_key=key).decode(record).handle if record is not None else None
+
+
+async def current(store: SessionStore, handle: str | None, key: str = KEY) -> bool:
+    """Whether the stored record is there and holds the session's latest handle (the store
+    came back empty, and the session had new handles while it was down)."""
+    return await store.load(key) is not None and await stored_handle(store, key) == handle

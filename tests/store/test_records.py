@@ -21,6 +21,7 @@ from realtime_resumption.gemini.stored_session import (
 from realtime_resumption.moves import HandleKind
 from realtime_resumption.transport import GenerationSettings, ReplayItem, ToolCall, ToolResult
 
+CALL = "call-7"
 HANDLE = "CiQ5ZTk3ZjVjNi1zZWNyZXQtcmVzdW1wdGlvbi1oYW5kbGUtMDAwMQ"
 WORDS = "my card number is 4111"
 
@@ -70,7 +71,7 @@ def snapshot(handle: str | None = HANDLE, issued_at: float | None = 1000.0) -> S
 
 @pytest.mark.parametrize("key", [None, Fernet.generate_key()])
 def test_every_part_survives_the_round_trip(key: bytes | None) -> None:
-    codec = RecordCodec(key)
+    codec = RecordCodec(key, session_key=CALL)
     original = snapshot()
     restored = codec.decode(codec.encode(original))
     assert restored == original
@@ -85,7 +86,7 @@ def test_every_part_survives_the_round_trip(key: bytes | None) -> None:
 
 @pytest.mark.parametrize("key", [None, Fernet.generate_key()])
 def test_parts_appended_carry_the_input_on(key: bytes | None) -> None:
-    codec = RecordCodec(key)
+    codec = RecordCodec(key, session_key=CALL)
     base = snapshot()
     more = (ClientMessage.audio(b"\x05" * 640), ClientMessage.text("and then"))
     restored = codec.decode(
@@ -104,23 +105,23 @@ def test_parts_appended_carry_the_input_on(key: bytes | None) -> None:
         codec.decode([codec.encode(base), codec.encode(base)])  # nor a record a part
     if key is None:
         with pytest.raises(RecordError, match="corrupt"):
-            codec.decode([codec.encode(base), b"RRP\x02\x00" + _framed(b"{}")])
+            codec.decode([codec.encode(base), b"RRP\x03\x00" + _framed(b"{}")])
     with pytest.raises(RecordError, match="not a session record"):
         codec.decode([])
 
 
 def test_an_encrypted_record_holds_neither_the_handle_nor_the_conversation() -> None:
-    record = RecordCodec(Fernet.generate_key()).encode(snapshot())
+    record = RecordCodec(Fernet.generate_key(), session_key=CALL).encode(snapshot())
     for secret in (HANDLE, WORDS, "Oslo", "be brief"):
         assert secret.encode() not in record
-    clear = RecordCodec().encode(snapshot())
+    clear = RecordCodec(session_key=CALL).encode(snapshot())
     assert HANDLE.encode() in clear  # the README says so: without a key, all is in clear
 
 
 def test_a_rotated_key_still_reads_records_of_the_old_one() -> None:
     old, new = Fernet.generate_key(), Fernet.generate_key()
-    record = RecordCodec(old).encode(snapshot())
-    assert RecordCodec([new, old]).decode(record) == snapshot()
+    record = RecordCodec(old, session_key=CALL).encode(snapshot())
+    assert RecordCodec([new, old], session_key=CALL).decode(record) == snapshot()
 
 
 def _body(record: bytes) -> bytes:
@@ -137,40 +138,72 @@ def _framed(head: bytes, media: bytes = b"") -> bytes:
     [
         (b"", None, "not a session record"),
         (b'{"handle": "x"}', None, "not a session record"),
-        (b"RRS\x01\x00{}", None, "format version 1; this version reads 2"),
-        (b"RRS\x03\x00{}", None, "format version 3; this version reads 2"),
-        (b"RRS\x02\x00{not json", None, "corrupt"),
-        (b"RRS\x02\x00" + _framed(b"{not json"), None, "corrupt"),
-        (b"RRS\x02\x00" + _framed(json.dumps({"handle": 5}).encode()), None, "corrupt"),
-        (b"RRS\x02\x07{}", None, "unknown record encryption"),
-        (b"RRS\x02\x01gAAAAA", None, "encrypted and no encryption_key"),
-        (b"RRS\x02\x01gAAAAA", Fernet.generate_key(), "cannot be decrypted"),
-        (b"RRS\x02\x00{}", Fernet.generate_key(), "in clear while an encryption_key is set"),
+        (b"RRS\x02\x00{}", None, "format version 2; this version reads 3"),
+        (b"RRS\x04\x00{}", None, "format version 4; this version reads 3"),
+        (b"RRS\x03\x00{not json", None, "corrupt"),
+        (b"RRS\x03\x00" + _framed(b"{not json"), None, "corrupt"),
+        (
+            b"RRS\x03\x00" + _framed(json.dumps({"key": CALL, "handle": 5}).encode()),
+            None,
+            "corrupt",
+        ),
+        (b"RRS\x03\x00" + _framed(json.dumps({"handle": None}).encode()), None, "corrupt"),
+        (b"RRS\x03\x00" + _framed(b"[" * 100_000 + b"]" * 100_000), None, "corrupt"),
+        (b"RRS\x03\x07{}", None, "unknown record encryption"),
+        (b"RRS\x03\x01gAAAAA", None, "encrypted and no encryption_key"),
+        (b"RRS\x03\x01gAAAAA", Fernet.generate_key(), "cannot be decrypted"),
+        (b"RRS\x03\x00{}", Fernet.generate_key(), "in clear while an encryption_key is set"),
     ],
 )
 def test_a_record_it_cannot_read_is_a_clear_error(
     record: bytes, key: bytes | None, match: str
 ) -> None:
     with pytest.raises(RecordError, match=match):
-        RecordCodec(key).decode(record)
+        RecordCodec(key, session_key=CALL).decode(record)
 
 
 def test_a_record_of_another_key_is_refused_and_says_nothing_of_its_content() -> None:
-    record = RecordCodec(Fernet.generate_key()).encode(snapshot())
+    record = RecordCodec(Fernet.generate_key(), session_key=CALL).encode(snapshot())
     with pytest.raises(RecordError) as error:
-        RecordCodec(Fernet.generate_key()).decode(record)
+        RecordCodec(Fernet.generate_key(), session_key=CALL).decode(record)
     assert HANDLE not in str(error.value) and error.value.__cause__ is None
+
+
+@pytest.mark.parametrize("key", [None, Fernet.generate_key()])
+def test_a_record_or_a_part_written_for_another_session_key_is_refused(key: bytes | None) -> None:
+    ours, theirs = RecordCodec(key, session_key=CALL), RecordCodec(key, session_key="call-8")
+    part = ClientMessage.text(WORDS)
+    with pytest.raises(RecordError, match="another session key, not 'call-8'") as error:
+        theirs.decode(ours.encode(snapshot()))  # a record copied under another call's key
+    assert HANDLE not in str(error.value) and WORDS not in str(error.value)
+    with pytest.raises(RecordError, match="another session key"):
+        theirs.decode([theirs.encode(snapshot()), ours.encode_part([part], 1002.0)])
+    assert theirs.decode([theirs.encode(snapshot()), theirs.encode_part([part], 1002.0)])
+
+
+def test_a_whole_record_names_its_writer() -> None:
+    codec = RecordCodec(session_key=CALL, writer="owner-1")
+    record = [codec.encode(snapshot()), codec.encode_part([ClientMessage.text(WORDS)], 1002.0)]
+    assert codec.writer(record) == "owner-1"
+    for unreadable in ([], [b"RRS"], [record[1]]):
+        with pytest.raises(RecordError):
+            codec.writer(unreadable)
+    assert RecordCodec(session_key=CALL).decode(record).saved_at == 1002.0  # read by any
+    assert (
+        RecordCodec(session_key=CALL).writer([RecordCodec(session_key=CALL).encode(snapshot())])
+        is None
+    )
 
 
 def test_a_bad_key_is_refused_at_once_and_never_shown() -> None:
     with pytest.raises(ValueError, match="Fernet key") as error:
-        RecordCodec("not-a-key-at-all")
+        RecordCodec("not-a-key-at-all", session_key=CALL)
     assert "not-a-key" not in str(error.value)
-    assert "encrypted=True" in repr(RecordCodec(Fernet.generate_key()))
+    assert "encrypted=True" in repr(RecordCodec(Fernet.generate_key(), session_key=CALL))
 
 
 def test_the_version_is_the_records_fifth_byte_header() -> None:
-    record = RecordCodec().encode(snapshot())
+    record = RecordCodec(session_key=CALL).encode(snapshot())
     assert record[:4] == b"RRS" + bytes((RECORD_VERSION,))
 
 
@@ -195,7 +228,7 @@ def test_the_record_expires_with_its_handle() -> None:
 
 
 def test_the_input_s_audio_is_stored_as_sent_after_the_json_and_checked_on_reading() -> None:
-    codec = RecordCodec()
+    codec = RecordCodec(session_key=CALL)
     record = codec.encode(snapshot())
     assert b"\x01\x02" * 320 in record  # not base64: a third fewer bytes than in the JSON
     body = _body(record)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 
 from realtime_resumption.gemini.live_options import StoreOptions
-from realtime_resumption.gemini.stored_session import RecordCodec
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import StoreError
 from realtime_resumption.testing.emulator import Emulator
@@ -17,20 +16,13 @@ from realtime_resumption.transport import ContentTurn
 
 from ..livekit.lk_helpers import until
 from ..transport.transport_helpers import Recorder, answered_with_handle, emulator_config
-from .takeover_helpers import KEY, make_transport, stream_speech
+from .takeover_helpers import current, make_transport, stream_speech
 
 OUTAGE = 10.0
 """Seconds Redis stays down: the target. A Redis outage is wall-clock (a real server process
 down for real), so this test takes about as long; it is the longest of the store tests."""
 CURRENT_WITHIN = 1.0
 """Seconds after Redis returns within which the record holds the call's state again."""
-
-
-async def current(store: RedisStore, handle: str | None) -> bool:
-    """Whether the stored record is there and holds the session's latest handle (Redis came
-    back empty, and the session had new handles while it was down)."""
-    record = await store.load(KEY)
-    return record is not None and RecordCodec().decode(record).handle == handle
 
 
 async def test_a_ten_second_redis_outage_leaves_the_call_unaffected(

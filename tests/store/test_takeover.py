@@ -291,7 +291,7 @@ async def test_the_call_goes_on_while_redis_is_down_and_is_saved_again_when_it_r
             await asyncio.sleep(0.02)
         record = await redis_store.load(KEY)
         assert record is not None
-        assert RecordCodec().decode(record).handle == a.resumption_handle
+        assert RecordCodec(session_key=KEY).decode(record).handle == a.resumption_handle
         await a.disconnect()
     assert rec.count("on_close") == 1
 
@@ -314,12 +314,12 @@ async def test_what_redis_holds_is_encrypted_and_another_key_starts_fresh_report
             stored: list[bytes] = []
             for _ in range(100):  # the next beat saves the newest handle: bounded poll
                 stored = await raw.lrange(redis_store.record_key(KEY), 0, -1)
-                if stored and RecordCodec(key).decode(stored).handle == handle:
+                if stored and RecordCodec(key, session_key=KEY).decode(stored).handle == handle:
                     break
                 await asyncio.sleep(0.02)
         finally:
             await raw.aclose()
-        assert stored and RecordCodec(key).decode(stored).handle == handle
+        assert stored and RecordCodec(key, session_key=KEY).decode(stored).handle == handle
         for part in stored:
             assert handle.encode() not in part and b"secret words" not in part
         await crash(a)
@@ -474,7 +474,7 @@ async def test_no_handle_is_whole_in_the_logs_reports_or_errors_of_a_takeover() 
     assert not [t for t in texts for h in handles if h in t]
 
 
-async def test_a_worker_that_lost_its_lease_stops_saving_and_leaves_the_record_be() -> None:
+async def test_a_worker_that_lost_its_lease_ends_its_session_and_leaves_the_record_be() -> None:
     clock = Clock()
     store = MemoryStore(clock)
     async with Emulator(emulator_config("gemini")) as emu:
@@ -485,15 +485,20 @@ async def test_a_worker_that_lost_its_lease_stops_saving_and_leaves_the_record_b
         # A stalls past its lease (the store's clock jumps) and another process takes it.
         clock.now += OPTIONS.lease_ttl + 1
         assert await store.acquire(KEY, "another process", 60)
-        await stream_speech(a, 1, 40)  # A's beats find the lease gone
-        await rec.wait_for("on_error")
-        assert a.is_connected  # its call is not ended by the store
+        with pytest.raises(NotConnectedError):
+            await stream_speech(a, 1, 40)  # A's next beat finds the lease gone
+        assert not a.is_connected  # it stopped driving the call
         stored = await store.load(KEY)
         await a.disconnect()
         assert await store.load(KEY) == stored  # the new owner's now: not deleted
+        assert not await store.acquire(KEY, "a third process", 60)  # nor its lease released
 
     ((event,),) = rec.of("on_error")
-    assert isinstance(event.error, LeaseLostError) and event.recoverable
+    assert isinstance(event.error, LeaseLostError) and not event.recoverable
+    assert rec.of("on_close") == [(1000, "another process took the call over")]
+    (session,) = emu.ledger.sessions.values()
+    (connection,) = session.connections
+    assert connection.closed_by == "client"  # closed at once, not left to a timeout
 
 
 async def test_a_store_down_at_connect_starts_the_call_and_saves_it_once_back(
@@ -758,7 +763,7 @@ async def test_a_call_taken_over_twice_before_its_session_issues_a_handle_resume
         assert not any(resumable for _, resumable, _ in rec_b.of("on_resumption_update"))
         record = await store.load(KEY)
         assert record is not None
-        stored = RecordCodec().decode(record)
+        stored = RecordCodec(session_key=KEY).decode(record)
         assert stored.handle is not None and stored.handle == b.resumption_handle
         assert stored.handle_kind is HandleKind.AFTER_TURN
         await crash(b)  # while the tool runs

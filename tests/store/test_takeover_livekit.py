@@ -11,10 +11,11 @@ import pytest
 from livekit.agents import Agent
 
 from realtime_resumption.moves import MoveOutcome, MoveReason
-from realtime_resumption.store import MemoryStore
+from realtime_resumption.store import LeaseLostError, MemoryStore
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 from ..livekit.lk_helpers import until, voice_call
+from .conftest import Clock
 from .takeover_helpers import KEY, OPTIONS, crash
 
 SCALE = 0.25
@@ -79,3 +80,25 @@ async def test_a_livekit_call_handed_over_at_a_drain_continues_in_the_next_worke
     (session,) = emu.ledger.sessions.values()
     summary = emu.ledger.summary().sessions[session.session_id]
     assert [t.outcome for t in summary.turns] == ["complete", "complete"]
+
+
+async def test_a_livekit_session_whose_call_another_process_took_gets_an_error_event() -> None:
+    clock = Clock()
+    store = MemoryStore(clock)
+    model = {"store": store, "session_key": KEY, "store_options": OPTIONS}
+    async with Emulator(EmulatorConfig(time_scale=SCALE)) as emu:
+        async with voice_call(emu, Agent(instructions="Be brief."), pace=SCALE, **model) as a:
+            a.mic.say(["my", "name", "is", "Ada"])
+            await a.settled(messages=2)
+            # The worker stalls past its lease (the store's clock jumps) and another process
+            # takes the call; the worker's next beat finds it out.
+            clock.now += OPTIONS.lease_ttl + 1
+            assert await store.acquire(KEY, "another process", 60)
+            await until(lambda: a.recorder.fatal_errors != [])
+            fatal = a.recorder.fatal_errors
+
+    (event,) = fatal
+    assert isinstance(event.error, LeaseLostError)
+    (session,) = emu.ledger.sessions.values()
+    (connection,) = session.connections
+    assert connection.closed_by == "client"  # closed at once, the call still going on here

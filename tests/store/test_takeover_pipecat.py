@@ -9,14 +9,19 @@ import asyncio
 from pipecat.frames.frames import ErrorFrame, InputTextRawFrame, LLMFullResponseEndFrame
 from pipecat.processors.aggregators.llm_context import LLMContext
 
-from realtime_resumption.frames import SessionMovedFrame, SessionResumptionUpdateFrame
+from realtime_resumption.frames import (
+    SessionLostFrame,
+    SessionMovedFrame,
+    SessionResumptionUpdateFrame,
+)
 from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.pipecat import GeminiLiveLLMService
-from realtime_resumption.store import MemoryStore
+from realtime_resumption.store import LeaseLostError, MemoryStore
 from realtime_resumption.testing.emulator import Emulator
 
 from ..pipecat import services
 from ..pipecat.rig import Rig, emulator_config
+from .conftest import Clock
 from .takeover_helpers import KEY, OPTIONS, crash
 
 
@@ -92,3 +97,29 @@ async def test_a_pipecat_call_handed_over_at_a_deploy_continues_in_the_next_pipe
     turns = emu.ledger.summary().sessions[session.session_id].turns
     assert [t.outcome for t in turns] == ["complete", "complete", "complete"]
     assert rig_a.of(ErrorFrame, up=True) == [] and rig_b.of(ErrorFrame, up=True) == []
+
+
+async def test_a_pipecat_pipeline_whose_call_another_process_took_hears_it_as_a_fatal_error() -> (
+    None
+):
+    clock = Clock()
+    store = MemoryStore(clock)
+    async with Emulator(emulator_config()) as emu:
+        a = bot(emu, store)
+        async with Rig([a]) as rig:
+            await rig.context()
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+            # The worker stalls past its lease (the store's clock jumps) and another process
+            # takes the call; the worker's next beat finds it out.
+            clock.now += OPTIONS.lease_ttl + 1
+            assert await store.acquire(KEY, "another process", 60)
+            await rig.wait(lambda: rig.count(ErrorFrame, up=True) >= 1)
+            await rig.queue(InputTextRawFrame("still there?"))  # goes nowhere now
+
+    (error,) = rig.of(ErrorFrame, up=True)
+    assert isinstance(error.exception, LeaseLostError)  # the session lost, the processor unusable
+    assert len(rig.of(SessionLostFrame)) == 1
+    (session,) = emu.ledger.sessions.values()
+    (connection,) = session.connections
+    assert connection.closed_by == "client"
+    assert not any("still there" in text for m in connection.client_messages for _, text in m.turns)

@@ -4,9 +4,10 @@ model), has one answer (the service issues a connection's first handle after its
 so the call is resumable from then on), streams the user's speech, says
 each speech chunk it sent (``sent SEQ``), and then idles until it is killed. ``drain``: a bare
 transport that hands its call over on SIGTERM (``hand_over_on``), saying only the chunks the
-transport accepted.
+transport accepted. ``told``: a bare transport saying only the chunks it accepted, and each
+error and close it reports (``error TYPE RECOVERABLE``, ``closed CODE``).
 
-    python -m tests.store.worker transport|drain|pipecat|livekit BASE_URL CA_FILE REDIS_URL KEY COUNT
+    python -m tests.store.worker transport|drain|told|pipecat|livekit BASE_URL CA_FILE REDIS_URL KEY COUNT
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import hand_over_on
 from realtime_resumption.testing.emulator import user_audio
-from realtime_resumption.transport import ContentTurn, NotConnectedError
+from realtime_resumption.transport import ContentTurn, NotConnectedError, TransportErrorEvent
 
 from ..transport.transport_helpers import GRACE, MODEL
 from .takeover_helpers import CHUNK, OPTIONS
@@ -36,7 +37,13 @@ def http_options(base_url: str, ca_file: str) -> types.HttpOptions:
 
 
 async def transport_call(
-    options: types.HttpOptions, store: RedisStore, key: str, count: int, *, drain: bool = False
+    options: types.HttpOptions,
+    store: RedisStore,
+    key: str,
+    count: int,
+    *,
+    drain: bool = False,
+    told: bool = False,
 ) -> None:
     transport = GeminiLiveTransport(
         client=genai.Client(api_key="emulator-key", http_options=options),
@@ -52,7 +59,15 @@ async def transport_call(
         if new and resumable:
             handle.set()
 
+    def error(event: TransportErrorEvent) -> None:
+        print(f"error {type(event.error).__name__} {event.recoverable}", flush=True)
+
+    def closed(code: int | None, reason: str | None) -> None:
+        print(f"closed {code}", flush=True)
+
     transport.on_resumption_update = update
+    if told:
+        transport.on_error, transport.on_close = error, closed
     if drain:
         hand_over_on(signal.SIGTERM, transport)
     await transport.connect()
@@ -62,7 +77,7 @@ async def transport_call(
         try:
             transport.send_audio(user_audio(seq, speech=True))
         except NotConnectedError:
-            break  # handed over: the next process takes the user's audio
+            break  # handed over (or taken over): the next process takes the user's audio
         print(f"sent {seq}", flush=True)
         await asyncio.sleep(CHUNK)
     await asyncio.Event().wait()  # a call in progress, until the process is killed
@@ -135,8 +150,8 @@ async def main(
     mode: str, base_url: str, ca_file: str, redis_url: str, key: str, count: int
 ) -> None:
     options, store = http_options(base_url, ca_file), RedisStore(url=redis_url)
-    if mode in ("transport", "drain"):
-        await transport_call(options, store, key, count, drain=mode == "drain")
+    if mode in ("transport", "drain", "told"):
+        await transport_call(options, store, key, count, drain=mode == "drain", told=mode == "told")
     elif mode == "pipecat":
         await pipecat_call(options, store, key, count)
     else:

@@ -59,7 +59,7 @@ from realtime_resumption.moves import (
 )
 from realtime_resumption.redaction import filter_websockets_headers, secret
 from realtime_resumption.resumption import ResumptionOptions
-from realtime_resumption.store import SessionStore, process_store
+from realtime_resumption.store import LeaseLostError, SessionStore, process_store
 from realtime_resumption.telemetry import AVAILABLE as _TELEMETRY_AVAILABLE
 from realtime_resumption.telemetry import SessionTelemetry, Telemetry, default_telemetry
 from realtime_resumption.transport import (
@@ -481,8 +481,9 @@ class GeminiLiveTransport:
         Sends made meanwhile are held (``input_buffer`` bounds them, as during a move) and
         delivered once the setup completed; a failed dial discards them.
 
-        With a store, ``connect`` first takes the call's lease (waiting up to
-        ``store_options.lease_wait``) and, when the store holds the call, takes it over: the
+        With a store, ``connect`` first takes the call's lease (waiting for a held one as
+        ``store_options`` says: by default a little over the lease's time to live, long enough
+        for a crashed process's to lapse) and, when the store holds the call, takes it over: the
         stored setup, the session resumed from the stored handle with the stored input
         replayed first (then what was sent meanwhile) and its open tool calls re-issued
         (``on_tool_call``), or, when the handle expired or is refused, a fresh session seeded
@@ -752,7 +753,25 @@ class GeminiLiveTransport:
         self._s.install(conn, *self._dialler.take(conn))
 
     def _store_error(self, error: Exception) -> None:
+        if isinstance(error, LeaseLostError):
+            self._taken_from_here(error)
+            return
         self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
+
+    def _taken_from_here(self, error: LeaseLostError) -> None:
+        """Another process drives the call now (this one stalled past its lease and it took
+        the call over): nothing more goes to the service from here, or one call would feed
+        two server sessions (or one, interleaved). Input is refused at once, the connection
+        closes without writing what it still queued, and ``on_error`` (not recoverable) then
+        ``on_close`` say why; the record is the new driver's, left as it is."""
+        self._s.lost(error, 1000, "another process took the call over")
+        # The rest of the teardown (a move under way, a dial, the client) as ``disconnect``
+        # does it; a later ``disconnect`` waits for it.
+        self._disconnected = True
+        if self._closing is None or self._closing.done():
+            self._closing = asyncio.get_running_loop().create_task(
+                self._disconnect(), name=f"gemini-live-disconnect-{self._id}"
+            )
 
     # --- the connections: dial, settle, switch, retire ----------------------------------------
 

@@ -2,11 +2,12 @@
 
 :class:`Persister` does the store's I/O for a transport:
 
-- ``claim`` (at ``connect``): takes the session key's lease (waiting up to
-  ``StoreOptions.lease_wait`` for a held one; ``LeaseHeldError`` after), then loads the record
-  a previous process left. A record that cannot be read is reported and the call starts
-  fresh; an unreachable store is reported and the call starts fresh too (it goes on; the
-  saver keeps trying).
+- ``claim`` (at ``connect``): takes the session key's lease (waiting for a held one up to
+  ``StoreOptions.wait_for_lease``, by default a little over the lease's time to live: a dead
+  process's lapses, a live one's is renewed; ``LeaseHeldError`` after), then loads the record
+  a previous process left. A record that cannot be read (another session key's included) is
+  reported and the call starts fresh; an unreachable store is reported and the call starts
+  fresh too (it goes on; the saver keeps trying).
 - ``start``: an owned background task writes the session's snapshot at most once per
   ``write_interval`` (beats at a fixed rate, not pushed back by the writes), only when it
   changed: the whole record when anything but the input
@@ -16,8 +17,11 @@
   the lease's time to live renews it alone. It never blocks the audio path: the transport's
   sends never wait for it. A store error is counted, logged and reported through the
   transport's ``on_error`` (recoverable) once per outage, never fatal; the next beat tries
-  again. A lease found held by another process (it took the call over while this one
-  stalled) stops the saving for good, reported.
+  again. A lease found gone (it lapsed while the store was down or this process stalled, or
+  the store came back empty) is taken again at once and the record written whole, unless
+  another process took the call over meanwhile: a lease held by another, or a record another
+  process wrote (it took the call and gave it up since), is ``LeaseLostError``, reported; the
+  saving stops for good and the transport stops driving the call.
 - ``take_over`` (at ``connect``, when the store held the call): the session resumed from the
   stored handle with the stored input replayed, its open tool calls issued again, or rebuilt
   from the stored conversation; reported as a move. The dials on the stored handle are the move
@@ -27,7 +31,7 @@
   dies before then is taken over by resuming it again, not by rebuilding the call.
 - ``hand_over_call`` (at ``GeminiLiveTransport.hand_over``): once the answer in progress ended,
   the final saves (``hand_over``, until nothing is left unsaved), then ``release``: the lease
-  given up and the record kept for the next process.
+  given up and the record kept for the next process. Asked for twice at once, it runs once.
 - ``forget`` (at ``GeminiLiveTransport.forget_handed_over``): the record of a call handed over
   that ended after all is deleted, unless another process took the call over meanwhile.
 - ``end`` (at ``disconnect``: the call is over): the record is deleted (only under this
@@ -122,12 +126,17 @@ class Persister:
         self._store = store
         self.key = check_key(key)
         self._options = options
-        self._codec = RecordCodec(options.encryption_key)
+        self._owner = uuid.uuid4().hex
+        self._codec = RecordCodec(options.encryption_key, session_key=self.key, writer=self._owner)
         self._vertex = vertex
         self._policy = policy
         self._report = report
         self._describe = describe
-        self._owner = uuid.uuid4().hex
+        self._took_from: str | None = None
+        """The writer of the record this call was taken over from (it is in the store until
+        this process writes its own)."""
+        self._handing_over: asyncio.Task[None] | None = None
+        """The hand-over under way: a second ``hand_over_call`` shares it."""
         self._task: asyncio.Task[None] | None = None
         self._seen_handle: str | None = None
         self._handle_kind = HandleKind.NONE
@@ -159,19 +168,18 @@ class Persister:
         """Take the lease and load the record left by a previous process; see the module
         documentation. Raises ``LeaseHeldError`` when another process holds the lease."""
         options = self._options
-        self._lost, self._saved, self._ended = False, None, False
+        self._lost, self._saved, self._ended, self._took_from = False, None, False, None
         try:
-            deadline = asyncio.get_running_loop().time() + options.lease_wait
+            deadline = asyncio.get_running_loop().time() + options.wait_for_lease
             while not await self._store.acquire(self.key, self._owner, options.lease_ttl):
                 if self._ended:
                     return None  # the transport disconnected meanwhile
                 if asyncio.get_running_loop().time() >= deadline:
                     raise LeaseHeldError(
-                        f"another process drives the call {self.key!r} (its lease is held"
-                        + (f" after waiting {options.lease_wait:g} s" if options.lease_wait else "")
-                        + "): it is not taken over twice"
+                        f"another process drives the call {self.key!r}: {self._held_why()}; "
+                        "it is not taken over twice"
                     )
-                await asyncio.sleep(min(0.1, options.lease_ttl / 10))
+                await asyncio.sleep(options.lease_poll)
             self._renewed_at = asyncio.get_running_loop().time()
             record = await self._store.load(self.key)
         except LeaseHeldError:
@@ -183,6 +191,7 @@ class Persister:
             return None
         try:
             snapshot = self._codec.decode(record)
+            self._took_from = self._codec.writer(record)
         except RecordError as error:
             logger.warning(
                 "{}: the stored state of {!r} is unusable ({}); the call starts fresh",
@@ -196,6 +205,22 @@ class Persister:
         self._handle_kind = snapshot.handle_kind
         self._handle_at = snapshot.handle_issued_at
         return snapshot
+
+    def _held_why(self) -> str:
+        """Why a held lease was not waited out, for ``LeaseHeldError``."""
+        options = self._options
+        waited, ttl = options.wait_for_lease, options.lease_ttl
+        if waited >= ttl:
+            return (
+                f"its lease was renewed all the {waited:g} s this one waited (a crashed "
+                f"process's lease lapses within lease_ttl, {ttl:g} s)"
+            )
+        if waited > 0:
+            return (
+                f"its lease is held after waiting {waited:g} s (lease_wait, under lease_ttl: "
+                "a crashed process's lease may still be running)"
+            )
+        return "its lease is held (lease_wait is 0: not waited for)"
 
     def start(self) -> None:
         """Start saving in the background (after ``connect`` succeeded)."""
@@ -344,7 +369,24 @@ class Persister:
         (``answer_end``) or ``timeout`` passed, save until nothing is left unsaved, call
         ``stop_input`` (no send is taken from then on, with no await between the last check
         and it: whatever was accepted is stored), and give the lease up, keeping the record.
-        Raises ``StoreError`` when the final save failed (saving goes on each beat)."""
+        Raises ``StoreError`` when the final save failed (saving goes on each beat). A second
+        call while one is under way waits for it and has its outcome: the call is handed over
+        once (two hand-overs' saves at once would store the same input twice)."""
+        running = self._handing_over
+        if running is None or running.done():
+            running = self._handing_over = asyncio.get_running_loop().create_task(
+                self._hand_over_call(timeout, answer_end, stop_input),
+                name=f"session-hand-over-{self._describe}",
+            )
+            # Its outcome is each caller's; one that nobody awaits any more is not logged.
+            running.add_done_callback(lambda task: task.cancelled() or task.exception())
+        # Each caller's cancellation is its own: the hand-over goes on for the others (``end``
+        # abandons it).
+        await asyncio.shield(running)
+
+    async def _hand_over_call(
+        self, timeout: float, answer_end: Awaitable[None] | None, stop_input: Callable[[], None]
+    ) -> None:
         if answer_end is not None:
             # Not in the middle of an answer (its tool calls included): the next process
             # would have the question asked again.
@@ -359,7 +401,8 @@ class Persister:
             else:
                 raise StoreError("the input kept coming faster than the store took it")
         except StoreError:
-            self.start()
+            if not self._lost:  # a lost lease ends the call here: nothing more to save
+                self.start()
             raise
         stop_input()
         await self.release()
@@ -420,46 +463,78 @@ class Persister:
         loop = asyncio.get_running_loop()
         lease_ttl = self._options.lease_ttl
         if loop.time() - self._renewed_at >= lease_ttl / 3:
-            # No write renewed it lately (nothing changed, or the store failed): renew it
-            # here, taking it again if it expired meanwhile and nobody took the call.
-            if not await self._store.acquire(self.key, self._owner, lease_ttl):
-                return self._lease_lost()
-            self._renewed_at = loop.time()
+            # No write renewed it lately (nothing changed, or the store failed): renew it here.
+            renewed_at = loop.time()
+            if not await self._store.renew(self.key, self._owner, lease_ttl):
+                if not await self._reclaim():
+                    return self._lease_lost()
+            self._renewed_at = renewed_at
         ttl = snapshot.ttl(snapshot.saved_at)
         added = _added_input(self._saved, snapshot)
         # A fenced write renews the lease too: counted from before it was sent.
         sent_at = loop.time()
-        if added is None:
-            record = self._codec.encode(snapshot)
-            if not await self._store.save(
-                self.key, record, ttl, lease=self._owner, lease_ttl=lease_ttl
-            ):
-                return self._lease_lost()
-            self._saved = snapshot
-            self._renewed_at = sent_at
-            self.writes += 1
-            self.written_bytes += len(record)
-        elif added:
+        if added:
             part = self._codec.encode_part(added, snapshot.saved_at)
-            # False: the record is gone (Redis restarted empty) or the lease is: write it whole.
-            if not await self._store.append(
+            if await self._store.append(
                 self.key, part, ttl, lease=self._owner, lease_ttl=lease_ttl
             ):
-                self._saved = None
+                self._wrote(snapshot, len(part), sent_at)
                 return True
-            self._saved = snapshot
-            self._renewed_at = sent_at
-            self.writes += 1
-            self.written_bytes += len(part)
+            # The record is gone (the store came back empty, or it expired), or the lease is:
+            # the record is written whole, under the lease (taken again if it lapsed).
+            added = None
+        if added is None:
+            record = self._codec.encode(snapshot)
+            written = await self._store.save(
+                self.key, record, ttl, lease=self._owner, lease_ttl=lease_ttl
+            )
+            if not written:
+                if not await self._reclaim():
+                    return self._lease_lost()
+                sent_at = loop.time()
+                written = await self._store.save(
+                    self.key, record, ttl, lease=self._owner, lease_ttl=lease_ttl
+                )
+                if not written:
+                    return self._lease_lost()  # taken between the two: by another process
+            self._took_from = None  # the record in the store is this process's own now
+            self._wrote(snapshot, len(record), sent_at)
         if self._failing:
             self._failing = False
             logger.info("{}: the session store answers again; state saved", self._describe)
         return True
 
+    def _wrote(self, snapshot: SessionSnapshot, size: int, sent_at: float) -> None:
+        self._saved = snapshot
+        self._renewed_at = sent_at
+        self.writes += 1
+        self.written_bytes += size
+
+    async def _reclaim(self) -> bool:
+        """This process's lease is gone (it lapsed while the store was down or this process
+        stalled, or the store came back empty): take it again unless another process took
+        the call over meanwhile. True when it is this process's again. Raises
+        ``StoreError``."""
+        if not await self._store.acquire(self.key, self._owner, self._options.lease_ttl):
+            return False  # another process holds it: it drives the call now
+        # Free, but another process may have taken the call and given it up since (a hand-over
+        # of its own): then the record is its, and the call is not this process's any more.
+        record = await self._store.load(self.key)
+        writer = None
+        if record is not None:
+            with contextlib.suppress(RecordError):
+                writer = self._codec.writer(record)
+        if writer is not None and writer not in (self._owner, self._took_from):
+            await self._store.release(self.key, self._owner)
+            return False
+        self._saved = None  # whatever the store holds, the next write is whole
+        logger.info("{}: the lease of {!r} lapsed and is taken again", self._describe, self.key)
+        return True
+
     def _lease_lost(self) -> bool:
         self._lost = True
         error = LeaseLostError(
-            f"another process took the call {self.key!r} over: this one no longer saves it"
+            f"another process took the call {self.key!r} over: this one stops driving it"
         )
         logger.warning("{}: {}", self._describe, error)
         self._report(error)
@@ -512,8 +587,12 @@ class Persister:
     async def end(self, *, forget: bool = True) -> None:
         """Stop saving and release the lease; with ``forget`` (the call is over) delete the
         record first. Within ``END_TIMEOUT``; a failure is logged, and the lease then expires
-        by itself."""
+        by itself. A hand-over under way (not the caller) is abandoned first."""
         self._ended = True
+        handing_over = self._handing_over
+        if handing_over is not None and handing_over is not asyncio.current_task():
+            handing_over.cancel()
+            await asyncio.gather(handing_over, return_exceptions=True)
         await self.stop()
         driving, self._driving = self._driving, False
         if self._lost:

@@ -18,18 +18,21 @@ JSON, then the media the input carries (the user's audio as it was sent, not bas
 gives each its length, in order); the input sent since is appended as parts (``RRP``, the same
 header, a body of the messages). Each is encrypted as a whole with Fernet
 (``cryptography``: AES-128-CBC with HMAC-SHA256, authenticated) when a key is given. Without a
-key everything is stored in clear, handles included. A record this version cannot read (not a
-record, another version, corrupt, encrypted with another key, in clear while a key is set)
-raises :class:`RecordError`; the transport then starts the call fresh and reports why.
+key everything is stored in clear, handles included. Each record and part names the session
+key it was written for: one copied under another call's key is refused (with a key, the name
+is authenticated with the rest; in clear, anyone who can write the store can forge anything).
+A record this version cannot read (not a record, another version, corrupt, nested past
+reason, encrypted with another key, in clear while a key is set, written for another session
+key) raises :class:`RecordError`; the transport then starts the call fresh and reports why.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import pydantic
 from google.genai import types
@@ -48,12 +51,13 @@ from realtime_resumption.transport import (
     ToolResult,
 )
 
-RECORD_VERSION: Final = 2
+RECORD_VERSION: Final = 3
 _MAGIC: Final = b"RRS"
 _PART_MAGIC: Final = b"RRP"
 _CLEAR: Final = 0
 _FERNET: Final = 1
 _MIN_TTL: Final = 1.0
+_T = TypeVar("_T")
 
 
 class RecordError(ValueError):
@@ -205,10 +209,20 @@ _STATE_FIELDS: Final = tuple(
 
 
 class RecordCodec:
-    """Snapshots to stored bytes and back, encrypted with ``key`` (a Fernet key, or several:
-    the first encrypts, any decrypts) when one is given. Keys never show in its repr."""
+    """Snapshots to stored bytes and back for the call of ``session_key``, encrypted with
+    ``key`` (a Fernet key, or several: the first encrypts, any decrypts) when one is given.
+    ``writer``: the owner token of the process writing, kept in each whole record it writes
+    (:meth:`writer` reads it back). Keys never show in its repr."""
 
-    def __init__(self, key: str | bytes | Sequence[str | bytes] | None = None) -> None:
+    def __init__(
+        self,
+        key: str | bytes | Sequence[str | bytes] | None = None,
+        *,
+        session_key: str,
+        writer: str | None = None,
+    ) -> None:
+        self._session_key = session_key
+        self._writer = writer
         self._fernet: Any = None
         if key is not None:
             try:
@@ -230,7 +244,9 @@ class RecordCodec:
                 ) from None
 
     def __repr__(self) -> str:
-        return f"RecordCodec(encrypted={self._fernet is not None})"
+        return (
+            f"RecordCodec(session_key={self._session_key!r}, encrypted={self._fernet is not None})"
+        )
 
     @property
     def encrypted(self) -> bool:
@@ -240,7 +256,10 @@ class RecordCodec:
     def encode(self, snapshot: SessionSnapshot) -> bytes:
         """The bytes to store for ``snapshot``."""
         media: list[bytes] = []
-        return self._seal(_MAGIC, _snapshot_dict(snapshot, media), media)
+        data = _snapshot_dict(snapshot, media)
+        if self._writer is not None:
+            data["writer"] = self._writer
+        return self._seal(_MAGIC, data, media)
 
     def encode_part(self, messages: Sequence[ClientMessage], now: float) -> bytes:
         """The bytes to append to a stored record for input sent since (``now``: wall-clock
@@ -249,31 +268,49 @@ class RecordCodec:
         data = {"at": now, "input": [_message_dict(m, media) for m in messages]}
         return self._seal(_PART_MAGIC, data, media)
 
+    def writer(self, record: Sequence[bytes]) -> str | None:
+        """The owner token of the process that wrote ``record`` (the whole record, not the
+        parts appended to it); ``RecordError`` when it cannot be read."""
+        writer = self._read(lambda: self._open(_MAGIC, record[0])[0].get("writer"))
+        return writer if isinstance(writer, str) else None
+
     def decode(self, record: bytes | Sequence[bytes]) -> SessionSnapshot:
         """The snapshot a stored record holds (with the parts appended to it, in order);
         :class:`RecordError` when it cannot be read."""
         parts = [record] if isinstance(record, bytes) else list(record)
         if not parts:
             raise RecordError("not a session record of realtime-resumption")
-        try:
-            snapshot = _snapshot_from(*self._open(_MAGIC, parts[0]))
-            for part in parts[1:]:
-                data, media = self._open(_PART_MAGIC, part)
-                added = tuple(_message_from(m, media) for m in data["input"])
-                media.check_used()
-                snapshot = replace(
-                    snapshot,
-                    input=snapshot.input + added,
-                    saved_at=float(data["at"]),
-                )
-        except (ValueError, TypeError, KeyError, AttributeError, pydantic.ValidationError) as error:
-            if isinstance(error, RecordError):
-                raise
-            raise RecordError("the session record is corrupt") from None
+        return self._read(lambda: self._snapshot_of(parts))
+
+    def _snapshot_of(self, parts: Sequence[bytes]) -> SessionSnapshot:
+        snapshot = _snapshot_from(*self._open(_MAGIC, parts[0]))
+        for part in parts[1:]:
+            data, media = self._open(_PART_MAGIC, part)
+            added = tuple(_message_from(m, media) for m in data["input"])
+            media.check_used()
+            snapshot = replace(snapshot, input=snapshot.input + added, saved_at=float(data["at"]))
         return snapshot
 
+    @staticmethod
+    def _read(read: Callable[[], _T]) -> _T:
+        """What ``read`` reads of a record; whatever a record can make it raise is a
+        ``RecordError`` (nested past reason, JSON's parser recurses: ``RecursionError``)."""
+        try:
+            return read()
+        except RecordError:
+            raise
+        except (
+            ValueError,
+            TypeError,
+            LookupError,
+            AttributeError,
+            RecursionError,
+            pydantic.ValidationError,
+        ):
+            raise RecordError("the session record is corrupt") from None
+
     def _seal(self, magic: bytes, data: Mapping[str, Any], media: list[bytes]) -> bytes:
-        head = json.dumps(data, separators=(",", ":")).encode()
+        head = json.dumps({"key": self._session_key, **data}, separators=(",", ":")).encode()
         body = b"".join((len(head).to_bytes(4, "big"), head, *media))
         if self._fernet is None:
             return magic + bytes((RECORD_VERSION, _CLEAR)) + body
@@ -309,7 +346,14 @@ class RecordCodec:
         end = 4 + int.from_bytes(body[:4], "big")
         if len(body) < end:
             raise ValueError("a body shorter than its JSON")
-        return json.loads(body[4:end]), _Media(memoryview(body)[end:])
+        data = json.loads(body[4:end])
+        if data["key"] != self._session_key:
+            # A record copied under another call's key (same encryption key): never this
+            # call's. The message does not say whose it is.
+            raise RecordError(
+                f"the session record was written for another session key, not {self._session_key!r}"
+            )
+        return data, _Media(memoryview(body)[end:])
 
 
 # --- the JSON shape ---------------------------------------------------------------------------
