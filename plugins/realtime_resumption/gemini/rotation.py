@@ -13,12 +13,16 @@ with one outcome, reported as a :class:`~realtime_resumption.moves.MoveReport`:
   resumed session lacks is replayed, and the incumbent is closed. When the provider refuses a
   resume while the incumbent is open (close 1011 right after the setup), the incumbent is
   closed first and the dial repeated (break-before-make), and every later move of the session
-  does the same.
+  does the same. A ``goAway`` that reaches a connection before anything was said on it since
+  its switch moves at once (the point after the resume is as good as a resumable one), where
+  the helper alone would wait for the connection's first resumable handle or the deadline.
 - *Lost* (the connection closed without notice): the session resumes from the fallback handle;
   input is held meanwhile (``OutboxLimits``) and flushed after.
 - *Rebuilt*: a refused or expired handle means the server session is gone; a fresh session is
   opened and seeded with the conversation history the transport kept. Without a handle or any
-  history the session is lost.
+  history the session is lost. With compression off, a ``goAway`` on a resumed connection
+  whose deadline is no later than the one its move answered means the server session is
+  ending (the 15-minute cap): the next move rebuilds rather than resume into it.
 
 Failures follow one policy (``gemini.failures``): retried with the same handle after a
 jittered delay, rebuilt, or fatal (401/403 at once). A connection that dies within the
