@@ -145,6 +145,39 @@ def test_a_replacement_settles_briefly_only_while_input_waits_for_it() -> None:
     assert m.SETTLE_HELD < m.SETTLE
 
 
+@pytest.mark.parametrize("known", [True, False], ids=["endpoint-known", "refused-while-open"])
+def test_a_move_that_closed_the_incumbent_itself_switches_right_after_the_setup(
+    known: bool,
+) -> None:
+    """Break-before-make: nothing serves while the replacement would settle, and the refusal
+    a settle waits for (a resume while the incumbent is open) cannot come once it is closed;
+    a later refusal is caught on probation. So no settle: the switch follows the setup."""
+    mm = machine()
+    if known:
+        mm.send(
+            m.Due(0.0, MoveReason.PLANNED, H1, HandleKind.AFTER_TURN, True, True, break_first=True)
+        )
+    else:
+        mm.send(due())
+        assert mm.send(m.Failed(1.0, Stage.DIAL, closed(1011)))[-2:] == [m.Break(), m.Dial(H1)]
+    assert mm.send(m.SetupOk()) == [m.Settle(0.0)]
+    assert mm.send(m.Settled(2.0)) == [m.Switch(H1)]
+    assert mm.probation_until == 2.0 + RetryPolicy().probation
+
+
+def test_a_late_refusal_after_a_break_first_switch_is_a_failed_attempt_on_probation() -> None:
+    """What the skipped settle would have caught: the connection closes right after the
+    switch; the probation makes it a failed attempt of the move (a refused handle: the next
+    attempt rebuilds)."""
+    mm = machine()
+    mm.send(m.Due(0.0, MoveReason.PLANNED, H1, HandleKind.AFTER_TURN, True, True, break_first=True))
+    mm.send(m.SetupOk())
+    mm.send(m.Settled(2.0))
+    actions = mm.send(m.Lost(2.01, 1007, H1, HandleKind.AFTER_TURN, can_rebuild=True))
+    assert mm.budget.spent == 1 and H1 in mm.refused
+    assert m.Begin(MoveReason.LOST, None, HandleKind.NONE) in actions
+
+
 def test_a_transient_failure_retries_the_same_handle_after_a_jittered_delay() -> None:
     mm = machine(random=lambda: 1.0)
     mm.send(due())

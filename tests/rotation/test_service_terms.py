@@ -181,14 +181,29 @@ async def test_a_long_call_has_no_session_cap_by_default() -> None:
 
 async def test_a_session_that_reaches_the_cap_is_rebuilt_with_nothing_said_lost() -> None:
     """Compression off (the user's choice): at 15 minutes the service ends the session and
-    refuses to resume it; the transport rebuilds it from the history, says so, and the
-    user's words all reach a session (an answer the cap cuts ends as ``moved``)."""
+    refuses to resume it. Its goAway looks like a rotation's, so the move resumes once; the
+    resumed connection's goAway at once, with the same deadline, says the session is ending,
+    and the transport rebuilds it from the history there and then: one resume and one rebuild
+    per cap, no resume refused, and the user's words all reach a session."""
     emu, moves, asked = await long_call(compression=False)
     assert asked >= 5
     outcomes = [m.outcome for m in moves]
     assert MoveOutcome.REBUILT in outcomes and MoveOutcome.LOST not in outcomes
     sessions = list(emu.ledger.sessions.values())
-    assert len(sessions) >= 2 and sessions[0].capped_at is not None
+    assert len(sessions) >= 2
+    for rebuild in (m for m in moves if m.outcome is MoveOutcome.REBUILT):
+        # One resume into the ending session (its goAway looked like a rotation's), not one
+        # per goAway it sends at each setup: 7 to 22 within the notice before.
+        notice = 50 * LONG_CALL_SCALE
+        into_it = [
+            m
+            for m in moves
+            if m.outcome is MoveOutcome.RESUMED
+            and rebuild.started_at - notice < m.started_at < rebuild.started_at
+        ]
+        assert len(into_it) == 1, [(m.reason, m.outcome) for m in moves]
+    refused = [c.refused for s in sessions for c in s.connections if c.refused]
+    assert "session-ended" not in refused, "rebuilt before the cap, not after a refused resume"
     summary = emu.ledger.summary()
     # A session the cap ends may lack what a resume was still replaying to it: the rebuild
     # carries those words to the next session, which must hold them.

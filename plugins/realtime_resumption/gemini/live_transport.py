@@ -894,7 +894,9 @@ class GeminiLiveTransport:
                 self._rotation.hold_input()
             self._s.feed()
             self._user_turn.audio(pcm)
-            if self._rotation.watching and is_speech(pcm):
+            # Speech counts as the user's turn while a resumed connection has not answered
+            # (the watchdog), or the connection a move installed has heard nothing yet.
+            if (self._rotation.watching or self._rotation.quiet) and is_speech(pcm):
                 self._rotation.user_turn()
 
     def commit_audio(self) -> None:

@@ -19,7 +19,7 @@ States (:class:`Phase`) and their transitions::
                                              while the incumbent was open)
     DIALLING ──SetupOk──► SETTLING           the replacement is set up: let it prove that the
                                              provider accepted it (briefly while input is
-                                             held: ``SETTLE_HELD``)
+                                             held: ``SETTLE_HELD``; not at all after a Break)
     SETTLING ──Settled──► IDLE               Switch: the session moves to the replacement;
                                              it is on probation for ``RetryPolicy.probation``
                                              (Served: an answered turn ends it early)
@@ -119,7 +119,12 @@ Every moment of it is silence for the user, and a service that says nothing afte
 would make :data:`SETTLE` the gap. So only a close that follows ``setupComplete`` at once is
 waited for; a later refusal closes the installed connection on probation, which counts as a
 failed attempt of the move (a second report, the next attempt backed off), and what was
-replayed to it is replayed again from the handle."""
+replayed to it is replayed again from the handle.
+
+A move that closed the incumbent itself (break-before-make) does not settle at all: input has
+been held since the Break, and the refusal the settle is for (a resume while the incumbent is
+open) cannot come with the incumbent closed; a handle refused after the setup is caught on
+probation all the same. The switch follows ``setupComplete``."""
 
 
 class Phase(StrEnum):
@@ -277,7 +282,8 @@ class Dial:
 
 @dataclass(frozen=True)
 class Settle:
-    """Let the replacement settle: until it says something, closes, or ``seconds`` pass."""
+    """Let the replacement settle: until it says something, closes, or ``seconds`` pass (0:
+    switch at once, unless it closed already)."""
 
     seconds: float
 
@@ -361,6 +367,8 @@ class Move:
     first_kind: HandleKind = HandleKind.NONE
     rebuild_when_spent: bool = False
     """See :attr:`Due.rebuild_when_spent`."""
+    broke: bool = False
+    """The move closed the incumbent itself before its dial (:class:`Break`)."""
 
     @property
     def yields(self) -> bool:
@@ -457,6 +465,8 @@ class MoveMachine:
         move = self.move
         assert move is not None
         self.phase = Phase.SETTLING
+        if move.broke:
+            return [Settle(0.0)]  # nothing serves meanwhile: see SETTLE_HELD
         return [Settle(SETTLE_HELD if move.held else SETTLE)]
 
     def _settled(self, event: Settled) -> list[Action]:
@@ -608,6 +618,7 @@ class MoveMachine:
             move.incumbent = False
             move.forced = True
             move.held = True  # from the Break on, input waits for the replacement
+            move.broke = True
             actions.append(Break())
         return [*actions, Dial(move.handle)]
 

@@ -13,12 +13,16 @@ with one outcome, reported as a :class:`~realtime_resumption.moves.MoveReport`:
   resumed session lacks is replayed, and the incumbent is closed. When the provider refuses a
   resume while the incumbent is open (close 1011 right after the setup), the incumbent is
   closed first and the dial repeated (break-before-make), and every later move of the session
-  does the same.
+  does the same. A ``goAway`` that reaches a connection before anything was said on it since
+  its switch moves at once (the point after the resume is as good as a resumable one), where
+  the helper alone would wait for the connection's first resumable handle or the deadline.
 - *Lost* (the connection closed without notice): the session resumes from the fallback handle;
   input is held meanwhile (``OutboxLimits``) and flushed after.
 - *Rebuilt*: a refused or expired handle means the server session is gone; a fresh session is
   opened and seeded with the conversation history the transport kept. Without a handle or any
-  history the session is lost.
+  history the session is lost. With compression off, a ``goAway`` on a resumed connection
+  whose deadline is no later than the one its move answered means the server session is
+  ending (the 15-minute cap): the next move rebuilds rather than resume into it.
 
 Failures follow one policy (``gemini.failures``): retried with the same handle after a
 jittered delay, rebuilt, or fatal (401/403 at once). A connection that dies within the
@@ -99,6 +103,11 @@ CONFIG_MOVE_WAIT: Final = 600.0
 """Seconds a configuration change waits for a resumable point before it moves anyway: a bound
 of its own, not a connection's life (which depends on the model, ten minutes to an hour; a
 connection that ends sooner moves the session through its goAway or its close)."""
+
+SESSION_END_TOLERANCE: Final = 1.0
+"""Seconds by which a ``goAway``'s deadline may pass the one the last move answered and still
+be the same end: the service states its notice in whole seconds (``"50s"``), and each
+connection reads it after its own network delay."""
 
 _WAIT_BOUND_SLACK: Final = 5.0
 
@@ -193,6 +202,14 @@ class Rotation:
         self._go_away_seen = False
         self._cut_by_loss = False
         self._deadline_at: float | None = None
+        self._answered_deadline: float | None = None
+        """The deadline of the ``goAway`` the last move answered, while the connection it
+        resumed serves."""
+        self._quiet = False
+        """The connection the last move installed has seen no sign of a turn (user input,
+        model output) since the switch."""
+        self._ending = False
+        """The server session itself is ending (its cap): the next move rebuilds."""
         self._closed = False
         self._last_close: tuple[int | None, str | None] = (None, None)
 
@@ -219,8 +236,15 @@ class Rotation:
         self._helper.resumption_update(handle, resumable)
         self._take_decision()
 
+    @property
+    def quiet(self) -> bool:
+        """Nothing has been said on the connection the last move installed: the transport
+        reports the user's speech (:meth:`user_turn`) while this holds."""
+        return self._quiet
+
     def turn_started(self) -> None:
         """A sign of a turn (user input, a turn the client sent, model output, a tool call)."""
+        self._quiet = False
         self._helper.turn_started()
         self.hold_input()
 
@@ -241,7 +265,9 @@ class Rotation:
         self._machine.send(m.Served())
 
     def user_turn(self) -> None:
-        """A sign of the user's turn, for the resume watchdog."""
+        """A sign of the user's turn (speech, a typed turn, an activity signal): for the resume
+        watchdog, and the connection is no longer quiet."""
+        self._quiet = False
         self._watchdog.user_turn()
 
     @property
@@ -261,8 +287,47 @@ class Rotation:
         self._go_away_seen = True
         self._note_deadline(DEFAULT_GO_AWAY_NOTICE if seconds is None else seconds)
         self._machine.send(m.Wanted())
+        if self._session_ending():
+            self._ending = True
+            logger.info(
+                "{}: the goAway after the resume keeps the deadline before it: the server "
+                "session is ending (compression is off); rebuilding it from its history",
+                self._s.callbacks,
+            )
+        if self._quiet and self._quiet_point():
+            return
         self._helper.go_away(seconds)
         self._take_decision()
+
+    def _session_ending(self) -> bool:
+        """The ``goAway`` just noted ends the server session, not the connection: compression
+        is off (the service ends an audio session at 15 minutes without it), and its deadline
+        is no later than the one the move to this connection answered. Resuming would only
+        lead into a session the service is closing, then to a refused handle."""
+        compression = self._s.options.context_window_compression
+        if compression is not None and compression.sliding_window is not None:
+            return False
+        answered, deadline = self._answered_deadline, self._deadline_at
+        if answered is None or deadline is None or not self._s.can_rebuild():
+            return False
+        return deadline <= answered + SESSION_END_TOLERANCE
+
+    def _quiet_point(self) -> bool:
+        """A ``goAway`` on a connection quiet since its switch: nothing was said since the
+        session was resumed (or rebuilt), so that point is as good as a resumable one, and
+        the move comes now instead of at the deadline fallback. The helper, by its own rule,
+        takes the handle it moved with for no resumable point; the transport, which knows the
+        session has been idle since, tells it otherwise (a turn the helper still counts in
+        progress keeps it from being one). True when a move started here: a rebuilt session
+        that has issued no handle yet is rebuilt again, from the same history."""
+        handle = self._helper.latest_handle
+        if handle is not None:
+            self._helper.resumption_update(handle, True)
+            return False
+        if not self._s.can_rebuild():
+            return False
+        self._due(MoveReason.PLANNED, None, HandleKind.NONE, forced=False)
+        return True
 
     def config_changed(self) -> None:
         """The setup changed and Gemini cannot apply it live: move at the next resumable
@@ -300,7 +365,8 @@ class Rotation:
             decision = self._helper.last_move
             if decision is not None:
                 self._taken = decision
-                handle, kind = decision.handle, HandleKind(decision.kind)
+                if not self._ending:
+                    handle, kind = decision.handle, HandleKind(decision.kind)
         elif self._s.can_rebuild():
             logger.info(
                 "{}: connection lost with no handle; rebuilding from history", self._s.callbacks
@@ -390,6 +456,10 @@ class Rotation:
         ):
             return
         self._taken = decision
+        handle: HandleRef | None = decision.handle
+        kind = HandleKind(decision.kind)
+        if self._ending:
+            handle, kind = None, HandleKind.NONE
         if decision.reason is MoveReason.LOST:
             reason = MoveReason.LOST
         elif self._requested:
@@ -398,12 +468,7 @@ class Rotation:
             reason = MoveReason.CONFIG
         else:
             reason = MoveReason(decision.reason)
-        self._due(
-            reason,
-            decision.handle,
-            HandleKind(decision.kind),
-            forced=decision.reason is not MoveReason.PLANNED,
-        )
+        self._due(reason, handle, kind, forced=decision.reason is not MoveReason.PLANNED)
 
     def _due(
         self, reason: MoveReason, handle: HandleRef | None, kind: HandleKind, *, forced: bool
@@ -686,10 +751,14 @@ class Rotation:
         # saw would be taken to hold them.
         self._s.set_gate(m.InputGate.HELD)
         report = self._handover.switch(conn, move, handle)
+        resumed = report.outcome is MoveOutcome.RESUMED
+        self._answered_deadline = self._deadline_at if resumed and self._go_away_seen else None
+        self._quiet = True
+        self._ending = False
         self._deadline_at = None
         self._go_away_seen = False
         self._requested = False
-        if report.outcome is MoveOutcome.RESUMED:
+        if resumed:
             self._watchdog.watch()
         else:
             # A fresh server session: the old session's handles are worthless.
