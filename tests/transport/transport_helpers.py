@@ -256,3 +256,15 @@ class ScriptedServer:
         """Close the client's connection with ``code`` and ``reason``."""
         assert self._ws is not None
         await self._ws.close(code, reason)
+
+
+MODEL_38 = "gemini-3.8-live"
+
+
+def live38_config(profile: str = "gemini", **changes: Any) -> EmulatorConfig:
+    """``emulator_config`` with the behaviours of gemini-3.8-live: non-blocking function
+    calls, setup changes and content with roles taken in the session."""
+    changes.setdefault("non_blocking_tools", True)
+    changes.setdefault("in_session_updates", True)
+    changes.setdefault("mid_session_client_content", True)
+    return emulator_config(profile, **changes)
