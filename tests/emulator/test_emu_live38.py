@@ -9,6 +9,7 @@ from google.genai import types
 from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.testing.emulator.conversation import RESULT_TURN_TEXT
 
+from ..transport.transport_helpers import sends_context_updates
 from .emu_helpers import (
     MODEL,
     ask,
@@ -147,6 +148,7 @@ async def test_a_running_call_survives_a_resume_and_its_result_is_taken_once() -
     assert record.stranded_tool_responses == []
 
 
+@sends_context_updates
 async def test_a_setup_change_in_the_session_is_refused_by_default() -> None:
     async with Emulator(config()) as emu:
         async with emu.client().aio.live.connect(model=MODEL, config=live_config()) as session:
@@ -159,6 +161,7 @@ async def test_a_setup_change_in_the_session_is_refused_by_default() -> None:
     ]
 
 
+@sends_context_updates
 async def test_a_setup_change_in_the_session_is_taken_where_the_model_takes_it() -> None:
     async with Emulator(config(in_session_updates=True)) as emu:
         async with emu.client().aio.live.connect(model=MODEL, config=live_config()) as session:

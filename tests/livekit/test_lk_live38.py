@@ -13,6 +13,7 @@ from livekit.plugins import realtime_resumption as rr
 from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
+from ..transport.transport_helpers import sends_context_updates
 from .lk_helpers import Recorder, until, voice_call
 
 MODEL_38 = "gemini-3.8-live"
@@ -36,6 +37,7 @@ def _only(emu: Emulator):  # type: ignore[no-untyped-def]
     return session
 
 
+@sends_context_updates
 async def test_new_instructions_on_3_8_through_vertex_open_no_connection() -> None:
     async with Emulator(_live38("vertex", answer_chunks=4)) as emu:
         model = rr.RealtimeModel(

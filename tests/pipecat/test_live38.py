@@ -21,6 +21,7 @@ from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.pipecat import GeminiLiveLLMService, GeminiLiveVertexLLMService
 from realtime_resumption.testing.emulator import Emulator
 
+from ..transport.transport_helpers import sends_context_updates
 from . import services
 from .rig import FAST, Rig, emulator_config
 
@@ -111,6 +112,7 @@ async def test_a_non_blocking_function_holds_no_move_and_its_result_reaches_the_
     assert rig.of(ErrorFrame, up=True) == []
 
 
+@sends_context_updates
 async def test_an_instructions_update_on_3_8_through_vertex_opens_no_connection() -> None:
     async def tokens() -> Credential:
         return Credential("emulator-token")

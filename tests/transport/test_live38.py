@@ -17,6 +17,7 @@ from .transport_helpers import (
     established,
     live38_config,
     make_transport,
+    sends_context_updates,
 )
 
 TOOL = types.FunctionDeclaration(name="lookup", description="Looks things up.")
@@ -27,6 +28,7 @@ def _only(emu: Emulator):  # type: ignore[no-untyped-def]
     return session
 
 
+@sends_context_updates
 async def test_an_instructions_update_the_model_takes_opens_no_connection() -> None:
     # Vertex AI: gemini-3.8-live takes the change in the session, by its documented traits.
     async with Emulator(live38_config("vertex", answer_chunks=4)) as emu:
@@ -59,6 +61,7 @@ async def test_an_instructions_update_the_model_takes_opens_no_connection() -> N
     assert rec.of("on_cache_bust") == [("instructions_changed",), ("tools_changed",)]
 
 
+@sends_context_updates
 async def test_a_later_connection_is_set_up_with_the_update_and_is_not_sent_it_again() -> None:
     async with Emulator(live38_config(answer_chunks=4)) as emu:
         transport = make_transport(
@@ -87,7 +90,7 @@ async def test_without_send_context_update_in_the_sdk_the_update_moves_the_sessi
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # google-genai 2.30 has no send_context_update: without it here, as there.
-    monkeypatch.delattr(live.AsyncSession, "send_context_update")
+    monkeypatch.delattr(live.AsyncSession, "send_context_update", raising=False)
     async with Emulator(live38_config(answer_chunks=4)) as emu:
         transport = make_transport(
             emu, model=MODEL_38, system_instruction="be kind", in_session_updates=True
@@ -109,6 +112,7 @@ async def test_without_send_context_update_in_the_sdk_the_update_moves_the_sessi
     assert move.reason.value == "config"
 
 
+@sends_context_updates
 async def test_a_model_that_refuses_the_update_gets_it_through_a_move() -> None:
     # The transport is told the model takes it; the service refuses (1007), as a model or
     # endpoint that does not would.
