@@ -11,6 +11,7 @@ from pipecat.frames.frames import (
     FunctionCallResultFrame,
     InputTextRawFrame,
     LLMFullResponseEndFrame,
+    LLMMessagesAppendFrame,
     LLMUpdateSettingsFrame,
 )
 from pipecat.services.llm_service import FunctionCallParams
@@ -23,7 +24,7 @@ from realtime_resumption.testing.emulator import Emulator
 
 from ..transport.transport_helpers import sends_context_updates
 from . import services
-from .rig import FAST, Rig, emulator_config
+from .rig import FAST, Rig, emulator_config, until
 
 MODEL_38 = "gemini-3.8-live"
 
@@ -141,3 +142,40 @@ async def test_an_instructions_update_on_3_8_through_vertex_opens_no_connection(
     assert session.state is not None and session.state.system_instruction == "Be brief."
     assert rig.of(SessionMovedFrame) == []
     assert rig.of(ErrorFrame, up=True) == []
+
+
+async def test_messages_appended_mid_session_on_3_8_are_taken_without_a_move() -> None:
+    # 3.8 seeds history with content (historyConfig) and takes content for the whole
+    # session: a quiet append after the user spoke goes to the live connection.
+    async with Emulator(_live38(answer_chunks=2)) as emu:
+        service = _ours(emu)
+        async with Rig([service]) as rig:
+            await rig.queue(InputTextRawFrame("hello there"))
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+            await rig.queue(
+                LLMMessagesAppendFrame(
+                    messages=[{"role": "user", "content": "my name is Ada"}], run_llm=False
+                )
+            )
+            await until(
+                lambda: any(
+                    m.kind == "client_content"
+                    for c in _only(emu).connections
+                    for m in c.client_messages
+                )
+            )
+            await rig.queue(InputTextRawFrame("what is my name"))
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 2)
+        session = _only(emu)
+    (conn,) = session.connections
+    assert conn.setup is not None
+    contents = [m for m in conn.client_messages if m.kind == "client_content"]
+    assert [(m.turns, m.turn_complete) for m in contents] == [
+        ((("user", "my name is Ada"),), False)
+    ]
+    assert conn.close_code != 1007
+    assert [t.user_text for t in session.turns.values()] == [
+        "hello there",
+        "my name is Ada what is my name",
+    ]
+    assert rig.of(SessionMovedFrame) == [] and rig.of(ErrorFrame, up=True) == []
