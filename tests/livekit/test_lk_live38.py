@@ -118,7 +118,9 @@ async def test_a_non_blocking_tool_holds_no_move_and_its_result_reaches_the_new_
 
     agent = Agent(instructions="Be brief.", tools=[lookup])
     async with (
-        Emulator(_live38(answer_chunks=4)) as emu,
+        # An answer long enough that the handle after it comes well after the question, even
+        # on a loaded loop: a handle placed before the question's end replays it (heard twice).
+        Emulator(_live38(answer_chunks=30)) as emu,
         voice_call(
             emu,
             agent,

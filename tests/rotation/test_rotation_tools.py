@@ -253,7 +253,9 @@ async def test_non_blocking_calls_across_three_moves_are_each_answered_once() ->
     """gemini-3.8-live talks on while a function runs: the call holds no move, yet its
     result reaches the session that knows the call, once, including a result the framework
     hands over while the session moves."""
-    async with Emulator(live38_config("gemini", answer_chunks=6)) as emu:
+    # Answers long enough that the handle after one comes well after its question, even on a
+    # loaded loop: a handle placed before the question's end replays it (heard twice).
+    async with Emulator(live38_config("gemini", answer_chunks=30)) as emu:
         transport = make_transport(emu, model=MODEL_38, tools=TOOLS)
         rec = Recorder(transport)
         await transport.connect()
