@@ -20,7 +20,7 @@ from realtime_resumption.gemini.failures import INVALID_ARGUMENT, RetryPolicy
 from realtime_resumption.gemini.handover import Handover
 from realtime_resumption.gemini.history import ConversationHistory, HistoryLimits
 from realtime_resumption.gemini.input_path import InputPath
-from realtime_resumption.gemini.live_models import traits
+from realtime_resumption.gemini.live_models import ModelTraits, traits
 from realtime_resumption.gemini.live_options import (
     DEFAULT_COMPRESSION,
     DEFAULT_MODEL,
@@ -485,6 +485,18 @@ class GeminiLiveTransport:
     def pending_tool_calls(self) -> tuple[str, ...]:
         """Tool calls of the live session waiting for their result (or its write)."""
         return tuple(self._tools.pending_ids() + self._tools.unsent_ids())
+
+    @property
+    def model_traits(self) -> ModelTraits:
+        """What the transport assumes of the model (``gemini.live_models``), as constructed,
+        and without in-session updates once the service refused one."""
+        return self._s.traits
+
+    def non_blocking(self, function: str) -> bool:
+        """Whether a call of ``function`` lets the model talk on while it runs (declared
+        ``NON_BLOCKING`` by the live connection's setup, or not ``BLOCKING`` on a model whose
+        calls are non-blocking by default)."""
+        return self._tools.non_blocking(function)
 
     # --- connecting ---------------------------------------------------------------------------
 

@@ -115,6 +115,10 @@ class ToolCallTracker:
         declares them (``live_models.non_blocking_functions``); calls issued from now on."""
         self._non_blocking = non_blocking
 
+    def non_blocking(self, function: str) -> bool:
+        """Whether a call of ``function`` issued now would be non-blocking."""
+        return function in self._non_blocking
+
     @property
     def lineage(self) -> int:
         """The current server session lineage (0 before the first connection)."""

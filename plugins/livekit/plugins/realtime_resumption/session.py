@@ -24,7 +24,6 @@ from livekit.agents.utils import images, is_given
 from livekit.plugins.google.utils import create_tools_config
 from opentelemetry import context as otel_context
 
-from realtime_resumption.gemini.live_models import non_blocking_functions, traits
 from realtime_resumption.moves import MoveOutcome, MoveReport
 from realtime_resumption.redaction import Secret, secret
 from realtime_resumption.store import StoreError
@@ -88,11 +87,6 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._opts = options
         self._tools = llm.ToolContext.empty()
         self._mirror = ChatMirror()
-        self._history_mid_session = traits(
-            options.model, vertex=options.vertexai
-        ).mid_session_client_content
-        """The model takes conversation content with roles for the whole session
-        (gemini-3.8-live), not only before its first realtime input."""
         self._input_audio = InputAudio()
         self._phase: _Phase = "idle"
         self._before_dial: list[Callable[[], None]] = []
@@ -578,7 +572,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._transport.replay_history([ReplayItem(t.role, text=t.text) for t in turns])
 
     def _send_turns(self, turns: Sequence[ContentTurn], user_text: Sequence[str]) -> None:
-        if self._opts.live_text and self._history_mid_session:
+        if self._opts.live_text and self._transport.model_traits.mid_session_client_content:
             # gemini-3.8-live takes content with roles mid-session: the turns up to the
             # model's last go as history (no answer asked for), the user's turns after it as
             # realtime input, which asks for the answer.
@@ -705,12 +699,8 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._streams.answer_ended(generation_id, reason)
 
     def _tool_calls(self, calls: Sequence[ToolCall]) -> None:
-        non_blocking = non_blocking_functions(
-            self._gemini_tools(),
-            by_default=traits(self._opts.model, vertex=self._opts.vertexai).non_blocking_calls,
-        )
         self._streams.tool_calls(
-            calls, answer_goes_on=all(call.name in non_blocking for call in calls)
+            calls, answer_goes_on=all(self._transport.non_blocking(call.name) for call in calls)
         )
 
     def _tool_calls_cancelled(self, ids: Sequence[str]) -> None:
