@@ -11,25 +11,12 @@ from livekit.agents import Agent, AgentSession, function_tool
 from livekit.plugins import realtime_resumption as rr
 
 from realtime_resumption.moves import MoveOutcome
-from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
+from realtime_resumption.testing.emulator import Emulator
 
-from ..transport.transport_helpers import sends_context_updates
+from ..transport.transport_helpers import live38_config, sends_context_updates
 from .lk_helpers import Recorder, until, voice_call
 
 MODEL_38 = "gemini-3.8-live"
-
-
-def _live38(profile: str = "gemini", **changes: object) -> EmulatorConfig:
-    """The emulator with gemini-3.8-live's behaviours (non-blocking calls, setup changes and
-    content taken in the session)."""
-    return EmulatorConfig(
-        profile=profile,  # type: ignore[arg-type]
-        time_scale=0.1,
-        non_blocking_tools=True,
-        in_session_updates=True,
-        mid_session_client_content=True,
-        **changes,  # type: ignore[arg-type]
-    )
 
 
 def _only(emu: Emulator):  # type: ignore[no-untyped-def]
@@ -39,7 +26,7 @@ def _only(emu: Emulator):  # type: ignore[no-untyped-def]
 
 @sends_context_updates
 async def test_new_instructions_on_3_8_through_vertex_open_no_connection() -> None:
-    async with Emulator(_live38("vertex", answer_chunks=4)) as emu:
+    async with Emulator(live38_config("vertex", time_scale=0.1, answer_chunks=4)) as emu:
         model = rr.RealtimeModel(
             model=MODEL_38,
             vertexai=True,
@@ -73,7 +60,7 @@ async def test_new_instructions_on_3_8_through_vertex_open_no_connection() -> No
 
 
 async def test_history_with_roles_mid_session_on_3_8_asks_for_no_answer() -> None:
-    async with Emulator(_live38(answer_chunks=4)) as emu:
+    async with Emulator(live38_config(time_scale=0.1, answer_chunks=4)) as emu:
         model = rr.RealtimeModel(
             model=MODEL_38, api_key="test-key", http_options=emu.http_options()
         )
@@ -120,7 +107,7 @@ async def test_a_non_blocking_tool_holds_no_move_and_its_result_reaches_the_new_
     async with (
         # An answer long enough that the handle after it comes well after the question, even
         # on a loaded loop: a handle placed before the question's end replays it (heard twice).
-        Emulator(_live38(answer_chunks=30)) as emu,
+        Emulator(live38_config(time_scale=0.1, answer_chunks=30)) as emu,
         voice_call(
             emu,
             agent,

@@ -22,23 +22,11 @@ from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.pipecat import GeminiLiveLLMService, GeminiLiveVertexLLMService
 from realtime_resumption.testing.emulator import Emulator
 
-from ..transport.transport_helpers import sends_context_updates
+from ..transport.transport_helpers import live38_config, sends_context_updates
 from . import services
-from .rig import FAST, Rig, emulator_config, until
+from .rig import FAST, Rig, until
 
 MODEL_38 = "gemini-3.8-live"
-
-
-def _live38(profile: str = "gemini", **changes: object) -> object:
-    """The emulator with gemini-3.8-live's behaviours (non-blocking calls, setup changes and
-    content taken in the session)."""
-    return emulator_config(
-        profile,
-        non_blocking_tools=True,
-        in_session_updates=True,
-        mid_session_client_content=True,
-        **changes,
-    )
 
 
 def _ours(emu: Emulator) -> GeminiLiveLLMService:
@@ -60,7 +48,7 @@ def _only(emu: Emulator):  # type: ignore[no-untyped-def]
 async def test_a_function_registered_as_usual_holds_its_answer_on_3_8() -> None:
     # 3.8 runs calls non-blocking by default: stock declares the usual (synchronous)
     # functions BLOCKING, so the answer waits for the result; ours must too.
-    async with Emulator(_live38(answer_chunks=4)) as emu:
+    async with Emulator(live38_config(answer_chunks=4)) as emu:
         service = _ours(emu)
         service.register_function("lookup", services.answer_lookup)
         async with Rig([service]) as rig:
@@ -84,7 +72,7 @@ async def test_a_non_blocking_function_holds_no_move_and_its_result_reaches_the_
         await release.wait()
         await params.result_callback({"flight": "LH 123"})
 
-    async with Emulator(_live38(answer_chunks=4)) as emu:
+    async with Emulator(live38_config(answer_chunks=4)) as emu:
         service = _ours(emu)
         service.register_function("lookup", slow_lookup, cancel_on_interruption=False)
         async with Rig([service]) as rig:
@@ -118,7 +106,7 @@ async def test_an_instructions_update_on_3_8_through_vertex_opens_no_connection(
     async def tokens() -> Credential:
         return Credential("emulator-token")
 
-    async with Emulator(_live38("vertex", answer_chunks=4)) as emu:
+    async with Emulator(live38_config("vertex", answer_chunks=4)) as emu:
         service = GeminiLiveVertexLLMService(
             location="us-central1",
             project_id="emulator-project",
@@ -147,7 +135,7 @@ async def test_an_instructions_update_on_3_8_through_vertex_opens_no_connection(
 async def test_messages_appended_mid_session_on_3_8_are_taken_without_a_move() -> None:
     # 3.8 seeds history with content (historyConfig) and takes content for the whole
     # session: a quiet append after the user spoke goes to the live connection.
-    async with Emulator(_live38(answer_chunks=2)) as emu:
+    async with Emulator(live38_config(answer_chunks=2)) as emu:
         service = _ours(emu)
         async with Rig([service]) as rig:
             await rig.queue(InputTextRawFrame("hello there"))
