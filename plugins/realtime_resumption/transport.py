@@ -459,6 +459,7 @@ SendKind = Literal[
     "audio_stream_end",
     "activity_start",
     "activity_end",
+    "context_update",
 ]
 """Kinds of client message a transport counts."""
 

@@ -279,7 +279,7 @@ async def test_manual_activity_bounds_the_turn() -> None:
 
 
 async def test_context_update_and_video() -> None:
-    async with Emulator(config(answer_chunks=1)) as emu:
+    async with Emulator(config(answer_chunks=1, in_session_updates=True)) as emu:
         async with emu.client().aio.live.connect(model=MODEL, config=live_config()) as session:
             await session.send_realtime_input(
                 video=types.Blob(data=b"\xff\xd8\xff", mime_type="image/jpeg")

@@ -114,7 +114,7 @@ async def test_a_refused_connection_still_records_its_setup() -> None:
 
 
 async def test_a_session_may_ignore_a_new_instruction() -> None:
-    async with Emulator(config(instruction_change="ignore")) as emu:
+    async with Emulator(config(instruction_change="ignore", in_session_updates=True)) as emu:
         client = emu.client()
         async with client.aio.live.connect(
             model=MODEL, config=setup_config("be terse", [], "Puck")
@@ -135,7 +135,7 @@ async def test_a_session_may_ignore_a_new_instruction() -> None:
 
 
 async def test_a_session_may_refuse_a_new_instruction() -> None:
-    async with Emulator(config(instruction_change="refuse")) as emu:
+    async with Emulator(config(instruction_change="refuse", in_session_updates=True)) as emu:
         client = emu.client()
         async with client.aio.live.connect(
             model=MODEL, config=setup_config("be terse", [], "Puck")

@@ -267,3 +267,29 @@ def test_admit_result_raises_for_calls_no_live_session_waits_for() -> None:
     tracker.connected(2, resumed_from=None)  # a rebuild: the new session never issued "c"
     with pytest.raises(ToolCallOrphanedError):
         tracker.admit_result("c")
+
+
+def test_a_non_blocking_call_holds_no_move_until_its_result_waits_for_its_write() -> None:
+    tracker = tracker_on()
+    tracker.declared(frozenset({"lookup"}))
+    tracker.calls_issued([call("c1")], 1, 0.0)
+    # The model talks on while it runs: nothing for a move to wait for.
+    assert not tracker.busy and tracker.pending_ids() == ["c1"]
+    assert tracker.result_submitted("c1") is ResultVerdict.SEND
+    assert tracker.busy  # its result is on its way to the socket
+    tracker.result_sent("c1")
+    assert not tracker.busy
+
+
+def test_a_cut_answer_orphans_its_blocking_calls_not_the_non_blocking_ones() -> None:
+    tracker = tracker_on()
+    tracker.declared(frozenset({"lookup"}))
+    tracker.calls_issued([call("c1")], 1, 0.0)
+    tracker.declared(frozenset())
+    tracker.calls_issued([call("c2")], 1, 0.0)
+    assert tracker.orphan(["c1", "c2"]) == ["c2"]
+    # A session resumed from a handle that knows c1 takes its result.
+    tracker.handle_recorded("h", 1)
+    assert tracker.connected(2, resumed_from="h") == []
+    assert tracker.result_submitted("c1") is ResultVerdict.SEND
+    assert tracker.result_submitted("c2") is ResultVerdict.ORPHANED

@@ -3,6 +3,7 @@ session that did not issue its call; an orphaned call's answer ends saying so.""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import pytest
@@ -10,7 +11,7 @@ from google.genai import types
 
 from realtime_resumption.gemini import GeminiLiveTransport, loop_lag
 from realtime_resumption.moves import HandleKind, MoveOutcome
-from realtime_resumption.testing.emulator import Emulator, answer_chunk_id
+from realtime_resumption.testing.emulator import Emulator, answer_chunk_id, user_audio
 from realtime_resumption.transport import (
     ContentTurn,
     GenerationEndReason,
@@ -18,6 +19,7 @@ from realtime_resumption.transport import (
     ToolResult,
 )
 
+from ..transport.transport_helpers import MODEL_38, handle_after_the_answer, live38_config
 from .rotation_helpers import (
     Recorder,
     answered_with_handle,
@@ -231,3 +233,76 @@ async def test_a_call_open_when_its_answer_is_cut_is_orphaned_even_if_the_sessio
     summary = emu.ledger.summary().sessions[only_session(emu).session_id]
     assert summary.stranded_tool_responses == ()
     assert only_session(emu).unawaited_tool_responses == []
+
+
+# --- non-blocking calls (gemini-3.8-live) ---------------------------------------------------
+
+SPOKEN = ["lookup", "the", "weather"]
+
+
+async def _ask_aloud(transport: GeminiLiveTransport, first: int) -> int:
+    """The user says "lookup the weather" (speech, then the silence that ends the turn), a
+    chunk every 2 ms; returns the next seq."""
+    seq = first
+    for i in range(8):
+        word = SPOKEN[i] if i < len(SPOKEN) else None
+        transport.send_audio(user_audio(seq, speech=i < len(SPOKEN), word=word))
+        seq += 1
+        await asyncio.sleep(0.002)
+    return seq
+
+
+async def test_non_blocking_calls_across_three_moves_are_each_answered_once() -> None:
+    """gemini-3.8-live talks on while a function runs: the call holds no move, yet its
+    result reaches the session that knows the call, once, including a result the framework
+    hands over while the session moves."""
+    # Answers long enough that the handle after one comes well after its question, even on a
+    # loaded loop: a handle placed before the question's end replays it (heard twice).
+    async with Emulator(live38_config("gemini", answer_chunks=30)) as emu:
+        transport = make_transport(emu, model=MODEL_38, tools=TOOLS)
+        rec = Recorder(transport)
+        await transport.connect()
+        seq = 1
+        for move in range(1, 4):
+            start = len(rec.events)
+            seq = await _ask_aloud(transport, seq)
+            await rec.wait_for("on_tool_call", move)
+            ((calls,),) = rec.of("on_tool_call")[move - 1 : move]
+            # The answer finishes without the result, and a handle follows it.
+            await rec.wait(handle_after_the_answer(start))
+            assert transport.pending_tool_calls == (calls[0].id,)
+            emu.faults.go_away(20.0)
+            result = ToolResult(calls[0].id, "lookup", {"sky": "blue"}, "when_idle")
+            if move == 2:
+                # The result comes while the session moves: held, then sent once.
+                await rec.wait_for("on_move_started", move)
+                assert transport.moving
+                transport.send_tool_result(result)
+                await rec.wait_for("on_move", move)
+            else:
+                # The open call does not hold the move.
+                await rec.wait_for("on_move", move)
+                transport.send_tool_result(result)
+            # The model answers the result on the connection the move switched to.
+            await rec.wait(lambda r, ends=2 * move: len(r.ends()) >= ends)
+        await transport.disconnect()
+
+    session = only_session(emu)
+    summary = emu.ledger.summary().sessions[session.session_id]
+    issued = session.tool_calls_issued
+    assert len(issued) == 3
+    assert sorted(t.call_id for t in session.tool_results_taken) == sorted(issued)
+    assert session.unawaited_tool_responses == []
+    assert summary.stranded_tool_responses == ()
+    assert [t.connection for t in session.tool_results_taken] == [
+        c.index for c in established(session)[1:]
+    ]
+    answered = [t.answers_result for t in session.turns.values() if t.answers_result]
+    assert sorted(answered) == sorted(issued)
+    assert summary.answers_cut == ()
+    assert all(t.outcome == "complete" for t in session.turns.values())
+    assert summary.speech_lost == ()
+    assert [m.outcome for m in rec.moves] == [MoveOutcome.RESUMED] * 3
+    assert rec.count("on_tool_call") == 3
+    assert rec.of("on_tool_call_cancel") == []
+    rec.assert_paired()

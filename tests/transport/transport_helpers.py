@@ -8,11 +8,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from google.genai import types
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.gemini.messages import context_updates_supported
 from realtime_resumption.moves import MoveReport
 from realtime_resumption.testing.emulator import KIND_SERVICE, Emulator, EmulatorConfig
 from realtime_resumption.testing.emulator.certs import TlsMaterial
@@ -256,3 +258,25 @@ class ScriptedServer:
         """Close the client's connection with ``code`` and ``reason``."""
         assert self._ws is not None
         await self._ws.close(code, reason)
+
+
+MODEL_38 = "gemini-3.8-live"
+
+
+def live38_config(profile: str = "gemini", **changes: Any) -> EmulatorConfig:
+    """``emulator_config`` with the behaviours of gemini-3.8-live: non-blocking function
+    calls, setup changes and content with roles taken in the session."""
+    changes.setdefault("non_blocking_tools", True)
+    changes.setdefault("in_session_updates", True)
+    changes.setdefault("mid_session_client_content", True)
+    return emulator_config(profile, **changes)
+
+
+sends_context_updates = pytest.mark.skipif(
+    not context_updates_supported(),
+    reason="this google-genai (2.30) has no send_context_update: every setup change moves "
+    "the session, as test_without_send_context_update_in_the_sdk_the_update_moves_the_session "
+    "checks",
+)
+"""For a test of a setup change taken in the session: only a google-genai that can send one
+(2.34 and 3.x) does it."""

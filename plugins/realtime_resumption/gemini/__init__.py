@@ -5,6 +5,7 @@ the transport's own parts (see ARCHITECTURE.md).
 """
 
 from realtime_resumption.gemini.failures import RetryPolicy
+from realtime_resumption.gemini.live_models import ModelTraits
 from realtime_resumption.gemini.live_options import (
     DEFAULT_MODEL,
     DEFAULT_SETUP_TIMEOUT,
@@ -28,6 +29,7 @@ __all__ = [
     "CredentialProvider",
     "GeminiLiveTransport",
     "LiveOptions",
+    "ModelTraits",
     "OutboxLimits",
     "RetryPolicy",
     "StoreOptions",

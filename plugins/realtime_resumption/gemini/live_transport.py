@@ -16,10 +16,11 @@ from loguru import logger
 from realtime_resumption.gemini import validation
 from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
 from realtime_resumption.gemini.dialling import Dialler
-from realtime_resumption.gemini.failures import RetryPolicy
+from realtime_resumption.gemini.failures import INVALID_ARGUMENT, RetryPolicy
 from realtime_resumption.gemini.handover import Handover
 from realtime_resumption.gemini.history import ConversationHistory, HistoryLimits
 from realtime_resumption.gemini.input_path import InputPath
+from realtime_resumption.gemini.live_models import ModelTraits, traits
 from realtime_resumption.gemini.live_options import (
     DEFAULT_COMPRESSION,
     DEFAULT_MODEL,
@@ -31,7 +32,7 @@ from realtime_resumption.gemini.live_options import (
     check_arguments,
     normalise_tools,
 )
-from realtime_resumption.gemini.messages import ClientMessage
+from realtime_resumption.gemini.messages import ClientMessage, context_updates_supported
 from realtime_resumption.gemini.observed import observed
 from realtime_resumption.gemini.outbox import OutboxLimits, ReplayScope
 from realtime_resumption.gemini.persistence import Persister, StoreStats
@@ -121,7 +122,12 @@ class GeminiLiveTransport:
     every dial. ``setup_timeout`` bounds each dial: the SDK would wait forever for
     ``setupComplete``. ``transparent`` asks Vertex AI for ``lastConsumedClientMessageIndex``
     (the Gemini API refuses it). ``initial_history_in_client_content`` lets Gemini 3.x models
-    take history through ``replay_history``. ``secrets`` are more strings to keep out of logs
+    take history through ``replay_history``. What the service does not say of the model is
+    taken from its documentation by the model's version (``gemini.live_models``): the 3.8
+    family runs a function call not declared ``BLOCKING`` without holding its answer, takes
+    history mid-session, and on Vertex AI takes a new instruction and tool list in the
+    session; ``in_session_updates`` and ``mid_session_client_content`` override the last two
+    (None: by the model). ``secrets`` are more strings to keep out of logs
     and errors (the key behind a ready ``client``).
 
     Rotation (on by default; ``rotation=False`` turns it off): the setup always asks for
@@ -203,6 +209,8 @@ class GeminiLiveTransport:
         setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
         transparent: bool = False,
         initial_history_in_client_content: bool = False,
+        in_session_updates: bool | None = None,
+        mid_session_client_content: bool | None = None,
         tool_call_grace: float = TOOL_CALL_GRACE,
         resumption: ResumptionOptions | None = None,
         input_buffer: OutboxLimits | None = None,
@@ -284,6 +292,20 @@ class GeminiLiveTransport:
             user_turn=self._user_turn,
             credential_expired=self._credential_expired,
         )
+        model_traits = traits(model, vertex=vertex)
+        self._s.traits = replace(
+            model_traits,
+            **{
+                name: value
+                for name, value in (
+                    ("in_session_updates", in_session_updates),
+                    ("mid_session_client_content", mid_session_client_content),
+                )
+                if value is not None
+            },
+        )
+        self._updated_in_session: LiveConnection | None = None
+        """The connection a setup change was last written to in the session."""
         self._without_id = self._s.without_id
         self._s.results_without_id = vertex
         self._hooks = ConnectionHooks(
@@ -471,6 +493,18 @@ class GeminiLiveTransport:
     def pending_tool_calls(self) -> tuple[str, ...]:
         """Tool calls of the live session waiting for their result (or its write)."""
         return tuple(self._tools.pending_ids() + self._tools.unsent_ids())
+
+    @property
+    def model_traits(self) -> ModelTraits:
+        """What the transport assumes of the model (``gemini.live_models``), as constructed,
+        and without in-session updates once the service refused one."""
+        return self._s.traits
+
+    def non_blocking(self, function: str) -> bool:
+        """Whether a call of ``function`` lets the model talk on while it runs (declared
+        ``NON_BLOCKING`` by the live connection's setup, or not ``BLOCKING`` on a model whose
+        calls are non-blocking by default)."""
+        return self._tools.non_blocking(function)
 
     # --- connecting ---------------------------------------------------------------------------
 
@@ -844,7 +878,7 @@ class GeminiLiveTransport:
             validation.fits(message, f"a {message.kind} message")
         except MessageTooLargeError as error:
             raise self._input.refuse(message.kind, error) from None
-        if message.kind not in ("content", "tool_response"):
+        if message.kind not in ("content", "tool_response", "context_update"):
             self._realtime_sent = True
         if self._claim_held is not None:
             self._claim_held.append((message, scope))
@@ -1038,7 +1072,9 @@ class GeminiLiveTransport:
         transport keeps them too, to seed a session it has to rebuild.
 
         With ``initial_history_in_client_content`` (Gemini 3.x) history is only taken before
-        the session's first realtime input; replaying after it raises ``TransportError``.
+        the session's first realtime input, unless the model takes it for the whole session
+        (``mid_session_client_content``: gemini-3.8-live); replaying after it otherwise raises
+        ``TransportError``.
         """
         items = validation.replay_items(items)
         message = ClientMessage.history(items)
@@ -1047,7 +1083,8 @@ class GeminiLiveTransport:
         if (
             self._takes_input
             and self._options.initial_history_in_client_content
-            and (self._realtime_sent)
+            and not self._s.traits.mid_session_client_content
+            and self._realtime_sent
         ):
             raise TransportError(
                 "Gemini 3.x takes history only before the connection's first realtime input"
@@ -1078,21 +1115,70 @@ class GeminiLiveTransport:
         return True
 
     async def update_session(self, update: SessionUpdate) -> None:
-        """Apply a session update. Before connecting it shapes the setup. After, Gemini
-        cannot change a live connection's setup: with rotation the session moves (reason
-        ``config``) at the next resumable point to a connection that carries it; without,
-        the next connection carries it (see ``pending_setup_change``). ``on_cache_bust``
-        fires when instructions or tools change."""
+        """Apply a session update. Before connecting it shapes the setup. After, where the
+        model takes a setup change in the session (``in_session_updates``) and only the
+        instructions and tools change, they are sent to the live connection
+        (``contextUpdate``): no move, no input held, and later connections are set up with
+        them. Otherwise Gemini cannot change a live connection's setup: with rotation the
+        session moves (reason ``config``) at the next resumable point to a connection that
+        carries it; without, the next connection carries it (see ``pending_setup_change``).
+        That is also the way when this google-genai cannot send a context update (2.30), while
+        a move is under way, for an instruction removed, and once the service refused one in
+        this session (close 1007 on the connection it was sent to: the session moves, set up
+        with the change). ``on_cache_bust`` fires when instructions or tools change."""
         options = self._options.updated(update)
         if self._active:
-            # The next connection's setup rebuilds the prompt cache when these change.
+            # The model rebuilds its prompt cache when these change.
             if options.system_instruction != self._options.system_instruction:
                 self._s.call(self.on_cache_bust, "instructions_changed")
             if options.tools != self._options.tools:
                 self._s.call(self.on_cache_bust, "tools_changed")
+        if self._update_in_session(options):
+            return
         if self._s.update_setup(options):
             logger.info("{}: session update applies on the next connection", self)
             self._rotation.config_changed()
+
+    def _update_in_session(self, options: LiveOptions) -> bool:
+        """Send the change to ``options`` to the live connection as a context update, where
+        that is all it takes (see ``update_session``); False, having sent nothing, where a
+        new connection must carry it."""
+        working = self._s.working
+        if (
+            not self._s.traits.in_session_updates
+            or not self._active
+            or self._handed_over
+            or working is None
+            or self._s.setup_stale
+            or self._s.current is None
+            or self._rotation.switching
+        ):
+            return False
+        instruction = options.system_instruction
+        new_instruction = instruction != working.system_instruction
+        new_tools = options.tools != working.tools
+        unchanged = replace(
+            options, system_instruction=working.system_instruction, tools=working.tools
+        )
+        if unchanged != working or not (new_instruction or new_tools):
+            return False
+        if new_instruction and instruction is None:
+            return False  # a context update sets an instruction; it cannot remove one
+        if not context_updates_supported():
+            logger.info(
+                "{}: this google-genai cannot send a setup change in the session; "
+                "the session moves to a connection set up with it",
+                self,
+            )
+            return False
+        message = ClientMessage.context_update(
+            instruction if new_instruction else None, options.tools if new_tools else None
+        )
+        # Later connections are set up with the change: it is never replayed to them.
+        self._send(message, ReplayScope.CONNECTION)
+        self._s.update_in_session(options)
+        logger.info("{}: session update sent in the session", self)
+        return True
 
     async def transfer_session(
         self, update: SessionUpdate, state: ReconnectState | None = None
@@ -1176,6 +1262,8 @@ class GeminiLiveTransport:
         self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
 
     def _on_written(self, conn: LiveConnection, message: ClientMessage) -> None:
+        if message.kind == "context_update":
+            self._updated_in_session = conn
         current = conn is self._current
         for result in self._input.written(conn, message, current=current):
             self._tools.result_sent(result.id)
@@ -1202,6 +1290,17 @@ class GeminiLiveTransport:
             self._s.feed()
 
     def _on_closed(self, conn: LiveConnection, code: int | None, reason: str | None) -> None:
+        if conn is self._updated_in_session:
+            self._updated_in_session = None
+            if code == INVALID_ARGUMENT:
+                # The model refused the setup change: the move that follows the close sets
+                # up the next connection with it, and later changes go the same way.
+                logger.warning(
+                    "{}: the service refused a setup change in the session (1007); "
+                    "setup changes move the session from now on",
+                    self,
+                )
+                self._s.traits = replace(self._s.traits, in_session_updates=False)
         self._dialler.forget(conn)
         too_big = self._input.connection_closed(conn, too_big=code == CLOSE_TOO_BIG)
         if too_big is not None and conn not in self._stranded:

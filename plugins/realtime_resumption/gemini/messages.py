@@ -50,9 +50,18 @@ class ToolResponse:
     responses: tuple[types.FunctionResponse, ...]
 
 
-Payload = bytes | Content | ToolResponse | str | None
+@dataclass(frozen=True, slots=True)
+class ContextUpdate:
+    """A new system instruction and/or tool list for the session in progress
+    (``contextUpdate``): None leaves that part as it is, ``()`` clears the tools."""
+
+    system_instruction: str | None
+    tools: tuple[types.Tool, ...] | None
+
+
+Payload = bytes | Content | ToolResponse | ContextUpdate | str | None
 """What a message carries: media bytes (their MIME type is the message's), text, content,
-tool responses, or nothing (a signal)."""
+tool responses, a context update, or nothing (a signal)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +156,14 @@ class ClientMessage:
         return self.size
 
     @staticmethod
+    def context_update(
+        system_instruction: str | None, tools: tuple[types.Tool, ...] | None
+    ) -> ClientMessage:
+        """A setup change the model takes in the session; ``size``: the instruction's bytes."""
+        size = len(system_instruction.encode()) if system_instruction else 0
+        return ClientMessage("context_update", ContextUpdate(system_instruction, tools), size)
+
+    @staticmethod
     def audio_stream_end() -> ClientMessage:
         """The user's audio stream paused."""
         return ClientMessage("audio_stream_end", None, 0)
@@ -212,6 +229,12 @@ _SIGNALS: Final[dict[str, dict[str, object]]] = {
     "activity_end": {"activityEnd": {}},
 }
 """The ``realtime_input`` body of each message that carries no payload, as the SDK spells it."""
+
+
+def context_updates_supported() -> bool:
+    """Whether this google-genai sends a setup change in the session
+    (``AsyncSession.send_context_update``: 2.34 and 3.x; 2.30 lacks it)."""
+    return callable(getattr(live.AsyncSession, "send_context_update", None))
 
 
 def realtime_input_text(message: ClientMessage) -> str | None:
@@ -359,6 +382,12 @@ async def _sdk_write(session: live.AsyncSession, message: ClientMessage) -> None
         )
     elif isinstance(payload, ToolResponse):
         await session.send_tool_response(function_responses=list(payload.responses))
+    elif isinstance(payload, ContextUpdate):
+        # Only sent where the SDK has the method (``context_updates_supported``).
+        await session.send_context_update(
+            system_instruction=payload.system_instruction,
+            tools=list(payload.tools) if payload.tools is not None else None,
+        )
     elif message.kind == "activity_start":
         await session.send_realtime_input(activity_start=types.ActivityStart())
     elif message.kind == "activity_end":

@@ -160,6 +160,7 @@ class MessageKind(StrEnum):
     TEXT = "text"
     CONTENT = "content"
     TOOL_RESPONSE = "tool_response"
+    CONTEXT_UPDATE = "context_update"
     FILE = "file"
     OTHER = "other"
 

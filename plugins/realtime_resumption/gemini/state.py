@@ -14,12 +14,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, ParamSpec, Protocol
 
 from loguru import logger
 
 from realtime_resumption.gemini.history import ConversationHistory
 from realtime_resumption.gemini.input_path import InputPath
+from realtime_resumption.gemini.live_models import ModelTraits, non_blocking_functions
 from realtime_resumption.gemini.live_options import LiveOptions
 from realtime_resumption.gemini.move import InputGate
 from realtime_resumption.gemini.tool_calls import ToolCallTracker
@@ -102,6 +104,8 @@ class TransportState:
         self.results_without_id = False
         """The service takes a tool result without an id, matched by name (Vertex AI; the
         Gemini API refuses one)."""
+        self.traits = ModelTraits()
+        """What the transport assumes of the model (``live_models``)."""
         self._working: LiveOptions | None = None
         self._current: LiveConnection | None = None
         self.handles = HandleBook()
@@ -181,6 +185,29 @@ class TransportState:
         if changed:
             self._setup_stale = True
         return changed
+
+    def update_in_session(self, options: LiveOptions) -> None:
+        """The current connection is sent ``options``' instruction and tools in the session
+        (a context update the model takes): it runs them from now on, and the next
+        connection is set up with them."""
+        self._options = options
+        working = self._working
+        if working is None:
+            return
+        working = replace(
+            working, system_instruction=options.system_instruction, tools=options.tools
+        )
+        self._working = working
+        self._setup_stale = working != options
+        self._declare_calls(working)
+
+    def _declare_calls(self, setup: LiveOptions) -> None:
+        non_blocking = non_blocking_functions(
+            setup.tools, by_default=self.traits.non_blocking_calls
+        )
+        self.tools.declared(non_blocking)
+        self.answers_prove_input = not non_blocking
+        self.tool_calls_possible = setup.declares_functions
 
     def roll_back_setup(self) -> None:
         """The service refused the changed setup: go back to the one that worked."""
@@ -290,8 +317,7 @@ class TransportState:
         self._working = dialled_with
         self.input.new_connection()
         self._setup_stale = dialled_with != self._options
-        self.answers_prove_input = dialled_with.blocking_functions_only
-        self.tool_calls_possible = dialled_with.declares_functions
+        self._declare_calls(dialled_with)
         conn.start()
         if expires_at is not None:
             self._expiry = asyncio.get_running_loop().call_later(

@@ -38,7 +38,7 @@ import pydantic
 from google.genai import types
 
 from realtime_resumption.gemini.live_options import HANDLE_VALIDITY, LiveOptions
-from realtime_resumption.gemini.messages import ClientMessage, Content, ToolResponse
+from realtime_resumption.gemini.messages import ClientMessage, Content, ContextUpdate, ToolResponse
 from realtime_resumption.gemini.state import TransportState
 from realtime_resumption.moves import HandleKind
 from realtime_resumption.redaction import redact
@@ -460,6 +460,10 @@ def _message_dict(message: ClientMessage, media: list[bytes]) -> dict[str, Any]:
     elif isinstance(payload, ToolResponse):
         out["responses"] = [r.model_dump(mode="json", exclude_none=True) for r in payload.responses]
         out["size"] = message.size
+    elif isinstance(payload, ContextUpdate):
+        out["instruction"] = payload.system_instruction
+        if payload.tools is not None:
+            out["tools"] = [t.model_dump(mode="json", exclude_none=True) for t in payload.tools]
     return out
 
 
@@ -482,6 +486,12 @@ def _message_from(data: Mapping[str, Any], media: _Media) -> ClientMessage:
     if kind == "tool_response":
         responses = tuple(types.FunctionResponse.model_validate(r) for r in data["responses"])
         return ClientMessage.tool_response(responses, int(data["size"]))
+    if kind == "context_update":
+        tools = data.get("tools")
+        return ClientMessage.context_update(
+            data.get("instruction"),
+            None if tools is None else tuple(types.Tool.model_validate(t) for t in tools),
+        )
     if kind in _BARE:
         return _BARE[kind]()
     raise ValueError(f"unknown message kind {kind!r}")

@@ -9,8 +9,10 @@ issued before a call loses that call too.
 :class:`ToolCallTracker` follows each call from the server's ``toolCall`` to the write of its
 response, and answers:
 
-- whether a move should wait (:attr:`ToolCallTracker.busy`: a call awaits its result, or a
-  result awaits its write) — a planned move does not happen then unless the deadline forces it;
+- whether a move should wait (:attr:`ToolCallTracker.busy`: a blocking call awaits its result,
+  or a result awaits its write) — a planned move does not happen then unless the deadline
+  forces it. A non-blocking call (the model talks on while it runs) holds no answer, so it
+  holds no move either; its result still goes only to a session that issued it;
 - after a move, which open calls the new session does not know
   (:meth:`ToolCallTracker.connected` returns them): the transport ends their generation with a
   reason saying so, withdraws any result of theirs it still holds, and lets the framework ask
@@ -74,6 +76,9 @@ class TrackedCall:
     """The server session lineage that issued it (see the module documentation)."""
     issued_at: float
     state: CallState
+    blocking: bool = True
+    """The model holds its answer until the result comes (False: a non-blocking call, whose
+    answer went on without it)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,6 +108,16 @@ class ToolCallTracker:
         self._snapshots: OrderedDict[HandleRef, _Snapshot] = OrderedDict()
         self._live: int | None = None
         self._lineage = 0
+        self._non_blocking: frozenset[str] = frozenset()
+
+    def declared(self, non_blocking: frozenset[str]) -> None:
+        """The functions whose calls do not hold the answer, as the live connection's setup
+        declares them (``live_models.non_blocking_functions``); calls issued from now on."""
+        self._non_blocking = non_blocking
+
+    def non_blocking(self, function: str) -> bool:
+        """Whether a call of ``function`` issued now would be non-blocking."""
+        return function in self._non_blocking
 
     @property
     def lineage(self) -> int:
@@ -116,8 +131,12 @@ class ToolCallTracker:
 
     @property
     def busy(self) -> bool:
-        """A call awaits its result, or a result awaits its write: a planned move waits."""
-        return any(c.state is not CallState.RESULT_SENT for c in self._calls.values())
+        """A blocking call awaits its result, or a result awaits its write: a planned move
+        waits. A non-blocking call that runs holds nothing."""
+        return any(
+            c.state is CallState.RESULT_UNSENT or (c.blocking and c.state is CallState.PENDING)
+            for c in self._calls.values()
+        )
 
     @property
     def open_calls(self) -> tuple[TrackedCall, ...]:
@@ -175,15 +194,25 @@ class ToolCallTracker:
                 logger.warning("tool call {} issued twice; keeping the first", call.id)
                 continue
             self._calls[call.id] = TrackedCall(
-                call.id, call.name, connection, self._lineage, now, CallState.PENDING
+                call.id,
+                call.name,
+                connection,
+                self._lineage,
+                now,
+                CallState.PENDING,
+                blocking=call.name not in self._non_blocking,
             )
         return True
 
     def orphan(self, ids: Iterable[str]) -> list[str]:
         """The answer these calls belong to was cut (a move left its connection while they
         were open): a resumed session does not continue it, so their results must not be
-        sent. Returns the ids that were open."""
-        orphaned = [call_id for call_id in ids if call_id in self._calls]
+        sent. Returns the ids that were open. Non-blocking calls are kept: no answer waits
+        for them, and a session resumed from a handle that knows one takes its result
+        (:meth:`connected` decides)."""
+        orphaned = [
+            call_id for call_id in ids if call_id in self._calls and self._calls[call_id].blocking
+        ]
         for call_id in orphaned:
             self._close(call_id, ResultVerdict.ORPHANED)
         return orphaned

@@ -337,6 +337,13 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         held, bounded)."""
         await super().start(frame)
         self._closed = False
+        if self._tools_from_init:
+            # Handlers register after construction: only now is it known which functions
+            # run without holding the answer.
+            tools = self._declared(self._tools_from_init)
+            self._pending_update = _merged(
+                SessionUpdate(tools=tools), self._pending_update or SessionUpdate()
+            )
         if self._pending_update is not None:
             await self._transport.update_session(self._pending_update)
             self._pending_update = None
@@ -592,8 +599,8 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         if isinstance(tools, list):
             tools = ToolsSchema(standard_tools=tools)
         self._sync_registered_tool_handlers(tools if is_given(tools) else None)
-        declared = self.get_llm_adapter().from_standard_tools(tools) if is_given(tools) else []
-        self._update_transport(SessionUpdate(tools=list(declared or [])))
+        declared = self._declared(tools) if is_given(tools) else []
+        self._update_transport(SessionUpdate(tools=declared))
 
     def _update_transport(self, update: SessionUpdate) -> None:
         """Apply a setup change from a synchronous setter: before the service starts it
@@ -707,7 +714,11 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             instructions=(
                 instruction if instruction != self._system_instruction_from_init else None
             ),
-            tools=list(tools) if is_given(context.tools) and is_given(tools) else None,
+            tools=(
+                self._with_behaviors(list(tools))
+                if is_given(context.tools) and is_given(tools)
+                else None
+            ),
         )
         if update != SessionUpdate():
             await self._transport.update_session(update)
@@ -889,6 +900,38 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         if not match:
             return None
         return int(match.group(1)), int(match.group(2) or 0)
+
+    def _declared(self, tools: Any) -> list[Any]:
+        """``tools`` (a ``ToolsSchema`` or the provider's dicts) as Gemini declares them,
+        with each function's behavior (``_with_behaviors``)."""
+        return self._with_behaviors(list(self.get_llm_adapter().from_standard_tools(tools) or []))
+
+    def _with_behaviors(self, tools: list[Any]) -> list[Any]:
+        """``tools`` with each function's ``behavior`` as the stock service sets it: a
+        function registered with ``cancel_on_interruption=False`` is ``NON_BLOCKING`` (the
+        model talks on while it runs; its result then carries a scheduling), and where that
+        is the model's default (3.8) the others are declared ``BLOCKING``. Nothing is set on
+        a model that takes no non-blocking calls."""
+        if not self._supports_non_blocking_tools:
+            return tools
+        version = self._gemini_version
+        default_non_blocking = version is not None and version >= (3, 8)
+        out: list[Any] = []
+        for tool in tools:
+            declarations = tool.get("function_declarations") if isinstance(tool, dict) else None
+            if not isinstance(declarations, list):
+                out.append(tool)
+                continue
+            tagged = []
+            for declaration in declarations:
+                name = declaration.get("name") if isinstance(declaration, dict) else None
+                if isinstance(name, str) and self._function_is_async(name):
+                    declaration = {**declaration, "behavior": "NON_BLOCKING"}
+                elif isinstance(name, str) and default_non_blocking:
+                    declaration = {**declaration, "behavior": "BLOCKING"}
+                tagged.append(declaration)
+            out.append({**tool, "function_declarations": tagged})
+        return out
 
     @property
     def _supports_non_blocking_tools(self) -> bool:

@@ -211,7 +211,10 @@ class GenerationStreams:
         if self._current is not None:
             self._current.close_media()
 
-    def tool_calls(self, calls: Sequence[ToolCall]) -> None:
+    def tool_calls(self, calls: Sequence[ToolCall], *, answer_goes_on: bool = False) -> None:
+        """The model calls ``calls``. ``answer_goes_on``: every one is non-blocking, so the
+        model talks on: the generation stays open for the rest of the answer (a new one
+        would be a server-initiated reply, which interrupts the speech whose tools run)."""
         self._turn_over = False
         generation = self._ensure()
         if generation is None:
@@ -223,8 +226,9 @@ class GenerationStreams:
             )
             generation.function_calls.append(function_call)
             generation.function_ch.send_nowait(function_call)
-        # LiveKit runs the tools once this generation is over.
-        self._close(None)
+        if not answer_goes_on:
+            # LiveKit sends the tools' results once this generation is over.
+            self._close(None)
 
     def close(self) -> None:
         """The session closed: end whatever is open."""

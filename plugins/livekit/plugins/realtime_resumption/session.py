@@ -164,18 +164,20 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         return None if handle is None else secret(handle)
 
     async def update_instructions(self, instructions: str) -> None:
-        """New system instructions: the live connection cannot take them, so the session
-        moves (once no answer is in progress) to one set up with them. Returns once it runs
-        there, so the next turn is answered with them, or after ``UPDATE_TIMEOUT`` (10 s,
-        logged; the move still comes). Of several updates in a row, the last wins."""
+        """New system instructions. A model that takes them in the session (gemini-3.8-live
+        on Vertex AI) gets them on the live connection at once. Otherwise the live connection
+        cannot take them, so the session moves (once no answer is in progress) to one set up
+        with them. Returns once they are live, so the next turn is answered with them, or
+        after ``UPDATE_TIMEOUT`` (10 s, logged; the move still comes). Of several updates in
+        a row, the last wins."""
         if instructions == self._opts.instructions:
             return
         self._opts.instructions = instructions
         await self._update(SessionUpdate(instructions=instructions))
 
     async def update_tools(self, tools: list[llm.Tool]) -> None:
-        """New tools: the session moves to a connection set up with them; returns as
-        ``update_instructions`` does."""
+        """New tools: taken in the session where the model takes them, else the session
+        moves to a connection set up with them; returns as ``update_instructions`` does."""
         tool_ctx = llm.ToolContext(tools)
         if tool_ctx == self._tools:
             return
@@ -541,8 +543,10 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         return self._phase == "ready" and not self._transport.pending_setup_change
 
     def _move_to_setup(self) -> None:
-        """Gemini takes a new setup only on a new connection, and the transport moves to one
-        at its next resumable point: between turns, once the service sent a handle. A
+        """Where the model takes the change in the session the transport applied it already
+        (no setup change is pending, so this does nothing). Elsewhere Gemini takes a new
+        setup only on a new connection, and the transport moves to one at its next resumable
+        point: between turns, once the service sent a handle. A
         connection that has answered nothing yet (a fresh one, or the one a move just
         installed) has sent none, so an awaited update would wait for the next turn. With no
         turn in progress, move now instead (a requested move: a turn that begins meanwhile is
@@ -595,9 +599,21 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._transport.replay_history([ReplayItem(t.role, text=t.text) for t in turns])
 
     def _send_turns(self, turns: Sequence[ContentTurn], user_text: Sequence[str]) -> None:
+        if self._opts.live_text and self._transport.model_traits.mid_session_client_content:
+            # gemini-3.8-live takes content with roles mid-session: the turns up to the
+            # model's last go as history (no answer asked for), the user's turns after it as
+            # realtime input, which asks for the answer.
+            last = max((i for i, t in enumerate(turns) if t.role == "model"), default=-1)
+            if last >= 0:
+                self._replay(turns[: last + 1])
+            asked = [t.text for t in turns[last + 1 :]]
+            if asked:
+                self._transport.send_live_text([ContentTurn("user", "\n".join(asked))])
+                self._answer_elicited = True
+            return
         if self._opts.live_text:
-            # Gemini 3.x takes no conversation content after its first turn: the user's
-            # text goes as realtime input, which asks for the answer itself.
+            # Gemini 3.x before 3.8 takes no conversation content after its first turn: the
+            # user's text goes as realtime input, which asks for the answer itself.
             if user_text:
                 self._transport.send_live_text([ContentTurn("user", "\n".join(user_text))])
                 self._answer_elicited = True
@@ -710,7 +726,9 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._streams.answer_ended(generation_id, reason)
 
     def _tool_calls(self, calls: Sequence[ToolCall]) -> None:
-        self._streams.tool_calls(calls)
+        self._streams.tool_calls(
+            calls, answer_goes_on=all(self._transport.non_blocking(call.name) for call in calls)
+        )
 
     def _tool_calls_cancelled(self, ids: Sequence[str]) -> None:
         logger.info("the model cancelled tool calls", extra={"call_ids": list(ids)})

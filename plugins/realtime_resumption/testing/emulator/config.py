@@ -158,6 +158,30 @@ class EmulatorConfig:
     carries a different one, or a ``contextUpdate``): ``accept`` it (the new connection's setup
     applies, as for tools and voice), ``ignore`` it (the session keeps its instruction), or
     ``refuse`` it (close 1007: Gemini 3.x models are reported not to allow it)."""
+    non_blocking_tools: bool = False
+    """The model goes on answering while a function runs, as gemini-3.8-live does by default
+    (model page, September 2026; google-genai ``Behavior.NON_BLOCKING``): a call whose
+    declaration does not say ``behavior: BLOCKING`` is sent and the answer continues; its
+    response, whenever it comes (on a later connection of the session too, if the handle
+    resumed from was issued after the call), is taken by its ``scheduling``: ``INTERRUPT``
+    cuts the answer in progress and answers the result, ``WHEN_IDLE`` (and none) answers it
+    once the answer in progress is over, ``SILENT`` takes it without answering. False: every
+    call holds its answer until its response, as the 2.5 models were measured to do (a
+    ``NON_BLOCKING`` declaration changes nothing)."""
+    in_session_updates: bool = False
+    """The session takes ``contextUpdate`` (a new system instruction or tool list) in the
+    session, as gemini-3.8-live does on Vertex AI (model page, September 2026; google-genai's
+    ``send_context_update``); ``instruction_change`` still decides what it does with a new
+    instruction (``refuse``: close 1007). False: the model takes no setup change in the
+    session, and a ``contextUpdate`` closes the connection with 1007 "Request contains an
+    invalid argument.", as a bad argument does."""
+    mid_session_client_content: bool = False
+    """A session set up with ``historyConfig.initialHistoryInClientContent`` (the 3.x models'
+    history seeding) takes ``client_content`` turns with roles for the whole session, as
+    gemini-3.8-live does (model page, September 2026). False: it takes them only before the
+    connection's first realtime input and closes with 1007 after it, as
+    gemini-3.1-flash-live-preview does. Sessions set up without ``historyConfig`` (the 2.5
+    models) take content throughout either way."""
     setup_timeout: float = 120.0
     """How long a new connection may take to send its setup message."""
     hang_limit: float = 600.0

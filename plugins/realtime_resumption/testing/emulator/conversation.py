@@ -5,7 +5,11 @@ A user turn ends on ``client_content`` with ``turnComplete``, on realtime text, 
 ``vad_silence`` of silent audio (measured in audio time). The answer is then paced chunk by
 chunk; user speech (or a new turn) during an answer interrupts it, and cancels its pending
 tool calls. With ``tool_call_after_turn_complete`` an answer that calls tools sends its first
-chunk and a turnComplete before the toolCall. Resumption updates follow the profile: Gemini
+chunk and a turnComplete before the toolCall. With ``non_blocking_tools`` the answer goes on
+past a call (unless the call's function is declared ``BLOCKING``), and the call's response is
+taken whenever it comes, by its scheduling. ``contextUpdate`` is taken in the session only with
+``in_session_updates``; ``client_content`` after realtime input, in a session that seeds its
+history with content (``historyConfig``), only with ``mid_session_client_content``. Resumption updates follow the profile: Gemini
 issues handles only when no answer is running (``{}`` otherwise), Vertex marks every update
 resumable, mid-answer too, and sends the post-turn handle after a short delay.
 
@@ -19,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from loguru import logger
 
@@ -36,7 +40,13 @@ from .audio import (
 )
 from .faults import DeadResume, TriggerEvent
 from .hub import Api, Hub
-from .ledger import ClientMessageRecord, ConnectionRecord, TurnRecord
+from .ledger import (
+    ClientMessageRecord,
+    ConnectionRecord,
+    ContextUpdateRecord,
+    ToolResultRecord,
+    TurnRecord,
+)
 from .sessions import Session
 from .snapshot import AnswerProgress, HistoryTurn, Outcome, PendingInput, SessionState
 
@@ -69,6 +79,12 @@ class ServingConnection(Protocol):
     def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]: ...
 
     def input_waiting(self) -> int: ...
+
+
+RESULT_TURN_TEXT = "(function result)"
+"""The ``user_text`` of an answer to a non-blocking call's response (no user spoke it)."""
+
+_SCHEDULINGS = ("INTERRUPT", "WHEN_IDLE", "SILENT")
 
 
 def _rate(mime_type: str) -> int:
@@ -104,6 +120,10 @@ class Conversation:
         self._answer_task: asyncio.Task[None] | None = None
         self._awaited: dict[str, str] = {}
         self._tools_done = asyncio.Event()
+        self._blocking = frozenset(setup.blocking_functions)
+        self._idle_results: list[str] = []
+        """Non-blocking calls whose response waits for the answer in progress to end."""
+        self._realtime_seen = False
         self._activity = False
         self._audio_time = 0.0
         self._speech_end = 0.0
@@ -161,10 +181,16 @@ class Conversation:
             entry.audio_bytes = sum(
                 len(e.data) for e in message.events if isinstance(e, wire.Audio)
             )
+        if isinstance(message, wire.RealtimeInput):
+            self._realtime_seen = True
         if self._dead:
             self._record_only(message, entry)
         elif isinstance(message, wire.ClientContent):
             self._record_content(message, entry)
+            if self._refuses_content():
+                logger.debug("emulator: content after realtime input is refused")
+                await self._conn.close(1007)
+                return
             if message.text:
                 self._add_pending(text=message.text)
             if message.turn_complete:
@@ -173,21 +199,38 @@ class Conversation:
             for event in message.events:
                 await self._realtime(event, entry)
         elif isinstance(message, wire.ToolResponse):
-            self._tool_response(message, entry)
+            await self._take_results(self._tool_response(message, entry))
         elif isinstance(message, wire.ContextUpdate):
             await self._context_update(message)
 
+    def _refuses_content(self) -> bool:
+        return (
+            self._setup.history_in_client_content
+            and self._realtime_seen
+            and not self._config.mid_session_client_content
+        )
+
     async def _context_update(self, message: wire.ContextUpdate) -> None:
+        assert self._conn.record is not None
+        instruction = message.system_instruction
+        changed = instruction is not None and instruction != self.state.system_instruction
+        policy = self._config.instruction_change
+        refused = not self._config.in_session_updates or (changed and policy == "refuse")
+        outcome: Literal["applied", "ignored", "refused"] = (
+            "refused" if refused else "ignored" if changed and policy == "ignore" else "applied"
+        )
+        self._session.record.context_updates.append(
+            ContextUpdateRecord(self._conn.record.index, instruction, message.functions, outcome)
+        )
+        if refused:
+            logger.debug("emulator: a setup change in the session is refused")
+            await self._conn.close(1007)
+            return
         if message.functions is not None:
             self.state.functions = message.functions
-        instruction = message.system_instruction
-        if instruction is None or instruction == self.state.system_instruction:
-            return
-        policy = self._config.instruction_change
-        if policy == "refuse":
-            logger.debug("emulator: a new system instruction mid-session is refused")
-            await self._conn.close(1007)
-        elif policy == "accept":
+            self._blocking = frozenset(message.blocking_functions)
+        if changed and outcome == "applied":
+            assert instruction is not None
             self.state.system_instruction = instruction
 
     def _record_content(self, message: wire.ClientContent, entry: ClientMessageRecord) -> None:
@@ -211,7 +254,7 @@ class Conversation:
                     entry.text = event.text
             entry.audio_seqs = tuple(seqs)
         elif isinstance(message, wire.ToolResponse):
-            self._tool_response(message, entry)
+            self._tool_response(message, entry)  # taken, never answered: the model is dead
 
     def _add_pending(
         self,
@@ -294,18 +337,36 @@ class Conversation:
         if self._setup.interrupts:
             await self._interrupt()
 
-    def _tool_response(self, message: wire.ToolResponse, entry: ClientMessageRecord) -> None:
+    def _tool_response(
+        self, message: wire.ToolResponse, entry: ClientMessageRecord
+    ) -> list[tuple[str, str]]:
+        """Record the responses; returns (call id, scheduling) of the running non-blocking
+        calls they answer."""
         record = self._session.record
+        running = self.state.running_tools
         ids = []
+        taken: list[tuple[str, str]] = []
         for response in message.responses:
             call_id = response.id
             if call_id is None:
                 # Without an id, a response answers the awaited call of the same name.
-                call_id = next((i for i, n in self._awaited.items() if n == response.name), None)
+                call_id = next(
+                    (
+                        i
+                        for calls in (self._awaited, running)
+                        for i, n in calls.items()
+                        if n == response.name
+                    ),
+                    None,
+                )
             label = call_id or f"<no id: {response.name}>"
             ids.append(label)
             if call_id is not None and call_id in self._awaited:
                 del self._awaited[call_id]
+            elif call_id is not None and call_id in running:
+                del running[call_id]
+                scheduling = response.scheduling
+                taken.append((call_id, scheduling if scheduling in _SCHEDULINGS else "WHEN_IDLE"))
             elif call_id is None or call_id not in self._session.issued_calls:
                 logger.debug("emulator: stranded tool response {}", label)
                 record.stranded_tool_responses.append(label)
@@ -314,6 +375,28 @@ class Conversation:
         entry.tool_response_ids = tuple(ids)
         if not self._awaited:
             self._tools_done.set()
+        return taken
+
+    async def _take_results(self, taken: list[tuple[str, str]]) -> None:
+        """Act on the responses to non-blocking calls, each by its scheduling."""
+        assert self._conn.record is not None
+        for call_id, scheduling in taken:
+            record = ToolResultRecord(call_id, self._conn.record.index, scheduling)
+            self._session.record.tool_results_taken.append(record)
+            if scheduling == "SILENT":
+                continue
+            if scheduling == "INTERRUPT":
+                await self._interrupt()
+            if self.state.answer is None:
+                self._start_answer(RESULT_TURN_TEXT, answers_result=call_id)
+            else:
+                self._idle_results.append(call_id)
+
+    def _answer_idle_result(self) -> None:
+        """The answer in progress is over: answer the first response that waited for it."""
+        if self._idle_results and self.state.answer is None:
+            call_id = self._idle_results.pop(0)
+            self._start_answer(RESULT_TURN_TEXT, answers_result=call_id)
 
     # --- turns and answers -----------------------------------------------------------------
 
@@ -328,17 +411,20 @@ class Conversation:
         await self._interrupt()
         self._start_answer(pending.text)
 
-    def _start_answer(self, user_text: str) -> None:
+    def _start_answer(self, user_text: str, *, answers_result: str | None = None) -> None:
         session = self._session
         turn = session.new_turn()
-        calls = [
-            (session.new_call_id(), name)
-            for name in called_functions(user_text, self.state.functions)
-        ]
+        names = called_functions(user_text, self.state.functions) if answers_result is None else []
+        calls = [(session.new_call_id(), name) for name in names]
         planned = self._config.answer_chunks
         assert self._conn.record is not None
         session.record.turns[turn] = TurnRecord(
-            turn, self._conn.record.index, user_text, planned, tool_calls=[i for i, _ in calls]
+            turn,
+            self._conn.record.index,
+            user_text,
+            planned,
+            tool_calls=[i for i, _ in calls],
+            answers_result=answers_result,
         )
         self.state.answer = AnswerProgress(
             turn, user_text, planned, tool_calls=tuple(i for i, _ in calls)
@@ -409,15 +495,21 @@ class Conversation:
         assert answer is not None
         await conn.send(wire.turn_complete(self._usage(answer)), kind="turn_complete", turn=turn)
         await self._after_turn(turn)
+        self._answer_idle_result()
 
     async def _call_tools(self, turn: int, calls: list[tuple[str, str]]) -> None:
-        """Send the toolCall and wait (bounded) until every call has its response."""
+        """Send the toolCall and wait (bounded) until every call that holds the answer has its
+        response; non-blocking ones run on without holding it."""
         config, conn = self._config, self._conn
-        self._awaited = dict(calls)
+        holds = [(i, n) for i, n in calls if self._holds(n)]
+        self._awaited = dict(holds)
+        self.state.running_tools.update((i, n) for i, n in calls if not self._holds(n))
         self._tools_done.clear()
         await conn.send(wire.tool_call(calls), kind="tool_call", turn=turn)
         await self._fire("tool_call", turn)
         await self._update(resumable=self._vertex)
+        if not holds:
+            return
         try:
             await asyncio.wait_for(self._tools_done.wait(), config.scaled(config.hang_limit))
         except TimeoutError:
@@ -425,6 +517,10 @@ class Conversation:
             self._awaited.clear()
         if self.state.answer is not None:
             self.state.answer = replace(self.state.answer, awaiting_tools=False)
+
+    def _holds(self, function: str) -> bool:
+        """Whether a call of ``function`` holds its answer until the response comes."""
+        return not self._config.non_blocking_tools or function in self._blocking
 
     async def _chunk(self, turn: int, k: int) -> None:
         """Produce chunk ``k`` of answer ``turn`` after one pacing interval."""

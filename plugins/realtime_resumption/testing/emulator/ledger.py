@@ -123,11 +123,38 @@ class TurnRecord:
     delivered: int = 0
     tool_calls: list[str] = field(default_factory=list)
     outcome: Outcome | Literal["running"] = "running"
+    answers_result: str | None = None
+    """The non-blocking call whose response this answer addresses (its ``user_text`` is then
+    no user's); None for an answer to the user."""
 
     def count_delivery(self, delivered: asyncio.Future[bool]) -> None:
         """A chunk of this answer crossed the network (or did not)."""
         if delivered.result():
             self.delivered += 1
+
+
+@dataclass(frozen=True)
+class ToolResultRecord:
+    """A non-blocking call's response the session took."""
+
+    call_id: str
+    connection: int
+    """The connection it arrived on (not always the one that issued the call)."""
+    scheduling: str
+    """``INTERRUPT``, ``WHEN_IDLE`` or ``SILENT`` (``WHEN_IDLE`` when the response said
+    none, the service's default)."""
+
+
+@dataclass(frozen=True)
+class ContextUpdateRecord:
+    """A ``contextUpdate`` a connection received."""
+
+    connection: int
+    system_instruction: str | None
+    functions: tuple[str, ...] | None
+    outcome: Literal["applied", "ignored", "refused"]
+    """``applied`` in the session; ``ignored`` (``instruction_change="ignore"``: the
+    instruction was kept, the tools taken); ``refused``: the connection closed with 1007."""
 
 
 @dataclass
@@ -190,7 +217,12 @@ class SessionRecord:
     stranded_tool_responses: list[str] = field(default_factory=list)
     """Responses to call ids this session never issued."""
     unawaited_tool_responses: list[str] = field(default_factory=list)
-    """Responses to calls the session issued but no longer awaited (cancelled, resumed past)."""
+    """Responses to calls the session issued but no longer awaited (cancelled, resumed past,
+    answered already)."""
+    tool_results_taken: list[ToolResultRecord] = field(default_factory=list)
+    """Responses to running non-blocking calls (``non_blocking_tools``) the session took."""
+    context_updates: list[ContextUpdateRecord] = field(default_factory=list)
+    """Every ``contextUpdate`` a connection of the session received, and what came of it."""
     state: SessionState | None = None
     """The state of the session's latest connection."""
     capped_at: float | None = None

@@ -67,6 +67,8 @@ class Snapshot:
     system_instruction: str = ""
     functions: tuple[str, ...] = ()
     voice: str | None = None
+    running_tools: tuple[tuple[str, str], ...] = ()
+    """(call id, function name) of the non-blocking calls still waiting for a response."""
 
 
 @dataclass
@@ -81,6 +83,9 @@ class SessionState:
     functions: tuple[str, ...] = ()
     """The declared functions the model may call."""
     voice: str | None = None
+    running_tools: dict[str, str] = field(default_factory=dict)
+    """Non-blocking calls (id to function name) whose response has not come: the answer went
+    on without them, and a response to one is taken whenever it comes."""
 
     def snapshot(self) -> Snapshot:
         """A frozen copy of this state."""
@@ -92,6 +97,7 @@ class SessionState:
             system_instruction=self.system_instruction,
             functions=self.functions,
             voice=self.voice,
+            running_tools=tuple(self.running_tools.items()),
         )
 
     @classmethod
@@ -110,4 +116,5 @@ class SessionState:
             system_instruction=snapshot.system_instruction,
             functions=snapshot.functions,
             voice=snapshot.voice,
+            running_tools=dict(snapshot.running_tools),
         )

@@ -81,15 +81,20 @@ def _content_text(content: Any) -> str:
     return " ".join(t for t in texts if isinstance(t, str))
 
 
-def _function_names(tools: Any) -> tuple[str, ...]:
+def _functions(tools: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The declared functions' names, and those of them declared ``behavior: BLOCKING``."""
     names: list[str] = []
+    blocking: list[str] = []
     for tool in _list(tools, "tools"):
         for decl in _list(get(_dict(tool, "tool"), "function_declarations"), "declarations"):
-            name = get(_dict(decl, "function declaration"), "name")
+            decl = _dict(decl, "function declaration")
+            name = get(decl, "name")
             if not isinstance(name, str) or not name:
                 raise WireError("a function declaration needs a name")
             names.append(name)
-    return tuple(names)
+            if str(get(decl, "behavior") or "").upper() == "BLOCKING":
+                blocking.append(name)
+    return tuple(names), tuple(blocking)
 
 
 # --- client messages ---------------------------------------------------------------------
@@ -125,6 +130,10 @@ class Setup:
     the setup's ``proactivity``."""
     compression: bool = False
     """``contextWindowCompression`` with a ``slidingWindow``: the session has no cap."""
+    blocking_functions: tuple[str, ...] = ()
+    """The declared functions whose declaration says ``behavior: BLOCKING``."""
+    history_in_client_content: bool = False
+    """``historyConfig.initialHistoryInClientContent``: history is seeded with content."""
 
 
 @dataclass(frozen=True)
@@ -189,10 +198,12 @@ class RealtimeInput:
 
 @dataclass(frozen=True)
 class FunctionResponse:
-    """One function response: the call id it answers (if given) and the function name."""
+    """One function response: the call id it answers (if given), the function name, and its
+    ``scheduling`` (upper-cased; None when absent)."""
 
     id: str | None
     name: str | None
+    scheduling: str | None = None
 
 
 @dataclass(frozen=True)
@@ -208,6 +219,8 @@ class ContextUpdate:
 
     system_instruction: str | None
     functions: tuple[str, ...] | None
+    blocking_functions: tuple[str, ...] = ()
+    """Of ``functions``, those declared ``behavior: BLOCKING``."""
 
 
 ClientMessage = Setup | ClientContent | RealtimeInput | ToolResponse | ContextUpdate
@@ -269,6 +282,8 @@ def _parse_setup(body: Mapping[str, Any]) -> Setup:
     instruction = get(body, "system_instruction")
     compression = _dict(get(body, "context_window_compression"), "contextWindowCompression")
     speech = _dict(get(generation, "speech_config"), "speechConfig")
+    functions, blocking = _functions(get(body, "tools"))
+    history = _dict(get(body, "history_config"), "historyConfig")
     voice_config = _dict(get(speech, "voice_config"), "voiceConfig")
     prebuilt = _dict(get(voice_config, "prebuilt_voice_config"), "prebuiltVoiceConfig")
     voice = get(prebuilt, "voice_name")
@@ -278,7 +293,7 @@ def _parse_setup(body: Mapping[str, Any]) -> Setup:
         model=model,
         text_modality=modalities == ["TEXT"],
         system_instruction=_content_text(instruction) if instruction is not None else "",
-        functions=_function_names(get(body, "tools")),
+        functions=functions,
         resumption=resumption,
         input_transcription=get(body, "input_audio_transcription") is not None,
         output_transcription=get(body, "output_audio_transcription") is not None,
@@ -288,6 +303,8 @@ def _parse_setup(body: Mapping[str, Any]) -> Setup:
         voice=voice or None,
         generation=_generation_settings(generation, get(body, "proactivity")),
         compression=get(compression, "sliding_window") is not None,
+        blocking_functions=blocking,
+        history_in_client_content=bool(get(history, "initial_history_in_client_content")),
     )
 
 
@@ -391,10 +408,12 @@ def _parse_tool_response(body: Mapping[str, Any]) -> ToolResponse:
     for item in _list(get(body, "function_responses"), "functionResponses"):
         item = _dict(item, "function response")
         call_id, name = get(item, "id"), get(item, "name")
+        scheduling = get(item, "scheduling")
         responses.append(
             FunctionResponse(
                 id=call_id if isinstance(call_id, str) and call_id else None,
                 name=name if isinstance(name, str) else None,
+                scheduling=scheduling.upper() if isinstance(scheduling, str) else None,
             )
         )
     return ToolResponse(tuple(responses))
@@ -405,9 +424,11 @@ def _parse_context_update(body: Mapping[str, Any]) -> ContextUpdate:
     tools = get(body, "tools")
     if isinstance(tools, Mapping):  # LiveClientContextUpdateTools wraps the list
         tools = get(tools, "tools")
+    functions, blocking = _functions(tools) if tools is not None else (None, ())
     return ContextUpdate(
         system_instruction=_content_text(instruction) if instruction is not None else None,
-        functions=_function_names(tools) if tools is not None else None,
+        functions=functions,
+        blocking_functions=blocking,
     )
 
 
