@@ -46,6 +46,14 @@ def test_the_3_8_profile_holds_connections_58_minutes_and_closes_without_notice(
         "rotate_every": 3480.0,
         "rotate_without_go_away": True,
         "refuse_resume_after_deadline": True,
+        "non_blocking_tools": True,
+        "mid_session_client_content": True,
+    }
+    # Setup changes in the session: documented on Vertex AI only.
+    assert _changed(EmulatorConfig.model("3.8", profile="vertex")) == {
+        **_changed(EmulatorConfig.model("3.8")),
+        "profile": "vertex",
+        "in_session_updates": True,
     }
     assert EmulatorConfig.model("3.8") == EmulatorConfig.model("gemini-3.8-live")
     # The profile's settings are defaults: a change wins over them.

@@ -63,7 +63,7 @@ async def test_an_instructions_update_the_model_takes_opens_no_connection() -> N
 
 @sends_context_updates
 async def test_a_later_connection_is_set_up_with_the_update_and_is_not_sent_it_again() -> None:
-    async with Emulator(live38_config(answer_chunks=4)) as emu:
+    async with Emulator(live38_config(answer_chunks=4, in_session_updates=True)) as emu:
         transport = make_transport(
             emu, model=MODEL_38, system_instruction="be kind", in_session_updates=True
         )
@@ -91,7 +91,7 @@ async def test_without_send_context_update_in_the_sdk_the_update_moves_the_sessi
 ) -> None:
     # google-genai 2.30 has no send_context_update: without it here, as there.
     monkeypatch.delattr(live.AsyncSession, "send_context_update", raising=False)
-    async with Emulator(live38_config(answer_chunks=4)) as emu:
+    async with Emulator(live38_config(answer_chunks=4, in_session_updates=True)) as emu:
         transport = make_transport(
             emu, model=MODEL_38, system_instruction="be kind", in_session_updates=True
         )

@@ -264,12 +264,11 @@ MODEL_38 = "gemini-3.8-live"
 
 
 def live38_config(profile: str = "gemini", **changes: Any) -> EmulatorConfig:
-    """``emulator_config`` with the behaviours of gemini-3.8-live: non-blocking function
-    calls, setup changes and content with roles taken in the session."""
-    changes.setdefault("non_blocking_tools", True)
-    changes.setdefault("in_session_updates", True)
-    changes.setdefault("mid_session_client_content", True)
-    return emulator_config(profile, **changes)
+    """``emulator_config`` on the gemini-3.8-live profile (non-blocking function calls,
+    content with roles mid-session, setup changes in the session on Vertex AI), with
+    ``changes``; a test of a setup change on the Gemini API says ``in_session_updates``."""
+    changes.setdefault("time_scale", TIME_SCALE)
+    return EmulatorConfig.model(MODEL_38, profile=profile, **changes)
 
 
 sends_context_updates = pytest.mark.skipif(

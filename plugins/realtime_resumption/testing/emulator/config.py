@@ -204,7 +204,7 @@ class EmulatorConfig:
         with ``changes`` over the profile's settings. ValueError for an unknown model, or an
         API (``profile``) that does not serve it."""
         model = model_profile(name)
-        config = cls(**{**model.settings, **changes})
+        config = cls(**{**model.settings_on(changes.get("profile", "gemini")), **changes})
         if config.profile not in model.apis:
             served = " and ".join(
                 "Vertex AI" if a == "vertex" else "the Gemini API" for a in model.apis

@@ -11,7 +11,7 @@ one line; any ``EmulatorConfig`` field can be an entry, and a change passed to
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -32,6 +32,12 @@ class ModelProfile:
     """Other names for the same behaviour (the model's other ids, a short version)."""
     apis: tuple[Profile, ...] = ("gemini", "vertex")
     """The APIs that serve the model (``EmulatorConfig.profile``)."""
+    api_settings: Mapping[Profile, Mapping[str, Any]] = field(default_factory=dict)
+    """Settings that hold on one API only, over ``settings``."""
+
+    def settings_on(self, api: Profile) -> dict[str, Any]:
+        """The ``EmulatorConfig`` fields of this model served on ``api``."""
+        return {**self.settings, **self.api_settings.get(api, {})}
 
 
 GEMINI_2_5 = ModelProfile(
@@ -56,7 +62,10 @@ GEMINI_3_8 = ModelProfile(
         "rotate_every": 3480.0,
         "rotate_without_go_away": True,
         "refuse_resume_after_deadline": True,
+        "non_blocking_tools": True,
+        "mid_session_client_content": True,
     },
+    api_settings={"vertex": {"in_session_updates": True}},
     sources=(
         "rotate_every, rotate_without_go_away: one connection held 58 minutes, then closed 1011 "
         "'Deadline expired' with no goAway reported (discuss.ai.google.dev thread 186392, "
@@ -65,6 +74,13 @@ GEMINI_3_8 = ModelProfile(
         "1007 (the same thread; modelled as always)",
         "session_cap (kept, 15 minutes without compression): the report does not say whether "
         "its session asked for compression",
+        "non_blocking_tools: function calls are non-blocking by default (model page, "
+        "September 2026)",
+        "mid_session_client_content: client_content with roles is accepted for the whole "
+        "session (model page, September 2026)",
+        "in_session_updates (Vertex AI only): mid-session updates of the system instruction "
+        "and tools on Vertex (model page, September 2026); the Gemini API is not documented "
+        "to take them, so there a contextUpdate is refused",
     ),
 )
 """gemini-3.8-live (stable since September 2026)."""
