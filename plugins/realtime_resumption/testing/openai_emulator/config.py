@@ -21,7 +21,7 @@ def cap_reason(seconds: float) -> str:
     """The close reason the service sends at a cap of ``seconds`` (unscaled): "Your session hit
     the maximum duration of 60 minutes." (the same text is the older ``session_expired``
     error's message)."""
-    return f"Your session hit the maximum duration of {round(seconds / 60)} minutes."
+    return f"Your session hit the maximum duration of {seconds / 60:g} minutes."
 
 
 VOICES: frozenset[str] = frozenset(
@@ -72,8 +72,9 @@ class OpenAIEmulatorConfig:
     made apart from the answer (API reference, "input_audio_transcription"), so it can arrive
     after the answer started."""
     vad_level: float = 500.0
-    """RMS level (PCM16) that a session's ``turn_detection.threshold`` of 0.5 stands for; the
-    level scales with the threshold (0.8 needs 1.6 times as loud)."""
+    """RMS level (PCM16) that a session's ``turn_detection.threshold`` of 0.5 stands for; each
+    0.1 of threshold above (below) it doubles (halves) the level, as a higher threshold "will
+    require louder audio to activate the model" (API reference, ``turn_detection``)."""
     session_created_latency: float = 0.1
     """Time between the upgrade and ``session.created``; ``faults.slow_session_created``
     overrides it for chosen connections."""

@@ -358,7 +358,8 @@ class ServedSession:
     def _vad_level(self) -> float:
         detection = self.session.turn_detection
         threshold = 0.5 if detection is None else float(detection["threshold"])
-        return self._config.vad_level * max(threshold, 0.01) / 0.5
+        # Each 0.1 of threshold doubles the level (0.99: no voice the emulator makes).
+        return self._config.vad_level * 2 ** ((threshold - 0.5) * 10)
 
     async def _append(self, pcm: bytes) -> None:
         level = self._vad_level()
@@ -631,9 +632,10 @@ class ServedSession:
         return out
 
     async def _truncate(self, event: dict[str, Any]) -> None:
-        item = self._item(field_of(event, "item_id", str))
+        item_id = field_of(event, "item_id", str)
         content_index = field_of(event, "content_index", int)
         end_ms = field_of(event, "audio_end_ms", int)
+        item = self._item(item_id)
         answer = next((a for a in self.record.answers if a.item_id == item.wire["id"]), None)
         if item.wire.get("role") != "assistant" or answer is None or content_index != 0:
             raise ProtocolError(
