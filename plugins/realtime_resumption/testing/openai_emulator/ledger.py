@@ -135,10 +135,22 @@ class LedgerSummary:
     answers: int
     answers_complete: int
     answers_cut: int
-    """Answers ``cut`` by a session's end, or ``truncated`` short of their end."""
+    """Answers ``cut`` by a session's end (a cap, a drop, a close) while they ran."""
+    answers_truncated: int
+    """Answers the client truncated short of their end (the user heard part of them)."""
     answers_cancelled: int
     seeded_items: int
     errors: int
+
+    def __str__(self) -> str:
+        return (
+            f"{self.sessions} session(s); user speech: {len(self.speech_committed)} chunks "
+            f"committed, {len(self.speech_heard_twice)} heard twice, "
+            f"{len(self.speech_uncommitted)} never committed; answers: {self.answers} "
+            f"({self.answers_complete} complete, {self.answers_cut} cut, "
+            f"{self.answers_truncated} truncated, {self.answers_cancelled} cancelled); "
+            f"{self.seeded_items} items seeded; {self.errors} error events"
+        )
 
     def speech_lost(self, sent: list[int] | tuple[int, ...]) -> list[int]:
         """The speech chunk ids of ``sent`` (what the caller said) that no item holds."""
@@ -176,7 +188,8 @@ class Ledger:
             speech_uncommitted=tuple(dict.fromkeys(uncommitted)),
             answers=len(answers),
             answers_complete=sum(a.outcome == "complete" for a in answers),
-            answers_cut=sum(a.outcome in ("cut", "truncated") for a in answers),
+            answers_cut=sum(a.outcome == "cut" for a in answers),
+            answers_truncated=sum(a.outcome == "truncated" for a in answers),
             answers_cancelled=sum(a.outcome == "cancelled" for a in answers),
             seeded_items=sum(len(s.seeded) for s in self.sessions),
             errors=sum(len(s.errors) for s in self.sessions),
