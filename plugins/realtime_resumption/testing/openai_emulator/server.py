@@ -21,11 +21,10 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from loguru import logger
-from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
 
-from ..emulator.certs import TlsMaterial
-from ..emulator.network import connection_class
+from ..emulator.listener import Listener
 from .config import OpenAIEmulatorConfig
 from .faults import REFUSALS, Faults
 from .ledger import Ledger
@@ -35,9 +34,6 @@ from .session import ServedSession, Shared
 if TYPE_CHECKING:
     import openai
 
-_MAX_CLIENT_MESSAGE = 16 * 2**20
-_CLOSE_TIMEOUT = 5.0
-_STOP_TIMEOUT = 10.0
 DEFAULT_MODEL = "gpt-realtime"
 EMULATOR_KEY = "sk-emulator-key"
 
@@ -90,13 +86,11 @@ class OpenAIEmulator:
         self.faults = Faults(lambda: list(self._live))
         """Scripted faults (see ``realtime_resumption.testing.openai_emulator.faults``)."""
         self._shared: Shared | None = None
-        self._tls: TlsMaterial | None = None
-        self._server: Server | None = None
-        self._port: int | None = None
+        self._listener = Listener(self.config.host, self.config.port)
 
     async def start(self) -> None:
         """Make the certificates and start listening."""
-        if self._server is not None:
+        if self._listener.listening:
             raise RuntimeError("the emulator is already running")
         config = self.config
         self._shared = Shared(
@@ -108,43 +102,17 @@ class OpenAIEmulator:
             live=self._live,
         )
         self._shared.no_sessions.set()
-        self._tls = TlsMaterial(config.host)
-        try:
-            self._server = await serve(
-                self._handle,
-                config.host,
-                config.port,
-                ssl=self._tls.server_context(),
-                process_request=self._process_request,
-                compression=None,
-                max_size=_MAX_CLIENT_MESSAGE,
-                close_timeout=_CLOSE_TIMEOUT,
-                create_connection=connection_class(config.one_way),
-            )
-        except BaseException:
-            self._tls.remove()
-            self._tls = None
-            raise
-        self._port = self._server.sockets[0].getsockname()[1]
+        await self._listener.start(self._handle, self._process_request, one_way=config.one_way)
         logger.debug("openai emulator: listening on {} ({})", self.base_url, config.profile)
 
     async def stop(self) -> None:
         """Close every session (1001), stop listening and remove the CA file."""
-        server, self._server = self._server, None
-        try:
-            if server is not None:
-                server.close()
-                try:
-                    await asyncio.wait_for(server.wait_closed(), _STOP_TIMEOUT)
-                except TimeoutError:
-                    logger.warning("openai emulator: sessions did not close in time; aborting")
-                    for session in list(self._live):
-                        session.drop()
-                    await server.wait_closed()
-        finally:
-            if self._tls is not None:
-                self._tls.remove()
-                self._tls = None
+
+        def abort() -> None:
+            for session in list(self._live):
+                session.drop()
+
+        await self._listener.stop(abort)
 
     async def wait_disconnected(self, timeout: float = 5.0) -> None:
         """Wait until no session is open (and the ledger recorded every close); TimeoutError
@@ -169,9 +137,7 @@ class OpenAIEmulator:
     @property
     def port(self) -> int:
         """The port the emulator listens on."""
-        if self._port is None or self._server is None:
-            raise RuntimeError("the emulator is not running")
-        return self._port
+        return self._listener.port
 
     @property
     def base_url(self) -> str:
@@ -191,15 +157,11 @@ class OpenAIEmulator:
     @property
     def ca_file(self) -> str:
         """Path of the CA certificate (PEM) that clients must trust."""
-        if self._tls is None:
-            raise RuntimeError("the emulator is not running")
-        return self._tls.ca_file
+        return self._listener.ca_file
 
     def client_ssl_context(self) -> ssl.SSLContext:
         """An SSL context trusting the emulator's CA."""
-        if self._tls is None:
-            raise RuntimeError("the emulator is not running")
-        return self._tls.client_context()
+        return self._listener.client_context()
 
     def websocket_options(self) -> dict[str, object]:
         """``websocket_connection_options`` for ``client.realtime.connect``: trust the CA."""

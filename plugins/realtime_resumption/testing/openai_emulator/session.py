@@ -44,7 +44,6 @@ import base64
 import binascii
 import json
 import random
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +54,7 @@ from websockets.exceptions import ConnectionClosed
 from ..emulator import network
 from ..emulator.answers import called_functions
 from ..emulator.audio import ANSWER_RATE, UserAudioDecoder, answer_audio, rms
+from ..emulator.owned_tasks import OwnedTasks
 from . import protocol
 from .answers import chunk_transcript, reply
 from .config import CAP_CLOSE_CODE, OpenAIEmulatorConfig, cap_reason
@@ -150,7 +150,7 @@ class ServedSession:
             model=model,
         )
         shared.ledger.sessions.append(self.record)
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = OwnedTasks("openai emulator: session task failed")
         self._closing = False
         self._events = 0
         self._items: list[_Item] = []
@@ -167,18 +167,6 @@ class ServedSession:
         return None if self._closing else self.session.id
 
     # --- tasks, sending, closing ------------------------------------------------------------
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            if not isinstance(exc, ConnectionClosed):
-                logger.opt(exception=exc).error("openai emulator: session task failed")
 
     async def _send(self, event: dict[str, Any]) -> asyncio.Future[bool]:
         """Send a server event (GA name; spelt for the session's flavour); the future says
@@ -225,7 +213,7 @@ class ServedSession:
     def close_with(self, code: int, reason: str) -> None:
         """Close with ``code`` and ``reason`` (in a task the session owns)."""
         if not self._closing:
-            self._spawn(self._close(code, reason, "server"))
+            self._tasks.spawn(self._close(code, reason, "server"))
 
     async def _close(self, code: int, reason: str, by: str) -> None:
         if self._closing:
@@ -263,7 +251,7 @@ class ServedSession:
         await self._send({"type": "session.created", "session": self.session.to_wire(self.flavour)})
         cap = config.cap_seconds
         if cap is not None:
-            self._spawn(self._end_at_cap(cap))
+            self._tasks.spawn(self._end_at_cap(cap))
         async for raw in self._ws:
             await self._receive(raw)
 
@@ -280,11 +268,7 @@ class ServedSession:
 
     async def _finish(self) -> None:
         self._closing = True
-        while self._tasks:
-            tasks = list(self._tasks)
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.cancel_all()
         response = self._response
         if response is not None:
             response.answer.outcome = "cut"
@@ -449,7 +433,7 @@ class ServedSession:
         record = ItemRecord(item_id, "message", "user", "speech", text=words, speech=speech)
         await self._add_item(_Item(wire, record), previous)
         if self.session.transcription is not None:
-            self._spawn(self._transcribe(item_id, words))
+            self._tasks.spawn(self._transcribe(item_id, words))
 
     async def _transcribe(self, item_id: str, words: str) -> None:
         await asyncio.sleep(self._config.scaled(self._config.transcription_latency))
@@ -714,7 +698,7 @@ class ServedSession:
         await self._send(
             {"type": "response.created", "response": self._wire(response, "in_progress")}
         )
-        response.task = self._spawn(self._respond(response, text_only))
+        response.task = self._tasks.spawn(self._respond(response, text_only))
 
     def _wire(self, response: _Response, status: str, reason: str | None = None) -> dict[str, Any]:
         answer = response.answer
