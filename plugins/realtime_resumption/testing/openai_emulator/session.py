@@ -44,6 +44,7 @@ import base64
 import binascii
 import json
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,7 +140,8 @@ class ServedSession:
         self.session = SessionConfig(
             id=shared.new_id("sess"),
             model=model,
-            expires_at=0 if cap is None else int(now + cap),
+            # Unix seconds, as the API reports them; the cap on the emulator's (scaled) clock.
+            expires_at=0 if cap is None else int(time.time() + self._config.scaled(cap)),
         )
         self.record = SessionRecord(
             id=self.session.id,
