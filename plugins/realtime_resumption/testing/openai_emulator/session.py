@@ -60,6 +60,7 @@ from . import protocol
 from .answers import chunk_transcript, reply
 from .config import CAP_CLOSE_CODE, OpenAIEmulatorConfig, cap_reason
 from .faults import Faults
+from .input_buffer import InputBuffer
 from .ledger import AnswerRecord, ItemRecord, Ledger, SessionRecord
 from .protocol import Flavour, ProtocolError, SessionConfig, field_of
 
@@ -102,15 +103,8 @@ class _Item:
 
     wire: dict[str, Any]
     record: ItemRecord
-
-
-@dataclass
-class _Buffered:
-    """One append's audio in the input buffer."""
-
-    ms: float
-    speech: tuple[int, ...]
-    words: tuple[str, ...]
+    chunks: list[str] = field(default_factory=list)
+    """An answer's transcript, chunk by chunk (a truncate keeps the chunks heard)."""
 
 
 @dataclass
@@ -157,10 +151,9 @@ class ServedSession:
         self._events = 0
         self._items: list[_Item] = []
         self._decoder = UserAudioDecoder()
-        self._buffer: list[_Buffered] = []
-        self._audio_ms = 0.0
+        self._buffer = InputBuffer()
         self._speech_item: str | None = None
-        self._silence_ms = 0.0
+        """The id the user item being spoken will have (``speech_started`` names it)."""
         self._response: _Response | None = None
 
     @property
@@ -274,7 +267,7 @@ class ServedSession:
         response = self._response
         if response is not None:
             response.answer.outcome = "cut"
-        self.record.uncommitted_speech = tuple(s for b in self._buffer for s in b.speech)
+        self.record.uncommitted_speech = self._buffer.speech
         record = self.record
         record.closed_at = self._shared.now()
         if record.closed_by is None:
@@ -310,9 +303,8 @@ class ServedSession:
         elif kind == "input_audio_buffer.commit":
             await self._commit_by_client()
         elif kind == "input_audio_buffer.clear":
-            self.record.cleared_speech.extend(s for b in self._buffer for s in b.speech)
-            self._buffer.clear()
-            self._speech_item, self._silence_ms = None, 0.0
+            self.record.cleared_speech.extend(self._buffer.clear())
+            self._speech_item = None
             await self._send({"type": "input_audio_buffer.cleared"})
         elif kind == "conversation.item.create":
             await self._create_item(event)
@@ -352,47 +344,34 @@ class ServedSession:
         chunks = self._decoder.feed(pcm)
         speech = tuple(c.seq for c in chunks if c.level >= level)
         self.record.received_speech.extend(speech)
-        ms = len(pcm) / _BYTES_PER_MS
-        start = self._audio_ms
-        self._audio_ms += ms
-        self._buffer.append(_Buffered(ms, speech, tuple(c.word for c in chunks if c.word)))
         detection = self.session.turn_detection
-        if detection is None:
+        step = self._buffer.append(
+            len(pcm) / _BYTES_PER_MS,
+            speech,
+            tuple(c.word for c in chunks if c.word),
+            loud=rms(pcm) >= level,
+            detection=detection,
+            scale=self._config.time_scale,
+        )
+        if step is None or detection is None:
             return
-        if rms(pcm) >= level:
-            self._silence_ms = 0.0
-            if self._speech_item is None:
-                self._speech_item = self._shared.new_id("item")
-                await self._send(
-                    {
-                        "type": "input_audio_buffer.speech_started",
-                        "audio_start_ms": int(start),
-                        "item_id": self._speech_item,
-                    }
-                )
-                if detection.get("interrupt_response", True) and self._response is not None:
-                    await self._cancel_response("turn_detected")
-        elif self._speech_item is not None:
-            self._silence_ms += ms
-            silence = float(detection.get("silence_duration_ms") or 500)
-            if self._silence_ms >= self._config.scaled(silence):
-                await self._speech_stopped(detection)
-        else:
-            self._trim_to(float(detection.get("prefix_padding_ms") or 0))
-
-    def _trim_to(self, keep_ms: float) -> None:
-        """Before speech the buffer keeps only the last ``keep_ms`` (the prefix padding)."""
-        total = sum(b.ms for b in self._buffer)
-        while self._buffer and total - self._buffer[0].ms >= keep_ms:
-            total -= self._buffer.pop(0).ms
-
-    async def _speech_stopped(self, detection: dict[str, Any]) -> None:
-        item_id = self._speech_item
-        assert item_id is not None
+        if step.kind == "started":
+            self._speech_item = self._shared.new_id("item")
+            await self._send(
+                {
+                    "type": "input_audio_buffer.speech_started",
+                    "audio_start_ms": step.at_ms,
+                    "item_id": self._speech_item,
+                }
+            )
+            if detection.get("interrupt_response", True) and self._response is not None:
+                await self._cancel_response("turn_detected")
+            return
+        item_id = self._speech_item or self._shared.new_id("item")
         await self._send(
             {
                 "type": "input_audio_buffer.speech_stopped",
-                "audio_end_ms": int(self._audio_ms - self._silence_ms),
+                "audio_end_ms": step.at_ms,
                 "item_id": item_id,
             }
         )
@@ -401,7 +380,7 @@ class ServedSession:
             await self._create_response(None)
 
     async def _commit_by_client(self) -> None:
-        buffered = sum(b.ms for b in self._buffer)
+        buffered = self._buffer.buffered_ms
         if buffered < _MIN_COMMIT_MS:
             raise ProtocolError(
                 "Error committing input audio buffer: buffer too small. Expected at least "
@@ -412,10 +391,8 @@ class ServedSession:
 
     async def _commit(self, item_id: str) -> None:
         """The buffer becomes a user item (``committed``, then the item's events)."""
-        speech = tuple(s for b in self._buffer for s in b.speech)
-        words = " ".join(w for b in self._buffer for w in b.words)
-        self._buffer.clear()
-        self._speech_item, self._silence_ms = None, 0.0
+        speech, words = self._buffer.take()
+        self._speech_item = None
         previous = self._items[-1].wire["id"] if self._items else None
         await self._send(
             {
@@ -641,9 +618,8 @@ class ServedSession:
             answer.outcome = "truncated"
         # What the user did not hear leaves the conversation: the transcript keeps the
         # chunks that started before the cut.
-        kept = -(-end_ms // answer.chunk_ms) if answer.chunk_ms else 0
-        words = item.record.text.split("[")
-        item.record.text = "[".join(words[: kept + 1]).strip() if kept else ""
+        kept = -(-end_ms // answer.chunk_ms)
+        item.record.text = "".join(item.chunks[:kept]).strip()
         for part in item.wire.get("content", []):
             if "transcript" in part:
                 part["transcript"] = item.record.text
@@ -822,8 +798,9 @@ class ServedSession:
         part_ids = {**head, "item_id": item_id, "content_index": 0}
         await self._send({"type": "response.output_item.added", **head, "item": wire})
         record = ItemRecord(item_id, "message", "assistant", "model")
+        item = _Item(wire, record)
         previous = self._items[-1].wire["id"] if self._items else None
-        await self._add_item(_Item(wire, record), previous, done=False)
+        await self._add_item(item, previous, done=False)
         empty_part = (
             {"type": part_type, "transcript": ""} if not text_only else {"type": "text", "text": ""}
         )
@@ -834,6 +811,7 @@ class ServedSession:
             text = chunk_transcript(answer.turn, k, words)
             answer.produced = k + 1
             response.transcript += text
+            item.chunks.append(text)
             record.text = response.transcript.strip()
             if text_only:
                 await self._send({"type": "response.output_text.delta", **part_ids, "delta": text})
