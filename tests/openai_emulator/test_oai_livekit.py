@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+import pytest
 from livekit.agents import Agent, AgentSession
 from livekit.plugins import openai as lk_openai
 
@@ -24,19 +25,28 @@ PACE = 0.05
 
 @contextlib.asynccontextmanager
 async def livekit_call(
-    emu: OpenAIEmulator, **model: Any
+    emu: OpenAIEmulator, *, azure_api_version: str | None = None, **model: Any
 ) -> AsyncIterator[tuple[AgentSession, Microphone, Speaker, Recorder]]:
-    """A started AgentSession on the stock OpenAI model, pointed at ``emu`` through an aiohttp
-    session that trusts its CA; a 24 kHz paced microphone (LiveKit resamples anything else,
-    which would lose the frames' numbers) and a real-time speaker."""
+    """A started AgentSession on the stock OpenAI model (its legacy Azure mode with
+    ``azure_api_version``), pointed at ``emu`` through an aiohttp session that trusts its CA; a
+    24 kHz paced microphone (LiveKit resamples anything else, which would lose the frames'
+    numbers) and a real-time speaker."""
     connector = aiohttp.TCPConnector(ssl=emu.client_ssl_context())
     async with aiohttp.ClientSession(connector=connector) as http:
-        session = AgentSession(
-            llm=lk_openai.realtime.RealtimeModel(
+        if azure_api_version is None:
+            realtime = lk_openai.realtime.RealtimeModel(
                 api_key="sk-test", base_url=emu.base_url, http_session=http, **model
-            ),
-            aec_warmup_duration=None,
-        )
+            )
+        else:
+            realtime = lk_openai.realtime.RealtimeModel.with_azure(
+                azure_deployment="gpt-realtime",
+                azure_endpoint=f"https://{emu.config.host}:{emu.port}",
+                api_key="azure-key",
+                api_version=azure_api_version,
+                http_session=http,
+                **model,
+            )
+        session = AgentSession(llm=realtime, aec_warmup_duration=None)
         mic, speaker, recorder = Microphone(pace=PACE, rate=RATE), Speaker(), Recorder()
         session.input.audio = mic
         session.output.audio = speaker
@@ -60,9 +70,16 @@ def _said(session: AgentSession, role: str) -> list[str]:
     ]
 
 
-async def test_stock_livekit_holds_a_spoken_call() -> None:
+@pytest.mark.parametrize("azure_api_version", [None, "2024-10-01-preview"])
+async def test_stock_livekit_holds_a_spoken_call(azure_api_version: str | None) -> None:
+    """GA, and the legacy Azure surface (beta names, the flat session) LiveKit maps back."""
     async with OpenAIEmulator(config(time_scale=PACE, answer_chunks=4)) as emu:
-        async with livekit_call(emu) as (session, mic, speaker, recorder):
+        async with livekit_call(emu, azure_api_version=azure_api_version) as (
+            session,
+            mic,
+            speaker,
+            recorder,
+        ):
             mic.say(["hello", "livekit"])
             await until(lambda: len(speaker.heard) >= 4 and not speaker.playing)
             await until(lambda: len(_said(session, "assistant")) >= 1)
@@ -73,6 +90,7 @@ async def test_stock_livekit_holds_a_spoken_call() -> None:
             spoken = list(mic.spoken)
         await emu.wait_disconnected()
     record = emu.ledger.sessions[0]
+    assert record.flavour == ("ga" if azure_api_version is None else "beta")
     assert record.committed_speech == spoken
     assert record.client_events["session.update"] >= 1
     assert [a.outcome for a in record.answers] == ["complete"]
