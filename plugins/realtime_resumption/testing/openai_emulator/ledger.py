@@ -58,6 +58,8 @@ class AnswerRecord:
     produced: int = 0
     delivered: int = 0
     """Chunks that crossed the network to the client."""
+    sent_at: list[float] = field(default_factory=list)
+    """When each chunk was sent (seconds since the emulator started, its scaled clock)."""
     heard_ms: int | None = None
     """The ``audio_end_ms`` of a truncate of its item (what the client says was played)."""
     chunk_ms: int = 0

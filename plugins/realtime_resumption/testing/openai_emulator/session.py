@@ -810,6 +810,7 @@ class ServedSession:
                 await asyncio.sleep(config.scaled(config.chunk_ms / 1000))
             text = chunk_transcript(answer.turn, k, words)
             answer.produced = k + 1
+            answer.sent_at.append(self._shared.now())
             response.transcript += text
             item.chunks.append(text)
             record.text = response.transcript.strip()
