@@ -30,6 +30,18 @@ BAD: list[tuple[str | bytes, str]] = [
         '{"type": "session.update", "session": {"type": "realtime", "audio": {"input": {"turn_detection": {"threshold": 7}}}}}',
         "invalid_value",
     ),
+    (
+        '{"type": "session.update", "session": {"type": "realtime", "output_modalities": "audio"}}',
+        "invalid_value",
+    ),
+    (
+        '{"type": "session.update", "session": {"type": "realtime", "audio": {"input": {"turn_detection": {"silence_duration_ms": "long"}}}}}',
+        "invalid_value",
+    ),
+    (
+        '{"type": "session.update", "session": {"type": "realtime", "audio": {"input": {"transcription": 5}}}}',
+        "invalid_type",
+    ),
     ('{"type": "input_audio_buffer.append"}', "missing_required_parameter"),
     ('{"type": "input_audio_buffer.append", "audio": 12}', "invalid_type"),
     ('{"type": "input_audio_buffer.append", "audio": "***"}', "invalid_value"),

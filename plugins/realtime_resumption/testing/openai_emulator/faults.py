@@ -30,8 +30,8 @@ REFUSALS: dict[int, tuple[str, str | None, str]] = {
 errors are spelt (API reference, "Error codes": 401 invalid key, 429 quota or rate limit)."""
 
 
-class ServedSession(Protocol):
-    """What a fault needs of a served connection (``server.Served``)."""
+class Served(Protocol):
+    """What a fault needs of a served connection (``session.ServedSession``)."""
 
     @property
     def session_id(self) -> str | None: ...
@@ -44,7 +44,7 @@ class ServedSession(Protocol):
 class Faults:
     """The faults of one emulator; every fault is off until a test sets it."""
 
-    def __init__(self, served: Callable[[], list[ServedSession]]) -> None:
+    def __init__(self, served: Callable[[], list[Served]]) -> None:
         self._served = served
         self._refusals: deque[int] = deque()
         self._slow: deque[float] = deque()
@@ -86,7 +86,7 @@ class Faults:
             served.close_with(code, reason)
         return len(chosen)
 
-    def _chosen(self, session_id: str | None) -> list[ServedSession]:
+    def _chosen(self, session_id: str | None) -> list[Served]:
         served = [s for s in self._served() if s.session_id is not None]
         if session_id is None:
             return served

@@ -85,14 +85,11 @@ class ProtocolError(Exception):
         self.type = type_
 
 
-def error_event(
-    exc: ProtocolError, event_id: str, client_event_id: str | None = None
-) -> dict[str, Any]:
+def error_event(exc: ProtocolError, client_event_id: str | None = None) -> dict[str, Any]:
     """The ``error`` server event (``openai.types.realtime.RealtimeErrorEvent``: ``error`` with
     ``type``, ``code``, ``message``, ``param`` and the client's ``event_id``)."""
     return {
         "type": "error",
-        "event_id": event_id,
         "error": {
             "type": exc.type,
             "code": exc.code,
@@ -148,6 +145,24 @@ def field_of(event: dict[str, Any], name: str, kind: type | tuple[type, ...]) ->
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
         raise ProtocolError(f"Invalid type for '{name}'.", code="invalid_type", param=name)
     return value
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _modalities(value: Any, param: str) -> list[str]:
+    if not isinstance(value, list) or not value or any(m not in ("audio", "text") for m in value):
+        raise ProtocolError(
+            f"Invalid '{param}': expected a list of 'audio' or 'text'.",
+            code="invalid_value",
+            param=param,
+        )
+    return list(value)
+
+
+def _optional_dict(value: Any, param: str) -> dict[str, Any] | None:
+    return None if value is None else _dict(value, param)
 
 
 def _dict(value: Any, param: str) -> dict[str, Any]:
@@ -246,12 +261,19 @@ class SessionConfig:
             )
         merged = {**DEFAULT_TURN_DETECTION, **{k: v for k, v in value.items() if v is not None}}
         threshold = merged["threshold"]
-        if not isinstance(threshold, int | float) or not 0 <= threshold <= 1:
+        if not _number(threshold) or not 0 <= threshold <= 1:
             raise ProtocolError(
                 "Invalid 'threshold': expected a number between 0 and 1.",
                 code="invalid_value",
                 param=f"{param}.threshold",
             )
+        for name in ("prefix_padding_ms", "silence_duration_ms"):
+            if not _number(merged[name]) or merged[name] < 0:
+                raise ProtocolError(
+                    f"Invalid '{name}': expected a number of milliseconds.",
+                    code="invalid_value",
+                    param=f"{param}.{name}",
+                )
         self.turn_detection = merged
 
     def _update_ga(self, body: dict[str, Any]) -> None:
@@ -265,8 +287,10 @@ class SessionConfig:
                 param="session.type",
             )
         self._common(body)
-        if "output_modalities" in body and body["output_modalities"] is not None:
-            self.output_modalities = list(body["output_modalities"])
+        if body.get("output_modalities") is not None:
+            self.output_modalities = _modalities(
+                body["output_modalities"], "session.output_modalities"
+            )
         if "max_output_tokens" in body and body["max_output_tokens"] is not None:
             self.max_output_tokens = body["max_output_tokens"]
         audio = _dict(body.get("audio") or {}, "session.audio")
@@ -275,7 +299,9 @@ class SessionConfig:
         if "format" in audio_in and audio_in["format"] is not None:
             self.input_format = _dict(audio_in["format"], "session.audio.input.format")
         if "transcription" in audio_in:
-            self.transcription = audio_in["transcription"]
+            self.transcription = _optional_dict(
+                audio_in["transcription"], "session.audio.input.transcription"
+            )
         if "turn_detection" in audio_in:
             self._turn_detection(audio_in["turn_detection"], "session.audio.input.turn_detection")
         if "noise_reduction" in audio_in:
@@ -289,10 +315,13 @@ class SessionConfig:
     def _update_beta(self, body: dict[str, Any]) -> None:
         self._common(body)
         if body.get("modalities") is not None:
-            self.output_modalities = [m for m in body["modalities"] if m == "audio"] or ["text"]
+            modalities = _modalities(body["modalities"], "session.modalities")
+            self.output_modalities = ["audio"] if "audio" in modalities else ["text"]
         self._voice(body.get("voice"), "session.voice")
         if "input_audio_transcription" in body:
-            self.transcription = body["input_audio_transcription"]
+            self.transcription = _optional_dict(
+                body["input_audio_transcription"], "session.input_audio_transcription"
+            )
         if "turn_detection" in body:
             self._turn_detection(body["turn_detection"], "session.turn_detection")
         if body.get("max_response_output_tokens"):

@@ -46,7 +46,7 @@ import json
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from loguru import logger
 from websockets.asyncio.server import ServerConnection
@@ -188,13 +188,7 @@ class ServedSession:
 
     async def _error(self, exc: ProtocolError, client_event_id: str | None) -> None:
         self.record.errors.append((exc.code, exc.message))
-        self._events += 1
-        event = protocol.error_event(exc, f"event_{self._events}", client_event_id)
-        if not self._closing:
-            try:
-                await self._ws.send(json.dumps(event))
-            except ConnectionClosed:
-                pass
+        await self._send(protocol.error_event(exc, client_event_id))
 
     def drop(self) -> None:
         """Abort the TCP connection: no close frame, the client sees 1006."""
@@ -210,11 +204,11 @@ class ServedSession:
         if not self._closing:
             self._tasks.spawn(self._close(code, reason, "server"))
 
-    async def _close(self, code: int, reason: str, by: str) -> None:
+    async def _close(self, code: int, reason: str, by: Literal["server", "cap"]) -> None:
         if self._closing:
             return
         self._closing = True
-        self.record.closed_by = "cap" if by == "cap" else "server"
+        self.record.closed_by = by
         self.record.close_code, self.record.close_reason = code, reason
         await self._ws.close(code, reason)
 
@@ -290,6 +284,16 @@ class ServedSession:
         except ProtocolError as exc:
             logger.debug("openai emulator: error for a client event: {}", exc.message)
             await self._error(exc, client_event_id)
+        except ConnectionClosed:
+            raise
+        except Exception as exc:
+            # A fault of the emulator's own: logged whole, answered as the service answers
+            # its internal errors, and the session goes on (a test sees the error event).
+            logger.opt(exception=exc).error("openai emulator: failed on a client event")
+            error = ProtocolError(
+                "The server had an error while processing your request.", type_="server_error"
+            )
+            await self._error(error, client_event_id)
 
     async def _dispatch(self, event: dict[str, Any]) -> None:
         kind = event["type"]
