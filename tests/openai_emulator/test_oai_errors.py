@@ -42,6 +42,14 @@ BAD: list[tuple[str | bytes, str]] = [
         '{"type": "session.update", "session": {"type": "realtime", "audio": {"input": {"transcription": 5}}}}',
         "invalid_type",
     ),
+    (
+        '{"type": "session.update", "session": {"type": "realtime", "voice": "ash"}}',
+        "unknown_parameter",
+    ),
+    (
+        '{"type": "session.update", "session": {"type": "realtime", "audio": {"output": {"volume": 2}}}}',
+        "unknown_parameter",
+    ),
     ('{"type": "input_audio_buffer.append"}', "missing_required_parameter"),
     ('{"type": "input_audio_buffer.append", "audio": 12}', "invalid_type"),
     ('{"type": "input_audio_buffer.append", "audio": "***"}', "invalid_value"),

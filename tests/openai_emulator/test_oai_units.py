@@ -80,12 +80,20 @@ def test_a_ga_update_nests_audio_and_a_beta_update_is_flat() -> None:
         {"type": "realtime", "tools": [{"description": "no name"}]},
         {"type": "realtime", "instructions": 5},
         {"type": "realtime", "audio": {"input": {"turn_detection": {"type": "push_to_talk"}}}},
+        {"type": "realtime", "modalities": ["audio"]},
     ],
 )
 def test_a_bad_update_is_refused_whole(body: dict[str, object]) -> None:
     session = _session()
     with pytest.raises(ProtocolError):
         session.update(body, "ga")
+    assert session == _session()
+
+
+def test_the_beta_surface_refuses_a_ga_shaped_update() -> None:
+    session = _session()
+    with pytest.raises(ProtocolError, match=r"Unknown parameter: 'session\.type'"):
+        session.update({"type": "realtime", "instructions": "x"}, "beta")
     assert session == _session()
 
 

@@ -66,6 +66,26 @@ one in progress)."""
 
 PCM = {"type": "audio/pcm", "rate": 24000}
 
+SESSION_KEYS: dict[Flavour, frozenset[str]] = {
+    "ga": frozenset(
+        "type audio include instructions max_output_tokens model output_modalities "
+        "parallel_tool_calls prompt reasoning tool_choice tools tracing truncation".split()
+    ),
+    "beta": frozenset(
+        "client_secret input_audio_format input_audio_noise_reduction input_audio_transcription "
+        "instructions max_response_output_tokens modalities model output_audio_format speed "
+        "temperature tool_choice tools tracing turn_detection voice".split()
+    ),
+}
+"""The session fields each protocol takes (the ``openai`` SDK's
+``RealtimeSessionCreateRequestParam``, GA, and beta ``SessionUpdateEventParam.Session``): the
+API refuses any other ("Unknown parameter"), so a beta-shaped update sent to the GA service,
+or a GA one to Azure's preview surface, fails (Pipecat's Azure service warns of the latter)."""
+AUDIO_KEYS = {
+    "input": frozenset({"format", "transcription", "noise_reduction", "turn_detection"}),
+    "output": frozenset({"format", "voice", "speed"}),
+}
+
 
 class ProtocolError(Exception):
     """A client event the service answers with an ``error`` event (the connection stays open)."""
@@ -147,6 +167,16 @@ def field_of(event: dict[str, Any], name: str, kind: type | tuple[type, ...]) ->
     return value
 
 
+def _known(body: dict[str, Any], keys: frozenset[str], param: str) -> None:
+    for key in body:
+        if key not in keys:
+            raise ProtocolError(
+                f"Unknown parameter: '{param}.{str(key)[:100]}'.",
+                code="unknown_parameter",
+                param=f"{param}.{str(key)[:100]}",
+            )
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -202,6 +232,7 @@ class SessionConfig:
     def update(self, body: Any, flavour: Flavour) -> None:
         """Apply a ``session.update``'s ``session`` (checked whole before anything changes)."""
         body = _dict(body, "session")
+        _known(body, SESSION_KEYS[flavour], "session")
         staged = copy.deepcopy(self)
         if flavour == "ga":
             staged._update_ga(body)
@@ -294,8 +325,11 @@ class SessionConfig:
         if "max_output_tokens" in body and body["max_output_tokens"] is not None:
             self.max_output_tokens = body["max_output_tokens"]
         audio = _dict(body.get("audio") or {}, "session.audio")
+        _known(audio, frozenset(AUDIO_KEYS), "session.audio")
         audio_in = _dict(audio.get("input") or {}, "session.audio.input")
         audio_out = _dict(audio.get("output") or {}, "session.audio.output")
+        _known(audio_in, AUDIO_KEYS["input"], "session.audio.input")
+        _known(audio_out, AUDIO_KEYS["output"], "session.audio.output")
         if "format" in audio_in and audio_in["format"] is not None:
             self.input_format = _dict(audio_in["format"], "session.audio.input.format")
         if "transcription" in audio_in:
