@@ -6,6 +6,7 @@ session)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -116,3 +117,19 @@ async def test_stock_livekit_at_the_cap_replays_its_mirror_to_a_new_session() ->
     assert first.close_code == 1001 and first.closed_by == "cap"
     assert "pineapple" in " ".join(i.text for i in second.seeded)
     assert not set(first.committed_speech) & set(second.committed_speech)
+
+
+async def test_stock_livekit_generate_reply_is_matched_by_its_metadata() -> None:
+    """``generate_reply`` creates the user's text item, then a response whose
+    ``metadata.client_event_id`` the service echoes in ``response.created``: LiveKit waits for
+    that echo (10 s) to take the response as its reply."""
+    async with OpenAIEmulator(config(time_scale=PACE, answer_chunks=2)) as emu:
+        async with livekit_call(emu) as (session, _, _, recorder):
+            handle = session.generate_reply(user_input="typed words")
+            async with asyncio.timeout(5):
+                await handle
+            assert "heard typed words" in _said(session, "assistant")[-1]
+            assert not recorder.errors
+    answer = emu.ledger.sessions[0].answers[0]
+    assert answer.metadata is not None and "client_event_id" in answer.metadata
+    assert emu.ledger.sessions[0].seeded[0].text == "typed words"
