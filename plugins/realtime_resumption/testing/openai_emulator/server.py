@@ -1,6 +1,6 @@
 """The emulator: a TLS WebSocket server on 127.0.0.1 that speaks OpenAI Realtime.
 
-Where clients dial (``/work``'s facts, from the clients' sources): the ``openai`` SDK's GA
+Where clients dial (read from the clients' sources): the ``openai`` SDK's GA
 client dials ``<websocket_base_url>/realtime?model=`` with a Bearer key
 (``openai/resources/realtime/realtime.py``), its beta client the same path with
 ``OpenAI-Beta: realtime=v1``; Pipecat dials its ``base_url`` (``.../v1/realtime``) plus
