@@ -228,3 +228,19 @@ async def test_the_vad_threshold_decides_what_is_speech(threshold: float) -> Non
         events = await until(conn, "input_audio_buffer.committed")
         assert bool(of(events, "input_audio_buffer.speech_started")) is (threshold == 0.5)
     assert emu.ledger.sessions[0].committed_speech == ([0, 1, 2, 3, 4] if threshold == 0.5 else [])
+
+
+async def test_the_sdks_azure_client_reaches_the_legacy_surface() -> None:
+    async with OpenAIEmulator(config(profile="azure", answer_chunks=2)) as emu:
+        client = emu.azure_client()
+        async with client.beta.realtime.connect(
+            model="my-deployment", websocket_connection_options=emu.websocket_options()
+        ) as conn:
+            created = await conn.recv()
+            assert created.type == "session.created" and created.session.model == "my-deployment"
+            await say(conn, speech(0, 5, ["azure"]))  # type: ignore[arg-type]
+            events = await until(conn, "response.done")
+            assert "conversation.item.created" in {e.type for e in events}
+    record = emu.ledger.sessions[0]
+    assert (record.path, record.flavour) == ("/openai/realtime", "beta")
+    assert emu.config.cap_seconds == 1800

@@ -178,6 +178,18 @@ class OpenAIEmulator:
             websocket_base_url=self.websocket_base_url,
         )
 
+    def azure_client(self, api_version: str = "2025-04-01-preview") -> openai.AsyncAzureOpenAI:
+        """An ``openai.AsyncAzureOpenAI`` for the emulator as an Azure resource: it dials the
+        legacy ``/openai/realtime?api-version=&deployment=`` surface with an ``api-key``
+        header (``openai/lib/azure.py``), so its sessions speak the beta names."""
+        import openai
+
+        return openai.AsyncAzureOpenAI(
+            api_key=self.config.api_key or EMULATOR_KEY,
+            azure_endpoint=f"https://{self.config.host}:{self.port}",
+            api_version=api_version,
+        )
+
     # --- serving ----------------------------------------------------------------------------
 
     def _refuse(self, connection: ServerConnection, path: str, status: int) -> Response:
