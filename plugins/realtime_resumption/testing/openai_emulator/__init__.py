@@ -20,11 +20,17 @@ from __future__ import annotations
 
 from ..emulator.answers import answer_text_ids
 from ..emulator.audio import answer_chunk_id, answer_chunk_ids, user_audio, user_audio_seqs
-from .answers import reply
-from .config import CAP_CLOSE_CODE, KIND_SERVICE, SESSION_CAP, OpenAIEmulatorConfig, cap_reason
-from .faults import REFUSALS, Faults
-from .ledger import AnswerRecord, ItemRecord, Ledger, LedgerSummary, SessionRecord
-from .server import OpenAIEmulator
+from .conversation_ledger import AnswerRecord, ItemRecord, Ledger, LedgerSummary, SessionRecord
+from .realtime_server import OpenAIEmulator
+from .replies import reply
+from .scripted_faults import REFUSALS, Faults
+from .service_config import (
+    CAP_CLOSE_CODE,
+    KIND_SERVICE,
+    SESSION_CAP,
+    OpenAIEmulatorConfig,
+    cap_reason,
+)
 
 __all__ = [
     "CAP_CLOSE_CODE",

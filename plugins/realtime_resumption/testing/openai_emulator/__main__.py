@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 from loguru import logger
 
-from .config import PROFILES, SESSION_CAP, OpenAIEmulatorConfig
-from .faults import REFUSALS
-from .server import OpenAIEmulator
+from .realtime_server import OpenAIEmulator
+from .scripted_faults import REFUSALS
+from .service_config import PROFILES, SESSION_CAP, OpenAIEmulatorConfig
 
 _EPILOG = f"""\
 the service (the defaults are its own; each has a kinder setting):

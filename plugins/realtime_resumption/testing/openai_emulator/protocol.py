@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .config import VOICES
+from .service_config import VOICES
 
 Flavour = Literal["ga", "beta"]
 

@@ -31,7 +31,7 @@ errors are spelt (API reference, "Error codes": 401 invalid key, 429 quota or ra
 
 
 class Served(Protocol):
-    """What a fault needs of a served connection (``session.ServedSession``)."""
+    """What a fault needs of a served connection (``realtime_session.ServedSession``)."""
 
     @property
     def session_id(self) -> str | None: ...

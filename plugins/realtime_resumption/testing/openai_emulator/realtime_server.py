@@ -25,11 +25,11 @@ from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
 
 from ..emulator.listener import Listener
-from .config import OpenAIEmulatorConfig
-from .faults import REFUSALS, Faults
-from .ledger import Ledger
+from .conversation_ledger import Ledger
 from .protocol import Flavour
-from .session import ServedSession, Shared
+from .realtime_session import ServedSession, Shared
+from .scripted_faults import REFUSALS, Faults
+from .service_config import OpenAIEmulatorConfig
 
 if TYPE_CHECKING:
     import openai
@@ -81,10 +81,10 @@ class OpenAIEmulator:
     def __init__(self, config: OpenAIEmulatorConfig | None = None) -> None:
         self.config = config if config is not None else OpenAIEmulatorConfig()
         self.ledger = Ledger()
-        """Every session (see ``realtime_resumption.testing.openai_emulator.ledger``)."""
+        """Every session (see ``realtime_resumption.testing.openai_emulator.conversation_ledger``)."""
         self._live: set[ServedSession] = set()
         self.faults = Faults(lambda: list(self._live))
-        """Scripted faults (see ``realtime_resumption.testing.openai_emulator.faults``)."""
+        """Scripted faults (see ``realtime_resumption.testing.openai_emulator.scripted_faults``)."""
         self._shared: Shared | None = None
         self._listener = Listener(self.config.host, self.config.port)
 

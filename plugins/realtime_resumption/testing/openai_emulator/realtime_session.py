@@ -57,12 +57,12 @@ from ..emulator.answers import called_functions
 from ..emulator.audio import ANSWER_RATE, UserAudioDecoder, answer_audio, rms
 from ..emulator.owned_tasks import OwnedTasks
 from . import protocol
-from .answers import chunk_transcript, reply
-from .config import CAP_CLOSE_CODE, OpenAIEmulatorConfig, cap_reason
-from .faults import Faults
+from .conversation_ledger import AnswerRecord, ItemRecord, Ledger, SessionRecord
 from .input_buffer import InputBuffer
-from .ledger import AnswerRecord, ItemRecord, Ledger, SessionRecord
 from .protocol import Flavour, ProtocolError, SessionConfig, field_of
+from .replies import chunk_transcript, reply
+from .scripted_faults import Faults
+from .service_config import CAP_CLOSE_CODE, OpenAIEmulatorConfig, cap_reason
 
 _BYTES_PER_MS = 2 * ANSWER_RATE // 1000
 """PCM16 mono at 24 kHz: the input and output format of every session here."""
