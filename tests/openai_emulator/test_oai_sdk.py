@@ -9,6 +9,7 @@ import pytest
 
 from realtime_resumption.testing.openai_emulator import (
     OpenAIEmulator,
+    OpenAIEmulatorConfig,
     answer_chunk_id,
     answer_text_ids,
 )
@@ -16,8 +17,11 @@ from realtime_resumption.testing.openai_emulator import (
 from .oai_helpers import config, connect, of, say, speech, transcript, until
 
 
-async def test_a_spoken_turn_is_detected_committed_transcribed_and_answered() -> None:
-    async with OpenAIEmulator(config()) as emu, connect(emu) as conn:
+@pytest.mark.parametrize("kind", [False, True], ids=["service", "kind"])
+async def test_a_spoken_turn_is_detected_committed_transcribed_and_answered(kind: bool) -> None:
+    cfg = OpenAIEmulatorConfig.kind(time_scale=0.01) if kind else config()
+    assert (cfg.cap_seconds is None) is kind
+    async with OpenAIEmulator(cfg) as emu, connect(emu) as conn:
         created = (await until(conn, "session.created"))[0]
         assert created.session.type == "realtime"
         assert created.session.audio.input.turn_detection.type == "server_vad"
