@@ -90,3 +90,22 @@ async def test_session_created_says_when_the_cap_expires_it() -> None:
     async with OpenAIEmulator(config(time_scale=1.0)) as emu, connect(emu) as conn:
         created = (await until(conn, "session.created"))[-1]
         assert abs(created.session.expires_at - (time.time() + 3600)) < 60
+
+
+async def test_the_gap_in_the_callers_audio_between_sessions() -> None:
+    async with OpenAIEmulator(config()) as emu:
+        async with connect(emu) as first, connect(emu) as second:
+            await until(first, "session.created")
+            await until(second, "session.created")
+            await say(first, speech(0, 3, silence=0))
+            # An update answered after the appends: the first session has taken them all.
+            await first.session.update(session={"type": "realtime"})
+            await until(first, "session.updated")
+            await say(second, speech(3, 3, silence=0))
+            await second.session.update(session={"type": "realtime"})
+            await until(second, "session.updated")
+    (gap,) = emu.ledger.input_gaps()
+    earlier, later = emu.ledger.sessions
+    assert later.first_audio_at is not None and earlier.last_audio_at is not None
+    assert gap == later.first_audio_at - earlier.last_audio_at > 0
+    assert (earlier.received_speech, later.received_speech) == ([0, 1, 2], [3, 4, 5])

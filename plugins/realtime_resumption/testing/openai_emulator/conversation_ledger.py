@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Literal
 
 ItemSource = Literal["speech", "client", "model"]
@@ -90,6 +91,9 @@ class SessionRecord:
     answers: list[AnswerRecord] = field(default_factory=list)
     received_speech: list[int] = field(default_factory=list)
     """Every user speech chunk id that reached the input buffer, in order."""
+    first_audio_at: float | None = None
+    last_audio_at: float | None = None
+    """When the session received its first and its last ``input_audio_buffer.append``."""
     cleared_speech: list[int] = field(default_factory=list)
     """Speech the client cleared from the buffer (``input_audio_buffer.clear``)."""
     uncommitted_speech: tuple[int, ...] = ()
@@ -174,6 +178,17 @@ class Ledger:
             if record.id == session_id:
                 return record
         raise KeyError(session_id)
+
+    def input_gaps(self) -> list[float]:
+        """The gaps in the caller's audio between sessions: from each session's last append to
+        the first append of the next session that received audio (seconds, the emulator's
+        clock), in the order the sessions opened; negative where they overlapped."""
+        spans = [
+            (s.first_audio_at, s.last_audio_at)
+            for s in self.sessions
+            if s.first_audio_at is not None and s.last_audio_at is not None
+        ]
+        return [later[0] - earlier[1] for earlier, later in pairwise(spans)]
 
     def summary(self) -> LedgerSummary:
         """Add up every session."""

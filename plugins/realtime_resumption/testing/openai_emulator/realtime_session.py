@@ -344,6 +344,10 @@ class ServedSession:
         return self._config.vad_level * 2 ** ((threshold - 0.5) * 10)
 
     async def _append(self, pcm: bytes) -> None:
+        now = self._shared.now()
+        if self.record.first_audio_at is None:
+            self.record.first_audio_at = now
+        self.record.last_audio_at = now
         level = self._vad_level()
         chunks = self._decoder.feed(pcm)
         speech = tuple(c.seq for c in chunks if c.level >= level)
