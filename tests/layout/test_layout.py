@@ -187,7 +187,10 @@ def test_the_adapters_use_only_the_cores_public_modules() -> None:
 
 def test_no_two_modules_share_a_name() -> None:
     """One meaning per name: a module's name says what it holds, across the whole package."""
+    # ``__main__`` is the name ``python -m`` requires of each package's command line.
     names = [
-        name.rpartition(".")[2] for name, path in MODULES.items() if path.name != "__init__.py"
+        name.rpartition(".")[2]
+        for name, path in MODULES.items()
+        if path.name not in ("__init__.py", "__main__.py")
     ]
     assert sorted({n for n in names if names.count(n) > 1}) == []

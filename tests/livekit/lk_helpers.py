@@ -132,14 +132,16 @@ class _Utterance:
 
 
 class Microphone(AudioInput):
-    """Streams 20 ms frames of 16 kHz mono audio at ``pace`` (wall seconds per audio second:
-    the emulator's ``time_scale``), silence between utterances. Every frame carries a seq
-    number the emulator's ledger records; ``sent`` lists them in order."""
+    """Streams 20 ms frames of mono audio at ``rate`` (16 kHz, Gemini's input rate, unless
+    told) at ``pace`` (wall seconds per audio second: the emulator's ``time_scale``), silence
+    between utterances. Every frame carries a seq number the emulator's ledger records; ``sent``
+    lists them in order."""
 
-    def __init__(self, pace: float, chunk_ms: int = 20) -> None:
+    def __init__(self, pace: float, chunk_ms: int = 20, rate: int = USER_RATE) -> None:
         super().__init__(label="test-microphone")
         self._interval = chunk_ms / 1000 * pace
         self._chunk_ms = chunk_ms
+        self._rate = rate
         self._queue: deque[_Utterance] = deque()
         self._seq = 0
         self._next_at: float | None = None
@@ -171,11 +173,11 @@ class Microphone(AudioInput):
         pcm = self._chunk(seq)
         self.sent.append(seq)
         samples = len(pcm) // 2
-        return rtc.AudioFrame(pcm, USER_RATE, 1, samples)
+        return rtc.AudioFrame(pcm, self._rate, 1, samples)
 
     def _chunk(self, seq: int) -> bytes:
         if not self._queue:
-            return user_audio(seq, speech=False, ms=self._chunk_ms)
+            return user_audio(seq, speech=False, ms=self._chunk_ms, rate=self._rate)
         utterance = self._queue[0]
         spoken = utterance.spoken
         word = utterance.words[spoken] if spoken < len(utterance.words) else None
@@ -184,7 +186,7 @@ class Microphone(AudioInput):
             self._queue.popleft()
             utterance.done.set()
         self.spoken.append(seq)
-        return user_audio(seq, speech=True, ms=self._chunk_ms, word=word)
+        return user_audio(seq, speech=True, ms=self._chunk_ms, word=word, rate=self._rate)
 
 
 @dataclass

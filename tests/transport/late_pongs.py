@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from websockets.asyncio.server import ServerConnection
 
-from realtime_resumption.testing.emulator import server as emulator_server
+from realtime_resumption.testing.emulator import listener as emulator_listener
 
 
 class Pings:
@@ -22,7 +22,7 @@ def count_pings(monkeypatch: pytest.MonkeyPatch) -> Pings:
     """Count the pings of emulators started from now on (in this test) whose pongs come late
     (``EmulatorConfig.pong_latency`` above 0): each one draws a pong delay."""
     pings = Pings()
-    plain = emulator_server.connection_class
+    plain = emulator_listener.connection_class
 
     def connection_class(
         one_way: float, pong_delay: Callable[[], float] | None = None
@@ -37,5 +37,5 @@ def count_pings(monkeypatch: pytest.MonkeyPatch) -> Pings:
 
         return plain(one_way, counted)
 
-    monkeypatch.setattr(emulator_server, "connection_class", connection_class)
+    monkeypatch.setattr(emulator_listener, "connection_class", connection_class)
     return pings

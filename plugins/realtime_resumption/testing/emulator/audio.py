@@ -64,8 +64,11 @@ def _user_header(seq: int, word: bytes) -> list[int]:
     return list(_USER_MAGIC) + fields + _checksum(fields)
 
 
-def user_audio(seq: int, *, speech: bool = True, ms: int = 20, word: str | None = None) -> bytes:
-    """``ms`` of 16 kHz mono PCM16 user audio carrying ``seq`` (0 .. 2**32-1).
+def user_audio(
+    seq: int, *, speech: bool = True, ms: int = 20, word: str | None = None, rate: int = USER_RATE
+) -> bytes:
+    """``ms`` of mono PCM16 user audio at ``rate`` (16 kHz by default, as Gemini Live takes it;
+    OpenAI Realtime takes 24 kHz) carrying ``seq`` (0 .. 2**32-1).
 
     ``speech=False`` is silence for the emulator's VAD. ``word`` is what the emulator
     recognises in this chunk: the input transcription of an audio turn is the words of its
@@ -77,12 +80,12 @@ def user_audio(seq: int, *, speech: bool = True, ms: int = 20, word: str | None 
     if len(encoded) > _MAX_WORD_BYTES:
         raise ValueError(f"word is longer than {_MAX_WORD_BYTES} bytes")
     header = _user_header(seq, encoded)
-    total = USER_RATE * ms // 1000
+    total = rate * ms // 1000
     if total < len(header):
         raise ValueError(f"{ms} ms is too short to carry this chunk's header")
     body_count = total - len(header)
     if speech:
-        body = _tone(USER_RATE, body_count, _SPEECH_AMPLITUDE, 220.0)
+        body = _tone(rate, body_count, _SPEECH_AMPLITUDE, 220.0)
     else:
         body = bytes(2 * body_count)
     return _samples_to_bytes(header) + body

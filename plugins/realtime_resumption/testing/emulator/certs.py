@@ -10,8 +10,7 @@ try:
     import trustme
 except ImportError as exc:  # the testing kit's one dependency of its own
     raise ImportError(
-        "the Gemini Live emulator needs the testing extra: "
-        "pip install 'realtime-resumption[testing]'"
+        "the emulators need the testing extra: pip install 'realtime-resumption[testing]'"
     ) from exc
 
 

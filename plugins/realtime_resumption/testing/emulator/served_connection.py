@@ -29,6 +29,7 @@ from .ledger import (
     ServerMessageRecord,
     SetupRecord,
 )
+from .owned_tasks import OwnedTasks
 from .sessions import HandleEntry, Session
 from .snapshot import SessionState
 
@@ -69,7 +70,7 @@ class Connection:
         """Which API path the client dialled."""
         self._path = path
         self._opened_at = hub.now()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = OwnedTasks("emulator: connection task failed")
         self._closing = False
         self._silenced = False
         self._flap: Flap | None = None
@@ -112,16 +113,7 @@ class Connection:
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run ``coro`` in a task this connection owns."""
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            if not isinstance(exc, ConnectionClosed):
-                logger.opt(exception=exc).error("emulator: connection task failed")
+        return self._tasks.spawn(coro)
 
     async def send(
         self,
@@ -515,11 +507,7 @@ class Connection:
 
     async def _finish(self) -> None:
         self._closing = True
-        while self._tasks:
-            tasks = list(self._tasks)
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.cancel_all()
         if self._conversation is not None:
             self._conversation.close()
         if self.session is not None:

@@ -15,15 +15,14 @@ from google import genai
 from google.genai import types
 from google.oauth2.credentials import Credentials
 from loguru import logger
-from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
 
-from .certs import TlsMaterial
 from .config import EmulatorConfig
 from .faults import Faults
 from .hub import Api, Hub
 from .ledger import AttemptRecord, Ledger
-from .network import connection_class
+from .listener import Listener
 from .served_connection import Connection
 from .sessions import SessionRegistry
 
@@ -34,11 +33,6 @@ _GEMINI_PATH = re.compile(
 _VERTEX_PATH = re.compile(
     r"/+ws/google\.cloud\.aiplatform\.[A-Za-z0-9]+\.LlmBidiService/BidiGenerateContent"
 )
-_MAX_CLIENT_MESSAGE = 16 * 2**20
-# Not scaled: a close handshake under load must not turn into an abort (1006).
-_CLOSE_TIMEOUT = 5.0
-_STOP_TIMEOUT = 10.0
-
 _REFUSAL_BODIES = {
     401: "Request is missing required authentication.\n",
     403: "The caller does not have permission.\n",
@@ -90,17 +84,14 @@ class Emulator:
         self._live: set[Connection] = set()
         self.faults = Faults(self.config, lambda: list(self._live), self._sessions.expire_all)
         """Scripted faults (see ``realtime_resumption.testing.emulator.faults``)."""
-        self._tls: TlsMaterial | None = None
-        self._server: Server | None = None
+        self._listener = Listener(self.config.host, self.config.port)
         self._hub: Hub[Connection] | None = None
-        self._port: int | None = None
 
     async def start(self) -> None:
         """Make the certificates and start listening."""
-        if self._server is not None:
+        if self._listener.listening:
             raise RuntimeError("the emulator is already running")
         config = self.config
-        self._tls = TlsMaterial(config.host)
         self._hub = Hub(
             config=config,
             ledger=self.ledger,
@@ -112,23 +103,12 @@ class Emulator:
             live=self._live,
         )
         self._hub.no_connections.set()
-        try:
-            self._server = await serve(
-                self._handle,
-                config.host,
-                config.port,
-                ssl=self._tls.server_context(),
-                process_request=self._process_request,
-                compression=None,
-                max_size=_MAX_CLIENT_MESSAGE,
-                close_timeout=_CLOSE_TIMEOUT,
-                create_connection=connection_class(config.one_way, self._pong_delay()),
-            )
-        except BaseException:
-            self._tls.remove()
-            self._tls = None
-            raise
-        self._port = self._server.sockets[0].getsockname()[1]
+        await self._listener.start(
+            self._handle,
+            self._process_request,
+            one_way=config.one_way,
+            pong_delay=self._pong_delay(),
+        )
         logger.debug("emulator: listening on {} ({} profile)", self.base_url, config.profile)
 
     def _pong_delay(self) -> Callable[[], float] | None:
@@ -140,21 +120,12 @@ class Emulator:
 
     async def stop(self) -> None:
         """Close every connection (1001), stop listening and remove the CA file."""
-        server, self._server = self._server, None
-        try:
-            if server is not None:
-                server.close()
-                try:
-                    await asyncio.wait_for(server.wait_closed(), _STOP_TIMEOUT)
-                except TimeoutError:
-                    logger.warning("emulator: connections did not close in time; aborting them")
-                    for conn in list(self._live):
-                        conn.drop()
-                    await server.wait_closed()
-        finally:
-            if self._tls is not None:
-                self._tls.remove()
-                self._tls = None
+
+        def abort() -> None:
+            for conn in list(self._live):
+                conn.drop()
+
+        await self._listener.stop(abort)
 
     async def wait_disconnected(self, timeout: float = 5.0) -> None:
         """Wait until no connection is open (and the ledger has recorded every close).
@@ -189,9 +160,7 @@ class Emulator:
     @property
     def port(self) -> int:
         """The port the emulator listens on."""
-        if self._port is None or self._server is None:
-            raise RuntimeError("the emulator is not running")
-        return self._port
+        return self._listener.port
 
     @property
     def base_url(self) -> str:
@@ -201,15 +170,11 @@ class Emulator:
     @property
     def ca_file(self) -> str:
         """Path of the CA certificate (PEM) that clients must trust."""
-        if self._tls is None:
-            raise RuntimeError("the emulator is not running")
-        return self._tls.ca_file
+        return self._listener.ca_file
 
     def client_ssl_context(self) -> ssl.SSLContext:
         """An SSL context trusting the emulator's CA."""
-        if self._tls is None:
-            raise RuntimeError("the emulator is not running")
-        return self._tls.client_context()
+        return self._listener.client_context()
 
     def http_options(self) -> types.HttpOptions:
         """SDK HTTP options pointing at the emulator and trusting its CA."""

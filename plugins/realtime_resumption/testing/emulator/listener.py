@@ -1,0 +1,111 @@
+"""Where an emulator listens: a WebSocket server over TLS on the emulated network.
+
+The TLS material is made at start (a throwaway CA, a certificate for 127.0.0.1) and its CA file
+exists while the listener listens; everything on the wire crosses the emulated network
+(``network``). Both emulators (Gemini Live, OpenAI Realtime) listen through one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Awaitable, Callable
+
+from loguru import logger
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.http11 import Request, Response
+
+from .certs import TlsMaterial
+from .network import connection_class
+
+MAX_CLIENT_MESSAGE = 16 * 2**20
+# Not scaled: a close handshake under load must not turn into an abort (1006).
+_CLOSE_TIMEOUT = 5.0
+_STOP_TIMEOUT = 10.0
+
+Handler = Callable[[ServerConnection], Awaitable[None]]
+ProcessRequest = Callable[[ServerConnection, Request], Response | None]
+
+
+class Listener:
+    """One emulator's TLS WebSocket server; ``start`` then ``stop`` (once each)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self._host = host
+        self._wanted_port = port
+        self._tls: TlsMaterial | None = None
+        self._server: Server | None = None
+        self._port: int | None = None
+
+    @property
+    def listening(self) -> bool:
+        """Started and not stopped."""
+        return self._server is not None
+
+    async def start(
+        self,
+        handler: Handler,
+        process_request: ProcessRequest,
+        *,
+        one_way: float,
+        pong_delay: Callable[[], float] | None = None,
+    ) -> None:
+        """Make the certificates and listen; ``one_way`` is the network's delay each way."""
+        if self._server is not None:
+            raise RuntimeError("the emulator is already running")
+        self._tls = TlsMaterial(self._host)
+        try:
+            self._server = await serve(
+                handler,
+                self._host,
+                self._wanted_port,
+                ssl=self._tls.server_context(),
+                process_request=process_request,
+                compression=None,
+                max_size=MAX_CLIENT_MESSAGE,
+                close_timeout=_CLOSE_TIMEOUT,
+                create_connection=connection_class(one_way, pong_delay),
+            )
+        except BaseException:
+            self._tls.remove()
+            self._tls = None
+            raise
+        self._port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self, abort: Callable[[], None]) -> None:
+        """Close every connection (1001) and stop listening; if they do not close in time,
+        ``abort`` them. The CA file is removed either way."""
+        server, self._server = self._server, None
+        try:
+            if server is not None:
+                server.close()
+                try:
+                    await asyncio.wait_for(server.wait_closed(), _STOP_TIMEOUT)
+                except TimeoutError:
+                    logger.warning("emulator: connections did not close in time; aborting them")
+                    abort()
+                    await server.wait_closed()
+        finally:
+            if self._tls is not None:
+                self._tls.remove()
+                self._tls = None
+
+    @property
+    def port(self) -> int:
+        """The port it listens on."""
+        if self._port is None or self._server is None:
+            raise RuntimeError("the emulator is not running")
+        return self._port
+
+    @property
+    def ca_file(self) -> str:
+        """Path of the CA certificate (PEM) that clients must trust."""
+        if self._tls is None:
+            raise RuntimeError("the emulator is not running")
+        return self._tls.ca_file
+
+    def client_context(self) -> ssl.SSLContext:
+        """An SSL context trusting the CA (and only it)."""
+        if self._tls is None:
+            raise RuntimeError("the emulator is not running")
+        return self._tls.client_context()
