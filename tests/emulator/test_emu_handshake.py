@@ -14,7 +14,7 @@ from websockets.asyncio.client import connect
 
 from realtime_resumption.testing.emulator import Emulator
 
-from .emu_helpers import MODEL, ask, config, live_config, read_turn, read_until_closed
+from .emu_helpers import MODEL, NO_PROXY, ask, config, live_config, read_turn, read_until_closed
 
 GEMINI_PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 VERTEX_PATH = "/ws/google.cloud.aiplatform.v1beta1.LlmBidiService/BidiGenerateContent"
@@ -32,7 +32,7 @@ def wss(emu: Emulator, path: str) -> str:
 def ws_connect(emu: Emulator, path: str = GEMINI_PATH, key: bool = True):  # type: ignore[no-untyped-def]
     headers = {"x-goog-api-key": "k"} if key else {}
     return connect(
-        wss(emu, path), ssl=emu.client_ssl_context(), additional_headers=headers, proxy=None
+        wss(emu, path), ssl=emu.client_ssl_context(), additional_headers=headers, **NO_PROXY
     )
 
 
@@ -180,7 +180,7 @@ async def test_client_helpers() -> None:
         assert emu.base_url == f"https://127.0.0.1:{emu.port}"
         ctx = ssl.create_default_context(cafile=emu.ca_file)
         async with connect(
-            wss(emu, GEMINI_PATH), ssl=ctx, additional_headers={"x-goog-api-key": "k"}, proxy=None
+            wss(emu, GEMINI_PATH), ssl=ctx, additional_headers={"x-goog-api-key": "k"}, **NO_PROXY
         ) as ws:
             await ws.send(SETUP)
             assert "setupComplete" in json.loads(await asyncio.wait_for(ws.recv(), 2))

@@ -499,8 +499,9 @@ class Connection:
         elif self._closed_by == "drop":
             record.close_code = 1006
         else:
-            record.close_code = self._ws.close_code
-            record.close_reason = self._ws.close_reason
+            # The protocol's own fields: websockets 13 has no ``close_code`` on the connection.
+            record.close_code = self._ws.protocol.close_code
+            record.close_reason = self._ws.protocol.close_reason
         logger.debug(
             "emulator: session {} connection {} closed {} by {}",
             record.session_id,
