@@ -269,6 +269,11 @@ class Connection:
             logger.debug("emulator: first message is not a setup")
             await self.close(1007)
             return
+        not_served = wire.model_not_served(self._path, setup.model)
+        if not_served is not None:
+            logger.debug("emulator: {} is not served on {}", setup.model, self._path)
+            await self.close(wire.MODEL_NOT_FOUND, not_served)
+            return
         if not await self._admit(setup):
             return
         while True:
