@@ -9,7 +9,7 @@ import ssl
 
 import pytest
 import websockets
-from google.genai import types
+from google import genai
 from websockets.asyncio.client import connect
 
 from realtime_resumption.testing.emulator import Emulator
@@ -102,12 +102,12 @@ async def test_refused_upgrades(path: str, key: bool, status: int) -> None:
 
 async def test_missing_auth_through_the_sdk() -> None:
     async with Emulator(config()) as emu:
-        client = emu.client()
-        options = types.HttpOptions(headers={"x-goog-api-key": ""})
+        # Client-level: google-genai before 2.34 takes no http_options in LiveConnectConfig.
+        options = emu.http_options()
+        options.headers = {"x-goog-api-key": ""}
+        client = genai.Client(api_key="emulator-key", http_options=options)
         with pytest.raises(websockets.exceptions.InvalidStatus):
-            async with client.aio.live.connect(
-                model=MODEL, config=live_config(http_options=options)
-            ):
+            async with client.aio.live.connect(model=MODEL, config=live_config()):
                 pass
 
 
