@@ -1,10 +1,13 @@
-"""Clients the transport builds are closed by it, on every SDK of the matrix: google-genai 3.x
+"""Clients the package builds are closed by it, on every SDK of the matrix: google-genai 3.x
 no longer closes an ``AsyncClient`` when it is collected. A client the app passes in is the
-app's to close."""
+app's to close; the testing kit's ``gemini_client`` fixture closes its own."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,3 +89,42 @@ async def test_a_client_the_app_passes_in_is_left_open(clients: Clients) -> None
         assert clients.closed == []
         await client.aio.aclose()
     assert clients.closed == [client.aio]
+
+
+FIXTURE_USER = """
+from google.genai import client as genai_client
+
+closed = []
+made = []
+real_aclose = genai_client.AsyncClient.aclose
+
+
+async def aclose(self):
+    closed.append(self)
+    await real_aclose(self)
+
+
+genai_client.AsyncClient.aclose = aclose
+
+
+async def test_uses_the_client(gemini_client):
+    made.append(gemini_client.aio)
+
+
+def test_the_client_was_closed_after_it():
+    assert made and [c for c in closed if c in made] == made
+"""
+
+
+def test_the_pytest_plugins_client_is_closed_after_the_test(tmp_path: Path) -> None:
+    """The testing kit's ``gemini_client`` fixture, in a pytest run of its own."""
+    (tmp_path / "test_user.py").write_text(FIXTURE_USER)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--asyncio-mode=auto"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "2 passed" in run.stdout
