@@ -18,11 +18,12 @@ demo: $(STAMP)
 test: lint typecheck unit matrix
 
 lint: $(STAMP)
-	$(BIN)/ruff check plugins frames tests examples
-	$(BIN)/ruff format --check plugins frames tests examples
+	$(BIN)/ruff check plugins frames tests examples .ci
+	$(BIN)/ruff format --check plugins frames tests examples .ci
 
 typecheck: $(STAMP)
 	$(BIN)/mypy -p realtime_resumption -p realtime_resumption.frames -p livekit.plugins.realtime_resumption
+	$(BIN)/mypy .ci/matrix.py
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q
