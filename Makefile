@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench mutate mutate-report clean
+.PHONY: demo test lint typecheck unit matrix bench mutate mutate-report clean
 
 # Re-install only when the project's metadata changes.
 $(STAMP): pyproject.toml
@@ -15,17 +15,24 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m examples.demo $(ARGS)
 
-test: lint typecheck unit
+test: lint typecheck unit matrix
 
 lint: $(STAMP)
-	$(BIN)/ruff check plugins frames tests examples
-	$(BIN)/ruff format --check plugins frames tests examples
+	$(BIN)/ruff check plugins frames tests examples .ci
+	$(BIN)/ruff format --check plugins frames tests examples .ci
 
 typecheck: $(STAMP)
 	$(BIN)/mypy -p realtime_resumption -p realtime_resumption.frames -p livekit.plugins.realtime_resumption
+	$(BIN)/mypy .ci/matrix.py
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The core's tests on each pair of google-genai and websockets in .ci/matrix, two cells at a
+# time, each an overlay of the two pinned packages over the default install (.ci/matrix.py).
+# One cell: make matrix CELLS=genai3.6-ws13
+matrix: $(STAMP)
+	$(BIN)/python .ci/matrix.py $(CELLS)
 
 bench: $(STAMP)
 	for f in tests/benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from google.genai import errors, types
 from google.genai.live import AsyncSession
+from websockets.asyncio.client import connect
 
 from realtime_resumption.testing.emulator import EmulatorConfig, user_audio
 
@@ -15,6 +18,19 @@ MODEL = "gemini-live-2.5-flash-preview"
 PCM = "audio/pcm;rate=16000"
 
 Message = types.LiveServerMessage
+
+needs_context_update = pytest.mark.skipif(
+    not hasattr(AsyncSession, "send_context_update"),
+    reason="this google-genai has no AsyncSession.send_context_update (2.30 has none)",
+)
+"""For tests that send a ``contextUpdate`` through the SDK: the oldest google-genai the package
+takes has no method for it (the emulator's handling of it runs on every other matrix cell)."""
+
+NO_PROXY: dict[str, Any] = (
+    {"proxy": None} if "proxy" in inspect.signature(connect).parameters else {}
+)
+"""``connect`` arguments that keep a raw client off any proxy the environment names: websockets
+15 and later read one from it; 13 and 14 have no proxy support (and no such argument)."""
 
 
 def config(**changes: Any) -> EmulatorConfig:

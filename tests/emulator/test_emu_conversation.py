@@ -17,6 +17,7 @@ from .emu_helpers import (
     config,
     is_turn_complete,
     live_config,
+    needs_context_update,
     read_turn,
     read_until,
     say,
@@ -278,6 +279,7 @@ async def test_manual_activity_bounds_the_turn() -> None:
     assert kinds[1] == "activity_start" and kinds[-1] == "activity_end"
 
 
+@needs_context_update
 async def test_context_update_and_video() -> None:
     async with Emulator(config(answer_chunks=1, in_session_updates=True)) as emu:
         async with emu.client().aio.live.connect(model=MODEL, config=live_config()) as session:

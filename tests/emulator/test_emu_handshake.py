@@ -9,12 +9,12 @@ import ssl
 
 import pytest
 import websockets
-from google.genai import types
+from google import genai
 from websockets.asyncio.client import connect
 
 from realtime_resumption.testing.emulator import Emulator
 
-from .emu_helpers import MODEL, ask, config, live_config, read_turn, read_until_closed
+from .emu_helpers import MODEL, NO_PROXY, ask, config, live_config, read_turn, read_until_closed
 
 GEMINI_PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 VERTEX_PATH = "/ws/google.cloud.aiplatform.v1beta1.LlmBidiService/BidiGenerateContent"
@@ -32,7 +32,7 @@ def wss(emu: Emulator, path: str) -> str:
 def ws_connect(emu: Emulator, path: str = GEMINI_PATH, key: bool = True):  # type: ignore[no-untyped-def]
     headers = {"x-goog-api-key": "k"} if key else {}
     return connect(
-        wss(emu, path), ssl=emu.client_ssl_context(), additional_headers=headers, proxy=None
+        wss(emu, path), ssl=emu.client_ssl_context(), additional_headers=headers, **NO_PROXY
     )
 
 
@@ -102,12 +102,12 @@ async def test_refused_upgrades(path: str, key: bool, status: int) -> None:
 
 async def test_missing_auth_through_the_sdk() -> None:
     async with Emulator(config()) as emu:
-        client = emu.client()
-        options = types.HttpOptions(headers={"x-goog-api-key": ""})
+        # Client-level: google-genai before 2.34 takes no http_options in LiveConnectConfig.
+        options = emu.http_options()
+        options.headers = {"x-goog-api-key": ""}
+        client = genai.Client(api_key="emulator-key", http_options=options)
         with pytest.raises(websockets.exceptions.InvalidStatus):
-            async with client.aio.live.connect(
-                model=MODEL, config=live_config(http_options=options)
-            ):
+            async with client.aio.live.connect(model=MODEL, config=live_config()):
                 pass
 
 
@@ -180,7 +180,7 @@ async def test_client_helpers() -> None:
         assert emu.base_url == f"https://127.0.0.1:{emu.port}"
         ctx = ssl.create_default_context(cafile=emu.ca_file)
         async with connect(
-            wss(emu, GEMINI_PATH), ssl=ctx, additional_headers={"x-goog-api-key": "k"}, proxy=None
+            wss(emu, GEMINI_PATH), ssl=ctx, additional_headers={"x-goog-api-key": "k"}, **NO_PROXY
         ) as ws:
             await ws.send(SETUP)
             assert "setupComplete" in json.loads(await asyncio.wait_for(ws.recv(), 2))

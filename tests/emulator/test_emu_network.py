@@ -27,7 +27,7 @@ from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_
 from realtime_resumption.testing.emulator.ledger import ConnectionRecord
 from realtime_resumption.testing.emulator.network import connection_class
 
-from .emu_helpers import MODEL, PCM, config, live_config, read_until_closed
+from .emu_helpers import MODEL, NO_PROXY, PCM, config, live_config, read_until_closed
 
 PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 SETUP = json.dumps({"setup": {"model": "models/net", "generationConfig": {}}})
@@ -60,7 +60,7 @@ async def raw_client(emu: Emulator, *, set_up: bool = True) -> AsyncIterator[Cli
         f"wss://127.0.0.1:{emu.port}{PATH}",
         ssl=emu.client_ssl_context(),
         additional_headers={"x-goog-api-key": "net"},
-        proxy=None,
+        **NO_PROXY,
         max_size=2**20,
     ) as ws:
         if set_up:

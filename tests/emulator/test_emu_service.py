@@ -29,6 +29,7 @@ from realtime_resumption.testing.emulator.wire import Setup, parse_client_messag
 
 from .emu_helpers import (
     MODEL,
+    NO_PROXY,
     PCM,
     ask,
     config,
@@ -218,7 +219,7 @@ async def test_a_keepalive_shorter_than_the_pongs_closes_a_healthy_connection(
             f"wss://127.0.0.1:{emu.port}{PATH}",
             ssl=emu.client_ssl_context(),
             additional_headers={"x-goog-api-key": "net"},
-            proxy=None,
+            **NO_PROXY,
             ping_interval=0.1,
             ping_timeout=0.2,
         ) as ws:
@@ -245,7 +246,7 @@ async def test_pongs_keep_the_order_of_their_pings_and_end_with_the_connection()
     factory = connection_class(0.0, lambda: next(delays))
     async with serve(handler, "127.0.0.1", 0, create_connection=factory) as server:
         port = server.sockets[0].getsockname()[1]
-        async with connect(f"ws://127.0.0.1:{port}", ping_interval=None, proxy=None) as ws:
+        async with connect(f"ws://127.0.0.1:{port}", ping_interval=None, **NO_PROXY) as ws:
             first, second = await ws.ping(), await ws.ping()
             # The second ping's own delay is shorter: its pong still follows the first's.
             latencies = [await first, await second]

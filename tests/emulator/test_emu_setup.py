@@ -15,6 +15,7 @@ from .emu_helpers import (
     config,
     handle_after_turn,
     live_config,
+    needs_context_update,
     read_until,
     read_until_closed,
 )
@@ -113,6 +114,7 @@ async def test_a_refused_connection_still_records_its_setup() -> None:
     assert conn.setup.tools == () and conn.setup.voice == "Puck"
 
 
+@needs_context_update
 async def test_a_session_may_ignore_a_new_instruction() -> None:
     async with Emulator(config(instruction_change="ignore", in_session_updates=True)) as emu:
         client = emu.client()
@@ -134,6 +136,7 @@ async def test_a_session_may_ignore_a_new_instruction() -> None:
     assert record.connections[1].setup.system_instruction == "be kind"
 
 
+@needs_context_update
 async def test_a_session_may_refuse_a_new_instruction() -> None:
     async with Emulator(config(instruction_change="refuse", in_session_updates=True)) as emu:
         client = emu.client()

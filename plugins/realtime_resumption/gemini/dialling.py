@@ -60,7 +60,7 @@ class Dialler:
         self._client = client
         if client is None and credential_provider is None:
             # Made now so missing keys or projects fail at construction, not at the first dial.
-            self._client = auth.client()
+            self._client = auth.client(session.options.model)
         self._setup_timeout = setup_timeout
         self._transparent = transparent
         self._dials: set[asyncio.Task[LiveConnection]] = set()
@@ -192,9 +192,9 @@ class Dialler:
     async def _client_for_dial(self) -> tuple[genai.Client, bool, Credential | None]:
         if self._credential_provider is None:
             if self._client is None:
-                self._client = self._auth.client()
+                self._client = self._auth.client(self._s.options.model)
             return self._client, False, None
         async with asyncio.timeout(self._setup_timeout):
             credential = await self._credential_provider()
         self._s.secrets.add(credential.token)
-        return self._auth.client(credential), True, credential
+        return self._auth.client(self._s.options.model, credential), True, credential

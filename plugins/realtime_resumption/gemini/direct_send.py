@@ -13,7 +13,9 @@ fragmented message under way, the buffer full, the transport closing. The caller
 
 Only a ``websockets.asyncio`` connection with every member used here gets a direct sender
 (:meth:`DirectSend.of`); anything else (another WebSocket library, a version that renamed
-them) writes through ``send`` alone.
+them) writes through ``send`` alone. The guard of a fragmented message is the one member whose
+name changed within the supported range: ``fragmented_send_waiter`` in websockets 13,
+``send_in_progress`` from 14 on (the same future, set while a fragmented message is sent).
 """
 
 from __future__ import annotations
@@ -23,16 +25,19 @@ from typing import Final
 from websockets.asyncio.connection import Connection
 from websockets.protocol import State
 
-_MEMBERS: Final = ("protocol", "send_in_progress", "paused", "transport", "send_data")
+_MEMBERS: Final = ("protocol", "paused", "transport", "send_data")
+_FRAGMENT_GUARDS: Final = ("send_in_progress", "fragmented_send_waiter")
+"""The name of the future set while a fragmented message is under way, newest first."""
 
 
 class DirectSend:
     """Synchronous text sends on one ``websockets.asyncio`` connection (see the module)."""
 
-    __slots__ = ("_connection",)
+    __slots__ = ("_connection", "_guard")
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, guard: str) -> None:
         self._connection = connection
+        self._guard = guard
 
     @classmethod
     def of(cls, ws: object) -> DirectSend | None:
@@ -40,7 +45,8 @@ class DirectSend:
         with the members this relies on."""
         if not isinstance(ws, Connection) or not all(hasattr(ws, name) for name in _MEMBERS):
             return None
-        return cls(ws)
+        guard = next((name for name in _FRAGMENT_GUARDS if hasattr(ws, name)), None)
+        return None if guard is None else cls(ws, guard)
 
     def send_text(self, text: str) -> bool:
         """Write ``text`` as one Text frame now; False, having written nothing, when only
@@ -51,7 +57,7 @@ class DirectSend:
         connection = self._connection
         if (
             connection.protocol.state is not State.OPEN
-            or connection.send_in_progress is not None
+            or getattr(connection, self._guard) is not None
             or connection.paused
             or connection.transport.is_closing()
         ):

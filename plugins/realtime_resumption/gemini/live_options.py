@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -88,6 +89,17 @@ package that differs from the stock integrations (Pipecat's and LiveKit's leave 
 off, so their calls end at the 15-minute cap). Shared: never mutate it."""
 
 
+ALIAS_API_VERSION: Final = "v1beta"
+"""The one Gemini API version that serves ``-latest`` model aliases."""
+
+
+def live_api_version(model: str) -> str | None:
+    """The Gemini API version ``model``'s Live endpoint must be dialled on, or None where any
+    serves it: a ``-latest`` alias exists on ``v1beta`` only, and google-genai 3.x dials ``v1``
+    unless told otherwise (2.x dialled ``v1beta``)."""
+    return ALIAS_API_VERSION if model.removeprefix("models/").endswith("-latest") else None
+
+
 @dataclass(frozen=True)
 class Credential:
     """A short-lived credential from a ``credential_provider``.
@@ -120,11 +132,16 @@ class Auth:
     """A ``google.auth.credentials.Credentials`` for Vertex AI."""
     http_options: types.HttpOptions | None = None
 
-    def client(self, credential: Credential | None = None) -> genai.Client:
-        """A client for one dial; with ``credential``, authenticated by it."""
+    def client(self, model: str, credential: Credential | None = None) -> genai.Client:
+        """A client for dialling ``model``; with ``credential``, authenticated by it.
+
+        On the Gemini API, the client dials the API version ``model`` needs
+        (:func:`live_api_version`) unless the app chose one (``http_options.api_version`` or
+        ``GOOGLE_GENAI_API_VERSION``): an SDK's default never moves a model off the only
+        endpoint that serves it."""
         if not self.vertexai:
             api_key = credential.token if credential is not None else self.api_key
-            return genai.Client(api_key=api_key, http_options=self.http_options)
+            return genai.Client(api_key=api_key, http_options=self._gemini_http_options(model))
         credentials: Any = self.credentials
         if credential is not None:
             from google.oauth2.credentials import Credentials
@@ -137,6 +154,16 @@ class Auth:
             credentials=credentials,
             http_options=self.http_options,
         )
+
+    def _gemini_http_options(self, model: str) -> types.HttpOptions | None:
+        options = self.http_options
+        version = live_api_version(model)
+        chosen = (options is not None and options.api_version) or os.environ.get(
+            "GOOGLE_GENAI_API_VERSION"
+        )
+        if version is None or chosen:
+            return options
+        return (options or types.HttpOptions()).model_copy(update={"api_version": version})
 
 
 def check_arguments(

@@ -4,7 +4,8 @@ Installed with the package; it loads nothing heavy until a test asks for a fixtu
 runs that do not use it are unchanged. Fixtures (function scope, need pytest-asyncio)::
 
     gemini_emulator       a started Emulator, stopped after the test
-    gemini_client         a google-genai Client pointed at it (Vertex mode on the vertex profile)
+    gemini_client         a google-genai Client pointed at it (Vertex mode on the vertex profile),
+                          closed after the test
     gemini_http_options   HttpOptions for code that builds its own client
 
     openai_emulator       a started OpenAIEmulator (OpenAI Realtime), stopped after the test
@@ -129,10 +130,16 @@ async def gemini_emulator(request: pytest.FixtureRequest) -> AsyncIterator[Emula
         yield emu
 
 
-@pytest.fixture
-def gemini_client(gemini_emulator: Emulator) -> genai.Client:
-    """A google-genai client for the emulator, in Vertex mode on the vertex profile."""
-    return gemini_emulator.client(vertex=gemini_emulator.config.profile == "vertex")
+@_async_fixture
+async def gemini_client(gemini_emulator: Emulator) -> AsyncIterator[genai.Client]:
+    """A google-genai client for the emulator, in Vertex mode on the vertex profile; closed
+    after the test (google-genai 3.x no longer closes a client when it is collected)."""
+    client = gemini_emulator.client(vertex=gemini_emulator.config.profile == "vertex")
+    try:
+        yield client
+    finally:
+        await client.aio.aclose()
+        client.close()
 
 
 @pytest.fixture

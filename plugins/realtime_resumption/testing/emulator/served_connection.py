@@ -284,6 +284,11 @@ class Connection:
             logger.debug("emulator: first message is not a setup")
             await self.close(1007)
             return
+        not_served = wire.model_not_served(self._path, setup.model)
+        if not_served is not None:
+            logger.debug("emulator: {} is not served on {}", setup.model, self._path)
+            await self.close(wire.MODEL_NOT_FOUND, not_served)
+            return
         if not await self._admit(setup):
             return
         while True:
@@ -523,8 +528,9 @@ class Connection:
         elif self._closed_by == "drop":
             record.close_code = 1006
         else:
-            record.close_code = self._ws.close_code
-            record.close_reason = self._ws.close_reason
+            # The protocol's own fields: websockets 13 has no ``close_code`` on the connection.
+            record.close_code = self._ws.protocol.close_code
+            record.close_reason = self._ws.protocol.close_reason
         logger.debug(
             "emulator: session {} connection {} closed {} by {}",
             record.session_id,

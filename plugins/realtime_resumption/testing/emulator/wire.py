@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -19,6 +20,35 @@ from typing import Any, Final
 
 INVALID_ARGUMENT = "Request contains an invalid argument."
 """Reason the service gives with close code 1007."""
+
+
+MODEL_NOT_FOUND: Final = 1008
+"""The close code the service answers a setup with when the dialled API version does not serve
+its model."""
+
+_GEMINI_API_VERSION: Final = re.compile(r"/ws/google\.ai\.generativelanguage\.([A-Za-z0-9]+)\.")
+_CLOSE_REASON_BYTES: Final = 123
+"""The most a close frame's reason carries (RFC 6455); the service cuts its text to fit."""
+
+
+def model_not_served(path: str, model: str) -> str | None:
+    """The service's close reason (code ``MODEL_NOT_FOUND``) for a setup naming ``model`` on
+    the endpoint ``path``, or None where that endpoint serves it.
+
+    On the Gemini API, ``-latest`` aliases exist on ``v1beta`` only (the google-genai 3.0
+    notes): dialled on ``v1`` (3.x's default) or any other version, the alias is answered as an
+    unknown model is, with the service's text cut to what a close frame carries. Whether other
+    models are served on ``v1`` is not documented; they are served on every version here."""
+    match = _GEMINI_API_VERSION.search(path)
+    name = model.removeprefix("models/")
+    if match is None or not name.endswith("-latest") or match.group(1) == "v1beta":
+        return None
+    text = (
+        f"models/{name} is not found for API version {match.group(1)}, or is not supported for "
+        "bidiGenerateContent. Call ListModels to see the list of available models and their "
+        "supported methods."
+    )
+    return text.encode()[:_CLOSE_REASON_BYTES].decode(errors="ignore")
 
 
 class WireError(ValueError):
