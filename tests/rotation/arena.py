@@ -242,6 +242,7 @@ class Arena:
     def __init__(self) -> None:
         self.emulators: list[Emulator] = []
         self.rigs: list[Rig] = []
+        self._models: dict[int, str] = {}
         self._baseline: set[asyncio.Task[Any]] = set()
 
     async def emulator(
@@ -251,6 +252,8 @@ class Arena:
         emu = Emulator(rotation_config(profile, model, **changes))
         await emu.start()
         self.emulators.append(emu)
+        if model is not None:
+            self._models[id(emu)] = model
         self._baseline = asyncio.all_tasks()
         return emu
 
@@ -265,12 +268,16 @@ class Arena:
         input_buffer: OutboxLimits | None = None,
         transport_options: dict[str, Any] | None = None,
     ) -> Rig:
-        """A transport on ``emu`` (Vertex: ``transparent``) with a scripted caller."""
+        """A transport on ``emu`` (Vertex: ``transparent``) with a scripted caller, for the
+        model the emulator stands in for. Its function is declared blocking, so that a call
+        holds its answer on every model (on gemini-3.8-live calls are non-blocking unless
+        declared so): the matrix's ``tool_call`` phase is a move while a call holds the answer
+        (``test_rotation_tools`` moves non-blocking calls)."""
         vertex = emu.config.profile == "vertex"
         transport = GeminiLiveTransport(
             client=client if client is not None else emu.client(vertex=vertex),
-            model=MODEL,
-            tools=[{"name": TOOL}],
+            model=self._models.get(id(emu), MODEL),
+            tools=[{"name": TOOL, "behavior": "BLOCKING"}],
             tool_call_grace=TOOL_CALL_GRACE * SCALE,
             transparent=vertex,
             resumption=resumption,

@@ -6,9 +6,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .models import model_profile
+from .models import Profile, model_profile
 
-Profile = Literal["gemini", "vertex"]
 InstructionChange = Literal["accept", "ignore", "refuse"]
 RefusalTiming = Literal["before_setup_complete", "after_setup_complete"]
 Range = float | tuple[float, float]

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from .config import Profile
+Profile = Literal["gemini", "vertex"]
+"""The API that serves a session: the Gemini API or Vertex AI (``EmulatorConfig.profile``)."""
 
 
 @dataclass(frozen=True)
