@@ -22,8 +22,9 @@ from websockets.exceptions import ConnectionClosedError
 
 from realtime_resumption.testing.emulator import KIND_SERVICE, Emulator, EmulatorConfig, user_audio
 from realtime_resumption.testing.emulator.audio import UserAudioDecoder
-from realtime_resumption.testing.emulator.config import PROFILES, REFUSAL_TIMINGS, Profile
+from realtime_resumption.testing.emulator.config import PROFILES, REFUSAL_TIMINGS
 from realtime_resumption.testing.emulator.ledger import SessionRecord
+from realtime_resumption.testing.emulator.models import Profile
 from realtime_resumption.testing.emulator.network import _LatePongs, connection_class
 from realtime_resumption.testing.emulator.wire import Setup, parse_client_message
 

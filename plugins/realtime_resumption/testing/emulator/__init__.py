@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from .answers import answer_text_ids, called_functions
 from .audio import answer_chunk_id, answer_chunk_ids, user_audio, user_audio_seqs
-from .config import KIND_SERVICE, EmulatorConfig, Profile
+from .config import KIND_SERVICE, EmulatorConfig
 from .faults import Applied, Faults
 from .ledger import Ledger, LedgerSummary, SessionSummary, TurnSummary
+from .models import Profile
 from .server import Emulator
 
 __all__ = [
