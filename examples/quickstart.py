@@ -26,7 +26,10 @@ async def main() -> list[str]:
         print(line, flush=True)
 
     async with Emulator(EmulatorConfig(answer_chunks=5, chunk_interval=0.02)) as emulator:
-        transport = GeminiLiveTransport(client=emulator.client())
+        # A client you pass in stays yours: close it when the call ends (google-genai 3.x no
+        # longer closes a client when it is collected).
+        client = emulator.client()
+        transport = GeminiLiveTransport(client=client)
         answered = asyncio.Event()
         moved = asyncio.Event()
 
@@ -59,6 +62,7 @@ async def main() -> list[str]:
             await moved.wait()
         await ask("are you still there")
         await transport.disconnect()
+        await client.aio.aclose()
     return lines
 
 

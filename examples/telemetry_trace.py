@@ -83,7 +83,8 @@ async def main() -> list[str]:
     app = provider.get_tracer("example")
 
     async with Emulator(EmulatorConfig(answer_chunks=5, chunk_interval=0.02)) as emulator:
-        transport = GeminiLiveTransport(client=emulator.client(), telemetry=telemetry)
+        client = emulator.client()  # yours to close: the transport closes only its own
+        transport = GeminiLiveTransport(client=client, telemetry=telemetry)
         answered = asyncio.Event()
         moved = asyncio.Event()
         handles = asyncio.Event()
@@ -114,6 +115,7 @@ async def main() -> list[str]:
             await wait_moved()
             await ask("and now")
             await transport.disconnect()
+        await client.aio.aclose()
     provider.shutdown()
 
     spans = exporter.get_finished_spans()
