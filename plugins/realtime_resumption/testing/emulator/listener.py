@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Generic, Protocol, Self, TypeVar
 
 from loguru import logger
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -25,6 +27,15 @@ _STOP_TIMEOUT = 10.0
 
 Handler = Callable[[ServerConnection], Awaitable[None]]
 ProcessRequest = Callable[[ServerConnection, Request], Response | None]
+
+
+class Droppable(Protocol):
+    """A served connection that can be aborted (no close frame)."""
+
+    def drop(self) -> None: ...
+
+
+LiveT = TypeVar("LiveT", bound=Droppable)
 
 
 class Listener:
@@ -109,3 +120,55 @@ class Listener:
         if self._tls is None:
             raise RuntimeError("the emulator is not running")
         return self._tls.client_context()
+
+
+class ListeningEmulator(Generic[LiveT]):
+    """What both emulators are as servers: a ``Listener`` and the connections live on it.
+
+    Each emulator starts its own way (``start``); both stop the same way and serve as
+    ``async with`` blocks, and give clients the port and the CA to trust.
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        self._listener = Listener(host, port)
+        self._live: set[LiveT] = set()
+
+    async def start(self) -> None:
+        """Make the certificates and start listening."""
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        """Close every connection (1001), stop listening and remove the CA file; the
+        connections that do not close in time are dropped."""
+
+        def abort() -> None:
+            for live in list(self._live):
+                live.drop()
+
+        await self._listener.stop(abort)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    @property
+    def port(self) -> int:
+        """The port the emulator listens on."""
+        return self._listener.port
+
+    @property
+    def ca_file(self) -> str:
+        """Path of the CA certificate (PEM) that clients must trust."""
+        return self._listener.ca_file
+
+    def client_ssl_context(self) -> ssl.SSLContext:
+        """An SSL context trusting the emulator's CA."""
+        return self._listener.client_context()
