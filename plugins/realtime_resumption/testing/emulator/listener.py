@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from types import TracebackType
 from typing import Generic, Protocol, Self, TypeVar
 
@@ -36,6 +36,38 @@ class Droppable(Protocol):
 
 
 LiveT = TypeVar("LiveT", bound=Droppable)
+
+
+class LiveConnections(Generic[LiveT]):
+    """The connections an emulator is serving, and whether there are none left."""
+
+    def __init__(self) -> None:
+        self._live: set[LiveT] = set()
+        self._none = asyncio.Event()
+        self._none.set()
+
+    def add(self, conn: LiveT) -> None:
+        """``conn`` started."""
+        self._live.add(conn)
+        self._none.clear()
+
+    def discard(self, conn: LiveT) -> None:
+        """``conn`` ended."""
+        self._live.discard(conn)
+        if not self._live:
+            self._none.set()
+
+    def __iter__(self) -> Iterator[LiveT]:
+        return iter(self._live)
+
+    def drop_all(self) -> None:
+        """Abort every connection being served."""
+        for conn in list(self._live):
+            conn.drop()
+
+    async def wait_none(self, timeout: float) -> None:
+        """Wait until none is left; TimeoutError after ``timeout`` seconds."""
+        await asyncio.wait_for(self._none.wait(), timeout)
 
 
 class Listener:
@@ -131,7 +163,7 @@ class ListeningEmulator(Generic[LiveT]):
 
     def __init__(self, host: str, port: int) -> None:
         self._listener = Listener(host, port)
-        self._live: set[LiveT] = set()
+        self._live = LiveConnections[LiveT]()
 
     async def start(self) -> None:
         """Make the certificates and start listening."""
@@ -140,12 +172,14 @@ class ListeningEmulator(Generic[LiveT]):
     async def stop(self) -> None:
         """Close every connection (1001), stop listening and remove the CA file; the
         connections that do not close in time are dropped."""
+        await self._listener.stop(self._live.drop_all)
 
-        def abort() -> None:
-            for live in list(self._live):
-                live.drop()
+    async def wait_disconnected(self, timeout: float = 5.0) -> None:
+        """Wait until no connection is open (and the ledger has recorded every close).
 
-        await self._listener.stop(abort)
+        Raises TimeoutError after ``timeout`` seconds (not scaled).
+        """
+        await self._live.wait_none(timeout)
 
     async def __aenter__(self) -> Self:
         await self.start()

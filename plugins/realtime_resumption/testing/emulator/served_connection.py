@@ -258,7 +258,7 @@ class Connection:
 
     async def run(self) -> None:
         """Serve the connection until it closes."""
-        self.hub.add(self)
+        self.hub.live.add(self)
         try:
             await self._run()
         except ConnectionClosed:
@@ -517,7 +517,7 @@ class Connection:
             self._conversation.close()
         if self.session is not None:
             self.session.detach(self, self.hub.now())
-        self.hub.discard(self)
+        self.hub.live.discard(self)
         record = self.record
         if record is None:
             return

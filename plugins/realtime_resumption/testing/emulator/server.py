@@ -99,7 +99,6 @@ class Emulator(ListeningEmulator[Connection]):
             started_at=asyncio.get_running_loop().time(),
             live=self._live,
         )
-        self._hub.no_connections.set()
         await self._listener.start(
             self._handle,
             self._process_request,
@@ -114,15 +113,6 @@ class Emulator(ListeningEmulator[Connection]):
         if latency == 0 or latency == (0.0, 0.0):
             return None
         return partial(self.config.draw, latency, random.Random(f"pong-latency-{self.config.seed}"))
-
-    async def wait_disconnected(self, timeout: float = 5.0) -> None:
-        """Wait until no connection is open (and the ledger has recorded every close).
-
-        Raises TimeoutError after ``timeout`` seconds (not scaled).
-        """
-        if self._hub is None:
-            return
-        await asyncio.wait_for(self._hub.no_connections.wait(), timeout)
 
     # --- what clients need ------------------------------------------------------------------
 

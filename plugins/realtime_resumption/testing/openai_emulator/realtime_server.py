@@ -98,15 +98,8 @@ class OpenAIEmulator(ListeningEmulator[ServedSession]):
             rng=random.Random(config.seed),
             live=self._live,
         )
-        self._shared.no_sessions.set()
         await self._listener.start(self._handle, self._process_request, one_way=config.one_way)
         logger.debug("openai emulator: listening on {} ({})", self.base_url, config.profile)
-
-    async def wait_disconnected(self, timeout: float = 5.0) -> None:
-        """Wait until no session is open (and the ledger recorded every close); TimeoutError
-        after ``timeout`` seconds (not scaled)."""
-        if self._shared is not None:
-            await asyncio.wait_for(self._shared.no_sessions.wait(), timeout)
 
     # --- what clients need ------------------------------------------------------------------
 

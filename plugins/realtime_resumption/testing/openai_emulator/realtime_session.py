@@ -55,6 +55,7 @@ from websockets.exceptions import ConnectionClosed
 from ..emulator import network
 from ..emulator.answers import called_functions
 from ..emulator.audio import ANSWER_RATE, UserAudioDecoder, answer_audio, rms
+from ..emulator.listener import LiveConnections
 from ..emulator.owned_tasks import OwnedTasks
 from . import protocol
 from .conversation_ledger import AnswerRecord, ItemRecord, Ledger, SessionRecord
@@ -78,9 +79,8 @@ class Shared:
     faults: Faults
     started_at: float
     rng: random.Random
+    live: LiveConnections[ServedSession]
     turns: int = 0
-    live: set[ServedSession] = field(default_factory=set)
-    no_sessions: asyncio.Event = field(default_factory=asyncio.Event)
 
     def now(self) -> float:
         """Seconds on the loop's clock since the emulator started."""
@@ -218,7 +218,6 @@ class ServedSession:
         """Serve the connection until it closes."""
         shared = self._shared
         shared.live.add(self)
-        shared.no_sessions.clear()
         try:
             await self._run()
         except ConnectionClosed:
@@ -269,8 +268,6 @@ class ServedSession:
             record.close_code = self._ws.close_code
             record.close_reason = self._ws.close_reason
         self._shared.live.discard(self)
-        if not self._shared.live:
-            self._shared.no_sessions.set()
 
     async def _receive(self, raw: str | bytes) -> None:
         client_event_id = None
