@@ -14,7 +14,7 @@ from realtime_resumption.gemini.stored_session import RecordCodec
 from realtime_resumption.store import SessionStore
 from realtime_resumption.testing.emulator import Emulator, user_audio
 
-from ..transport.transport_helpers import GRACE, MODEL
+from ..transport.transport_helpers import GRACE, MODEL, Recorder
 
 KEY = "call-7"
 CHUNK = 0.02
@@ -58,6 +58,20 @@ async def stream_speech(
         word = spoken.pop(0) if spoken else None
         transport.send_audio(user_audio(seq, speech=speech, word=word))
         await asyncio.sleep(CHUNK)
+
+
+async def take_over_and_talk(
+    emu: Emulator, store: SessionStore, first: int, options: StoreOptions = OPTIONS
+) -> Recorder:
+    """The next worker takes the call over: it connects, the user says ten chunks numbered from
+    ``first``, and it hangs up. Returns what its transport reported."""
+    b = make_transport(emu, store, options)
+    rec_b = Recorder(b)
+    await b.connect()
+    await stream_speech(b, first, 10)
+    await asyncio.sleep(0.1)
+    await b.disconnect()
+    return rec_b
 
 
 async def crash(transport: GeminiLiveTransport, *, hung: bool = False) -> None:

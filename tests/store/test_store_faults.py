@@ -33,6 +33,7 @@ from .takeover_helpers import (
     make_transport,
     start_worker,
     stream_speech,
+    take_over_and_talk,
 )
 
 CURRENT_WITHIN = 1.0
@@ -167,12 +168,7 @@ async def test_a_hand_over_asked_twice_at_once_hands_the_call_over_once(
         await stream_speech(a, 1, 40)
         await asyncio.gather(a.hand_over(), a.hand_over())  # a drain and a deploy, say
         assert rec_a.of("on_close") == [(1000, "closed by the client")]
-        b = make_transport(emu, redis_store)
-        rec_b = Recorder(b)
-        await b.connect()
-        await stream_speech(b, 1000, 10)
-        await asyncio.sleep(0.1)
-        await b.disconnect()
+        rec_b = await take_over_and_talk(emu, redis_store, 1000)
 
     (move,) = rec_b.moves
     assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)

@@ -50,6 +50,7 @@ from .takeover_helpers import (
     make_transport,
     start_worker,
     stream_speech,
+    take_over_and_talk,
 )
 
 
@@ -147,12 +148,7 @@ async def test_a_call_survives_its_worker_killed_with_sigkill(
 ) -> None:
     async with Emulator(emulator_config("gemini")) as emu:
         sent = await run_worker_until_killed("transport", emu, redis_server, 60)
-        b = make_transport(emu, redis_store)
-        rec_b = Recorder(b)
-        await b.connect()
-        await stream_speech(b, 1000, 10)
-        await asyncio.sleep(0.1)
-        await b.disconnect()
+        rec_b = await take_over_and_talk(emu, redis_store, 1000)
 
     (move,) = rec_b.moves
     assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
@@ -655,12 +651,8 @@ async def test_a_call_handed_over_mid_speech_loses_nothing_it_accepted(
         async with asyncio.timeout(5):
             await talking
         assert rec_a.of("on_close") == [(1000, "closed by the client")]
-        b = make_transport(emu, redis_store)
-        rec_b = Recorder(b)
-        await b.connect()  # at once: the lease was given up
-        await stream_speech(b, 1000, 10)
-        await asyncio.sleep(0.1)
-        await b.disconnect()
+        # At once: the lease was given up.
+        rec_b = await take_over_and_talk(emu, redis_store, 1000)
 
     (move,) = rec_b.moves
     assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
