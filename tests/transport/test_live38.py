@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from google.genai import live, types
 
+from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.transport import ContentTurn, ReplayItem, SessionUpdate
 
@@ -26,6 +27,20 @@ TOOL = types.FunctionDeclaration(name="lookup", description="Looks things up.")
 def _only(emu: Emulator):  # type: ignore[no-untyped-def]
     (session,) = emu.ledger.sessions.values()
     return session
+
+
+async def _answered_once_told_updates_go_in_session(
+    emu: Emulator,
+) -> tuple[GeminiLiveTransport, Recorder]:
+    """A 3.8 transport told its model takes setup changes in the session (``be kind`` at
+    first), connected, after its first answer."""
+    transport = make_transport(
+        emu, model=MODEL_38, system_instruction="be kind", in_session_updates=True
+    )
+    rec = Recorder(transport)
+    await transport.connect()
+    await answered_with_handle(transport, rec)
+    return transport, rec
 
 
 @sends_context_updates
@@ -64,12 +79,7 @@ async def test_an_instructions_update_the_model_takes_opens_no_connection() -> N
 @sends_context_updates
 async def test_a_later_connection_is_set_up_with_the_update_and_is_not_sent_it_again() -> None:
     async with Emulator(live38_config(answer_chunks=4, in_session_updates=True)) as emu:
-        transport = make_transport(
-            emu, model=MODEL_38, system_instruction="be kind", in_session_updates=True
-        )
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        transport, rec = await _answered_once_told_updates_go_in_session(emu)
         await transport.update_session(SessionUpdate(instructions="be terse"))
         await answered_with_handle(transport, rec, "and now")
         emu.faults.go_away(20.0)
@@ -92,12 +102,7 @@ async def test_without_send_context_update_in_the_sdk_the_update_moves_the_sessi
     # google-genai 2.30 has no send_context_update: without it here, as there.
     monkeypatch.delattr(live.AsyncSession, "send_context_update", raising=False)
     async with Emulator(live38_config(answer_chunks=4, in_session_updates=True)) as emu:
-        transport = make_transport(
-            emu, model=MODEL_38, system_instruction="be kind", in_session_updates=True
-        )
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        transport, rec = await _answered_once_told_updates_go_in_session(emu)
         await transport.update_session(SessionUpdate(instructions="be terse"))
         assert transport.pending_setup_change
         await answered_with_handle(transport, rec, "and now")
@@ -117,12 +122,7 @@ async def test_a_model_that_refuses_the_update_gets_it_through_a_move() -> None:
     # The transport is told the model takes it; the service refuses (1007), as a model or
     # endpoint that does not would.
     async with Emulator(live38_config(answer_chunks=4, in_session_updates=False)) as emu:
-        transport = make_transport(
-            emu, model=MODEL_38, system_instruction="be kind", in_session_updates=True
-        )
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        transport, rec = await _answered_once_told_updates_go_in_session(emu)
         await transport.update_session(SessionUpdate(instructions="be terse"))
         await rec.wait_for("on_move")
         await answered_with_handle(transport, rec, "and now")
