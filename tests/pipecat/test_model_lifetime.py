@@ -5,7 +5,7 @@ hears the whole question and answers it, and the app sees a move, not an error."
 
 from __future__ import annotations
 
-from pipecat.frames.frames import ErrorFrame, LLMRunFrame
+from pipecat.frames.frames import ErrorFrame
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
 
@@ -16,7 +16,7 @@ from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 from ..transport.transport_helpers import assert_rebuilt_after_the_deadline
 from . import services
 from .devices import Microphone, Speaker
-from .rig import Marker, PushLog, Rig, until
+from .rig import PushLog, Rig, until
 
 SCALE = 0.2
 CUT = ["and", "what", "about", "tomorrow"]
@@ -33,9 +33,7 @@ async def test_a_deadline_close_then_1007_rebuilds_with_the_history_and_loses_no
         async with Rig(
             [mic, pair.user(), service, speaker, pair.assistant()], observers=[log]
         ) as rig:
-            marker = Marker()
-            await rig.queue(LLMRunFrame(), marker)
-            await rig.wait(lambda: any(f is marker for f in rig.down.frames))
+            await rig.run_bot()
             mic.open()
             mic.say(["what", "is", "new"])
             await rig.wait(lambda: log.count(GenerationEndedFrame) >= 1)
