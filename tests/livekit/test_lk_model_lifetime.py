@@ -9,7 +9,7 @@ from livekit.agents import Agent
 from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
-from ..transport.transport_helpers import assert_rebuilt_after_the_deadline
+from ..ledger_checks import assert_rebuilt_after_the_deadline
 from .lk_helpers import until, voice_call
 
 SCALE = 0.25

@@ -13,7 +13,7 @@ from realtime_resumption.frames import GenerationEndedFrame, SessionMovedFrame
 from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
-from ..transport.transport_helpers import assert_rebuilt_after_the_deadline
+from ..ledger_checks import assert_rebuilt_after_the_deadline
 from . import services
 from .devices import Microphone, Speaker
 from .rig import PushLog, Rig, until

@@ -271,20 +271,6 @@ def live38_config(profile: str = "gemini", **changes: Any) -> EmulatorConfig:
     return EmulatorConfig.model(MODEL_38, profile=profile, **changes)
 
 
-def assert_rebuilt_after_the_deadline(
-    old: SessionRecord, new: SessionRecord, first_question: str
-) -> None:
-    """The 3.8 model's end of a connection's life, as the ledger has it: ``old``'s connection
-    closed 1011 with no goAway, the resume after it refused 1007 (``deadline``), and ``new``
-    (the rebuilt session) seeded with the history, ``first_question`` in it."""
-    first, refused = old.connections
-    assert (first.close_code, refused.refused, refused.close_code) == (1011, "deadline", 1007)
-    assert "go_away" not in [m.kind for m in first.server_messages]
-    (fresh,) = new.connections
-    seeded = fresh.client_messages[1]
-    assert seeded.kind == "client_content" and seeded.text and first_question in seeded.text
-
-
 sends_context_updates = pytest.mark.skipif(
     not context_updates_supported(),
     reason="this google-genai (2.30) has no send_context_update: every setup change moves "
