@@ -6,8 +6,6 @@ stored record this version cannot read, or a Redis that does not answer, is a no
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pipecat.frames.frames import ErrorFrame, InputTextRawFrame, LLMFullResponseEndFrame
 
 from realtime_resumption import RecordError
@@ -16,7 +14,6 @@ from realtime_resumption.pipecat import GeminiLiveLLMService
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import LeaseHeldError, MemoryStore, SessionStore, StoreError
 from realtime_resumption.testing.emulator import Emulator
-from realtime_resumption.testing.redis_server import RedisServer
 
 from ..transport.transport_helpers import MODEL
 from . import services
@@ -78,16 +75,10 @@ async def test_a_stored_record_that_cannot_be_read_is_an_error_frame_and_the_cal
 
 
 async def test_a_redis_down_at_connect_is_an_error_frame_and_the_call_goes_on(
-    tmp_path: Path,
+    redis_gone_store: RedisStore,
 ) -> None:
-    async with RedisServer(tmp_path) as redis:
-        store = RedisStore(url=redis.url)
-    # The server is gone: every command of the store fails within its bound.
-    try:
-        async with Emulator(emulator_config()) as emu:
-            service, rig = await _an_error_then_an_answer(emu, store)
-    finally:
-        await store.close()
+    async with Emulator(emulator_config()) as emu:
+        service, rig = await _an_error_then_an_answer(emu, redis_gone_store)
 
     (error,) = rig.of(ErrorFrame, up=True)  # once per outage, not once per beat
     assert isinstance(error.exception, StoreError)
