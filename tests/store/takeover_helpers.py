@@ -14,7 +14,7 @@ from realtime_resumption.gemini.stored_session import RecordCodec
 from realtime_resumption.store import SessionStore
 from realtime_resumption.testing.emulator import Emulator, user_audio
 
-from ..transport.transport_helpers import GRACE, MODEL, Recorder
+from ..transport.transport_helpers import GRACE, MODEL, Recorder, answered_with_handle
 
 KEY = "call-7"
 CHUNK = 0.02
@@ -58,6 +58,18 @@ async def stream_speech(
         word = spoken.pop(0) if spoken else None
         transport.send_audio(user_audio(seq, speech=speech, word=word))
         await asyncio.sleep(CHUNK)
+
+
+async def answered_call(
+    emu: Emulator, store: SessionStore, options: StoreOptions = OPTIONS
+) -> tuple[GeminiLiveTransport, Recorder]:
+    """A worker's call on ``store``: connected, past its first answer and the session's first
+    handle. Returns the transport and what it reported."""
+    transport = make_transport(emu, store, options)
+    rec = Recorder(transport)
+    await transport.connect()
+    await answered_with_handle(transport, rec)
+    return transport, rec
 
 
 async def take_over_and_talk(

@@ -46,6 +46,7 @@ from .takeover_helpers import (
     CHUNK,
     KEY,
     OPTIONS,
+    answered_call,
     crash,
     make_transport,
     start_worker,
@@ -59,10 +60,7 @@ async def test_a_call_taken_over_after_a_crash_resumes_its_session_and_keeps_the
     redis_store: RedisStore, profile: str
 ) -> None:
     async with Emulator(emulator_config(profile)) as emu:
-        a = make_transport(emu, redis_store)
-        rec_a = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec_a)
+        a, _ = await answered_call(emu, redis_store)
         await stream_speech(a, 1, 60)
         stored = await redis_store.load(KEY)
         assert stored is not None and len(stored) > 2  # the record, and the speech appended
@@ -267,10 +265,7 @@ async def test_the_call_goes_on_while_redis_is_down_and_is_saved_again_when_it_r
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
     async with Emulator(emulator_config("gemini")) as emu:
-        a = make_transport(emu, redis_store)
-        rec = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec)
+        a, rec = await answered_call(emu, redis_store)
         await redis_server.stop()
         await stream_speech(a, 1, 50)  # one second of the user talking, Redis down
         await answered_with_handle(a, rec, "still there?")  # a new handle the store lacks
@@ -630,10 +625,7 @@ async def test_a_call_handed_over_mid_speech_loses_nothing_it_accepted(
     redis_store: RedisStore,
 ) -> None:
     async with Emulator(emulator_config("gemini")) as emu:
-        a = make_transport(emu, redis_store)
-        rec_a = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec_a)
+        a, rec_a = await answered_call(emu, redis_store)
         accepted: list[int] = []
 
         async def talk() -> None:
