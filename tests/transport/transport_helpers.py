@@ -9,11 +9,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from google import genai
 from google.genai import types
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
 from realtime_resumption.gemini.messages import context_updates_supported
 from realtime_resumption.moves import MoveReport
 from realtime_resumption.testing.emulator import KIND_SERVICE, Emulator, EmulatorConfig
@@ -177,6 +179,31 @@ def established(session: SessionRecord) -> list[ConnectionRecord]:
     that first dials while the old connection is open is refused, and that dial is in the
     ledger too."""
     return [c for c in session.connections if c.established]
+
+
+def quiet_hooks(**given: Any) -> ConnectionHooks:
+    """A connection's hooks that do nothing, but for those ``given`` (by name)."""
+    hooks: dict[str, Any] = {
+        "message": lambda conn, message: None,
+        "receive_error": lambda conn, error: None,
+        "written": lambda conn, message: None,
+        "write_failed": lambda conn, messages, error: None,
+        "closed": lambda conn, code, reason: None,
+    }
+    return ConnectionHooks(**(hooks | given))
+
+
+def unopened_connection() -> LiveConnection:
+    """A ``LiveConnection`` never opened (no network), with quiet hooks."""
+    return LiveConnection(
+        client=genai.Client(api_key="test-key"),
+        model=MODEL,
+        config=types.LiveConnectConfig(),
+        dial_gen=1,
+        handle_supplied=False,
+        hooks=quiet_hooks(),
+        owns_client=False,
+    )
 
 
 def make_transport(emu: Emulator, **options: Any) -> GeminiLiveTransport:
