@@ -15,6 +15,7 @@ from typing import Generic, Protocol, Self, TypeVar
 
 from loguru import logger
 from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from .certs import TlsMaterial
@@ -56,6 +57,23 @@ class LiveConnections(Generic[LiveT]):
         self._live.discard(conn)
         if not self._live:
             self._none.set()
+
+    async def serve(
+        self,
+        conn: LiveT,
+        run: Callable[[], Awaitable[None]],
+        finish: Callable[[], Awaitable[None]],
+    ) -> None:
+        """Serve ``conn``: live from now until ``run`` has ended (a closed connection ends it
+        as any end does) and ``finish`` has recorded the end."""
+        self.add(conn)
+        try:
+            await run()
+        except ConnectionClosed:
+            pass
+        finally:
+            await finish()
+            self.discard(conn)
 
     def __iter__(self) -> Iterator[LiveT]:
         return iter(self._live)

@@ -258,13 +258,7 @@ class Connection:
 
     async def run(self) -> None:
         """Serve the connection until it closes."""
-        self.hub.live.add(self)
-        try:
-            await self._run()
-        except ConnectionClosed:
-            pass
-        finally:
-            await self._finish()
+        await self.hub.live.serve(self, self._run, self._finish)
 
     async def _run(self) -> None:
         config = self.hub.config
@@ -517,7 +511,6 @@ class Connection:
             self._conversation.close()
         if self.session is not None:
             self.session.detach(self, self.hub.now())
-        self.hub.live.discard(self)
         record = self.record
         if record is None:
             return

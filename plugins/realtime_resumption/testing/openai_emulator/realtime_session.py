@@ -216,14 +216,7 @@ class ServedSession:
 
     async def run(self) -> None:
         """Serve the connection until it closes."""
-        shared = self._shared
-        shared.live.add(self)
-        try:
-            await self._run()
-        except ConnectionClosed:
-            pass
-        finally:
-            await self._finish()
+        await self._shared.live.serve(self, self._run, self._finish)
 
     async def _run(self) -> None:
         config = self._config
@@ -267,7 +260,6 @@ class ServedSession:
             record.closed_by = "client"
             record.close_code = self._ws.close_code
             record.close_reason = self._ws.close_reason
-        self._shared.live.discard(self)
 
     async def _receive(self, raw: str | bytes) -> None:
         client_event_id = None
