@@ -173,18 +173,7 @@ class ServedSession:
             return done
         self._events += 1
         frame = json.dumps({**event, "type": name, "event_id": f"event_{self._events}"})
-        try:
-            await self._ws.send(frame)
-        except ConnectionClosed:
-            done.set_result(False)
-            return done
-
-        def crossed(delivered: bool) -> None:
-            if not done.done():
-                done.set_result(delivered)
-
-        network.when_crossed(self._ws, crossed)
-        return done
+        return await network.send_crossing(self._ws, frame)
 
     async def _error(self, exc: ProtocolError, client_event_id: str | None) -> None:
         self.record.errors.append((exc.code, exc.message))
