@@ -206,6 +206,32 @@ def unopened_connection() -> LiveConnection:
     )
 
 
+async def started_connection(
+    emu: Emulator, hooks: ConnectionHooks, config: types.LiveConnectConfig | None = None
+) -> LiveConnection:
+    """A ``LiveConnection`` to ``emu`` (its own client), opened and receiving."""
+    conn = LiveConnection(
+        client=emu.client(),
+        model=MODEL,
+        config=config or types.LiveConnectConfig(),
+        dial_gen=1,
+        handle_supplied=False,
+        hooks=hooks,
+        owns_client=True,
+    )
+    await conn.open(5)
+    conn.start()
+    return conn
+
+
+async def measured_round_trip(conn: LiveConnection) -> float:
+    """The round trip ``conn`` reads from the kernel, once it has one (within 5 s)."""
+    async with asyncio.timeout(5):
+        while (measured := conn.round_trip) is None:  # noqa: ASYNC110 - no event for it
+            await asyncio.sleep(0.005)
+    return measured
+
+
 def make_transport(emu: Emulator, **options: Any) -> GeminiLiveTransport:
     """A transport on a client of ``emu`` in the emulator's profile."""
     options.setdefault("model", MODEL)
