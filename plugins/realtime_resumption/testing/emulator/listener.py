@@ -2,7 +2,8 @@
 
 The TLS material is made at start (a throwaway CA, a certificate for 127.0.0.1) and its CA file
 exists while the listener listens; everything on the wire crosses the emulated network
-(``network``). Both emulators (Gemini Live, OpenAI Realtime) listen through one.
+(``network``). Both emulators (Gemini Live, OpenAI Realtime) listen through one, keep the
+connections they serve in a ``LiveConnections`` and stop as a ``ListeningEmulator``.
 """
 
 from __future__ import annotations
@@ -47,17 +48,6 @@ class LiveConnections(Generic[LiveT]):
         self._none = asyncio.Event()
         self._none.set()
 
-    def add(self, conn: LiveT) -> None:
-        """``conn`` started."""
-        self._live.add(conn)
-        self._none.clear()
-
-    def discard(self, conn: LiveT) -> None:
-        """``conn`` ended."""
-        self._live.discard(conn)
-        if not self._live:
-            self._none.set()
-
     async def serve(
         self,
         conn: LiveT,
@@ -66,14 +56,17 @@ class LiveConnections(Generic[LiveT]):
     ) -> None:
         """Serve ``conn``: live from now until ``run`` has ended (a closed connection ends it
         as any end does) and ``finish`` has recorded the end."""
-        self.add(conn)
+        self._live.add(conn)
+        self._none.clear()
         try:
             await run()
         except ConnectionClosed:
             pass
         finally:
             await finish()
-            self.discard(conn)
+            self._live.discard(conn)
+            if not self._live:
+                self._none.set()
 
     def __iter__(self) -> Iterator[LiveT]:
         return iter(self._live)
