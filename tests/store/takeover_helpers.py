@@ -14,7 +14,12 @@ from realtime_resumption.gemini.stored_session import RecordCodec
 from realtime_resumption.store import SessionStore
 from realtime_resumption.testing.emulator import Emulator, user_audio
 
-from ..transport.transport_helpers import GRACE, MODEL, Recorder, answered_with_handle
+from ..transport.transport_helpers import (
+    GRACE,
+    MODEL,
+    Recorder,
+    connected_and_answered,
+)
 
 KEY = "call-7"
 CHUNK = 0.02
@@ -66,9 +71,7 @@ async def answered_call(
     """A worker's call on ``store``: connected, past its first answer and the session's first
     handle. Returns the transport and what it reported."""
     transport = make_transport(emu, store, options)
-    rec = Recorder(transport)
-    await transport.connect()
-    await answered_with_handle(transport, rec)
+    rec = await connected_and_answered(transport)
     return transport, rec
 
 

@@ -15,6 +15,7 @@ from .transport_helpers import (
     MODEL_38,
     Recorder,
     answered_with_handle,
+    connected_and_answered,
     established,
     live38_config,
     make_transport,
@@ -48,9 +49,7 @@ async def test_an_instructions_update_the_model_takes_opens_no_connection() -> N
     # Vertex AI: gemini-3.8-live takes the change in the session, by its documented traits.
     async with Emulator(live38_config("vertex", answer_chunks=4)) as emu:
         transport = make_transport(emu, model=MODEL_38, system_instruction="be kind")
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        rec = await connected_and_answered(transport)
         await transport.update_session(SessionUpdate(instructions="be terse", tools=[TOOL]))
         assert not transport.pending_setup_change
         for seq in range(1, 11):

@@ -157,6 +157,15 @@ async def answered_with_handle(
     await rec.wait(handle_after_the_answer(start))
 
 
+async def connected_and_answered(transport: GeminiLiveTransport) -> Recorder:
+    """Connect ``transport`` and wait past its first answer and the session's first handle.
+    Returns its recorder (attached before the connect)."""
+    rec = Recorder(transport)
+    await transport.connect()
+    await answered_with_handle(transport, rec)
+    return rec
+
+
 def handle_after_the_answer(start: int) -> Callable[[Recorder], bool]:
     """Whether, among the events from ``start`` on, a turn completed and a resumable handle
     followed it (an update without a handle, as mid-answer ones are, does not count)."""
