@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
 from realtime_resumption.gemini.endpoints import ENDPOINTS
+from realtime_resumption.redis_store import RedisStore
+from realtime_resumption.testing.redis_server import RedisServer
 
 
 @pytest.fixture(autouse=True)
@@ -16,3 +19,14 @@ def _forget_endpoints() -> Iterator[None]:
     ENDPOINTS.forget()
     yield
     ENDPOINTS.forget()
+
+
+@pytest.fixture
+async def redis_gone_store(tmp_path: Path) -> AsyncIterator[RedisStore]:
+    """A store whose Redis server has stopped: every command fails within its bound."""
+    async with RedisServer(tmp_path) as redis:
+        store = RedisStore(url=redis.url)
+    try:
+        yield store
+    finally:
+        await store.close()

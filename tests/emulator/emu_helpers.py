@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
-from collections.abc import Callable
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -169,3 +173,38 @@ def audio_ids(messages: list[Message]) -> list[tuple[int, int]]:
                     assert ident is not None
                     ids.append(ident)
     return ids
+
+
+@contextlib.asynccontextmanager
+async def command_line(module: str, *args: str) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``python -m <module> <args>`` running, its stdout piped (an emulator's command line);
+    killed on exit if it is still running."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        module,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def interrupt(process: asyncio.subprocess.Process) -> str:
+    """Ctrl-C: what the process printed after it, once it has exited with 0."""
+    assert process.stdout is not None
+    process.send_signal(signal.SIGINT)
+    async with asyncio.timeout(20):
+        rest = await process.stdout.read()
+        assert await process.wait() == 0
+    return rest.decode()
+
+
+def exists(path: str) -> bool:
+    """Whether the CA file is there (a local stat: nothing to await)."""
+    return os.path.exists(path)

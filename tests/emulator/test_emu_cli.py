@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import ssl
-import sys
 
 import pytest
 from google import genai
@@ -21,7 +18,15 @@ from realtime_resumption.testing.emulator.__main__ import (
     main,
 )
 
-from .emu_helpers import MODEL, handle_after_turn, live_config, read_until
+from .emu_helpers import (
+    MODEL,
+    command_line,
+    exists,
+    handle_after_turn,
+    interrupt,
+    live_config,
+    read_until,
+)
 
 
 def test_help_documents_every_fault(capsys: pytest.CaptureFixture[str]) -> None:
@@ -235,14 +240,8 @@ async def test_new_faults_reach_the_emulator() -> None:
     assert [c.dead for c in emu.ledger.sessions[session.session_id].connections] == [False, True]
 
 
-def exists(path: str) -> bool:
-    return os.path.exists(path)
-
-
 async def test_serves_until_interrupted() -> None:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
+    async with command_line(
         "realtime_resumption.testing.emulator",
         "--profile",
         "gemini",
@@ -252,11 +251,8 @@ async def test_serves_until_interrupted() -> None:
         "5",
         "--time-scale",
         "0.01",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    assert process.stdout is not None
-    try:
+    ) as process:
+        assert process.stdout is not None
         async with asyncio.timeout(20):
             base_url = (await process.stdout.readline()).decode().split()[-1]
             ca_file = (await process.stdout.readline()).decode().split()[-1]
@@ -268,13 +264,5 @@ async def test_serves_until_interrupted() -> None:
         async with client.aio.live.connect(model=MODEL, config=live_config()) as session:
             messages = await read_until(session, lambda m: m.go_away is not None, timeout=5)
         assert messages[-1].go_away is not None and messages[-1].go_away.time_left == "0.050s"
-        process.send_signal(signal.SIGINT)
-        async with asyncio.timeout(20):
-            rest = await process.stdout.read()
-            assert await process.wait() == 0
-        assert "1 connection(s)" in rest.decode()
+        assert "1 connection(s)" in await interrupt(process)
         assert not exists(ca_file)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()

@@ -95,6 +95,13 @@ async def _held_connection(
     return session.session_id, handle, code, messages
 
 
+async def _resumed_and_answered(emu: Emulator, handle: str) -> None:
+    """Resume the held connection's session with ``handle``; it answers a question."""
+    resume = live_config(handle=handle, context_window_compression=COMPRESSION)
+    async with emu.client().aio.live.connect(model=MODEL, config=resume) as session:
+        await handle_after_turn(session, "still there?")
+
+
 @pytest.mark.parametrize(("profile", "code"), [("gemini", 1011), ("vertex", 1000)])
 async def test_a_3_8_connection_ends_at_58_minutes_without_a_go_away(
     profile: str, code: int
@@ -137,9 +144,7 @@ async def test_with_a_go_away_first_the_session_resumes() -> None:
         assert code == 1011
         (go_away,) = [m.go_away for m in messages if m.go_away]
         assert go_away.time_left == wire.format_duration(config.scaled(config.notice))
-        resume = live_config(handle=handle, context_window_compression=COMPRESSION)
-        async with emu.client().aio.live.connect(model=MODEL, config=resume) as session:
-            await handle_after_turn(session, "still there?")
+        await _resumed_and_answered(emu, handle)
         await emu.wait_disconnected()
     assert [c.refused for c in emu.ledger.sessions[session_id].connections] == [None, None]
 
@@ -151,9 +156,7 @@ async def test_without_the_refusal_the_resume_after_the_close_works() -> None:
     async with Emulator(config) as emu:
         session_id, handle, code, _ = await _held_connection(emu)
         assert code == 1011
-        resume = live_config(handle=handle, context_window_compression=COMPRESSION)
-        async with emu.client().aio.live.connect(model=MODEL, config=resume) as session:
-            await handle_after_turn(session, "still there?")
+        await _resumed_and_answered(emu, handle)
         await emu.wait_disconnected()
     assert [c.refused for c in emu.ledger.sessions[session_id].connections] == [None, None]
 

@@ -21,12 +21,12 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
 from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.testing.emulator.ledger import ConnectionRecord
 from realtime_resumption.testing.emulator.network import connection_class
 
+from ..transport.transport_helpers import measured_round_trip, quiet_hooks, started_connection
 from .emu_helpers import MODEL, NO_PROXY, PCM, config, live_config, read_until_closed
 
 PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
@@ -249,29 +249,11 @@ async def test_the_transport_reads_the_kernel_round_trip_which_the_tolerance_cov
     # not see; the arrival rule's tolerance covers it, as it covers the service's own time.
     cfg = config(round_trip=10 * RTT, setup_latency=0.0, time_scale=0.1)  # 200 ms of wall clock
     closed = asyncio.Event()
-    hooks = ConnectionHooks(
-        message=lambda conn, message: None,
-        receive_error=lambda conn, error: None,
-        written=lambda conn, message: None,
-        write_failed=lambda conn, messages, error: None,
-        closed=lambda conn, code, reason: closed.set(),
-    )
+    hooks = quiet_hooks(closed=lambda conn, code, reason: closed.set())
     async with Emulator(cfg) as emu:
-        conn = LiveConnection(
-            client=emu.client(),
-            model=MODEL,
-            config=types.LiveConnectConfig(),
-            dial_gen=1,
-            handle_supplied=False,
-            hooks=hooks,
-            owns_client=True,
-        )
-        await conn.open(5)
-        conn.start()
+        conn = await started_connection(emu, hooks)
         try:
-            async with asyncio.timeout(5):
-                while (measured := conn.round_trip) is None:  # noqa: ASYNC110 - no event for it
-                    await asyncio.sleep(0.005)
+            measured = await measured_round_trip(conn)
         finally:
             assert await conn.close() == "closed"
         assert closed.is_set()

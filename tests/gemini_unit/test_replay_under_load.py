@@ -14,13 +14,10 @@ from __future__ import annotations
 import struct
 from typing import Any, cast
 
-from google import genai
-from google.genai import types
-
-from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
 from realtime_resumption.gemini.loop_lag import LoopLag
 from realtime_resumption.gemini.outbox import Outbox, OutboxLimits
 
+from ..transport.transport_helpers import unopened_connection
 from .test_loop_lag import _Loop
 from .test_outbox import CHUNK, Wire, send
 
@@ -54,21 +51,7 @@ class Call:
     def __init__(self, round_trip: float = ROUND_TRIP) -> None:
         self.loop = _Loop()
         self.lag = LoopLag()
-        self.conn = LiveConnection(
-            client=genai.Client(api_key="test-key"),
-            model="gemini-live-2.5-flash-preview",
-            config=types.LiveConnectConfig(),
-            dial_gen=1,
-            handle_supplied=False,
-            hooks=ConnectionHooks(
-                message=lambda *_: None,
-                receive_error=lambda *_: None,
-                written=lambda *_: None,
-                write_failed=lambda *_: None,
-                closed=lambda *_: None,
-            ),
-            owns_client=False,
-        )
+        self.conn = unopened_connection()
         # What ``open`` and ``start_receiving`` would give it: its socket and its loop's lag.
         self.conn._socket = _Kernel(round_trip)
         self.conn._lag = self.lag

@@ -7,14 +7,14 @@ import asyncio
 
 from google.genai import types
 from google.oauth2.credentials import Credentials
-from livekit.agents import Agent, AgentSession, function_tool
+from livekit.agents import Agent, function_tool
 from livekit.plugins import realtime_resumption as rr
 
 from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.testing.emulator import Emulator
 
 from ..transport.transport_helpers import live38_config, sends_context_updates
-from .lk_helpers import Recorder, until, voice_call
+from .lk_helpers import text_call, until, voice_call
 
 MODEL_38 = "gemini-3.8-live"
 
@@ -35,12 +35,8 @@ async def test_new_instructions_on_3_8_through_vertex_open_no_connection() -> No
             credentials=Credentials(token="emulator-token"),  # type: ignore[no-untyped-call]
             http_options=emu.http_options(),
         )
-        session = AgentSession(llm=model, aec_warmup_duration=None)
         agent = Agent(instructions="First instructions.")
-        recorder = Recorder()
-        await session.start(agent)
-        recorder.attach_realtime(agent.realtime_llm_session)
-        try:
+        async with text_call(model, agent) as (session, recorder):
             result = await session.run(user_input="hello")
             result.expect.next_event().is_message(role="assistant")
             # Live at once: no move to wait for.
@@ -48,8 +44,6 @@ async def test_new_instructions_on_3_8_through_vertex_open_no_connection() -> No
                 await agent.update_instructions("Second instructions.")
             result = await session.run(user_input="hello again")
             result.expect.next_event().is_message(role="assistant")
-        finally:
-            await session.aclose()
     record = _only(emu)
     assert len(record.connections) == 1
     assert [(u.system_instruction, u.outcome) for u in record.context_updates] == [
@@ -64,13 +58,9 @@ async def test_history_with_roles_mid_session_on_3_8_asks_for_no_answer() -> Non
         model = rr.RealtimeModel(
             model=MODEL_38, api_key="test-key", http_options=emu.http_options()
         )
-        session = AgentSession(llm=model, aec_warmup_duration=None)
         agent = Agent(instructions="Be brief.")
-        recorder = Recorder()
-        await session.start(agent)
-        rt = agent.realtime_llm_session
-        recorder.attach_realtime(rt)
-        try:
+        async with text_call(model, agent) as (session, recorder):
+            rt = agent.realtime_llm_session
             result = await session.run(user_input="hello")
             result.expect.next_event().is_message(role="assistant")
             ctx = rt.chat_ctx.copy()
@@ -79,8 +69,6 @@ async def test_history_with_roles_mid_session_on_3_8_asks_for_no_answer() -> Non
             await rt.update_chat_ctx(ctx)
             result = await session.run(user_input="what is my name")
             result.expect.next_event().is_message(role="assistant")
-        finally:
-            await session.aclose()
     record = _only(emu)
     (conn,) = record.connections
     contents = [m.turns for m in conn.client_messages if m.kind == "client_content"]

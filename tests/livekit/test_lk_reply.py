@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 
 import pytest
-from livekit.agents import Agent, AgentSession
+from livekit.agents import Agent
 from livekit.plugins import realtime_resumption as rr
 from livekit.plugins.realtime_resumption import session as rr_session
 
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
-from .lk_helpers import Recorder, until
+from .lk_helpers import text_call, until
 
 SCALE = 0.25
 TIMEOUT = 1.0
@@ -26,12 +26,8 @@ async def test_a_reply_asked_for_during_a_slow_move_is_answered_once_and_never_f
     monkeypatch.setattr(rr_session, "GENERATE_REPLY_TIMEOUT", TIMEOUT)
     async with Emulator(EmulatorConfig(time_scale=SCALE)) as emu:
         model = rr.RealtimeModel(api_key="k", http_options=emu.http_options())
-        session = AgentSession(llm=model, aec_warmup_duration=None)
         agent = Agent(instructions="Be brief.")
-        recorder = Recorder()
-        await session.start(agent)
-        recorder.attach_realtime(agent.realtime_llm_session)
-        try:
+        async with text_call(model, agent) as (session, recorder):
             result = await session.run(user_input="hello")
             result.expect.next_event().is_message(role="assistant")
             await until(lambda: agent.realtime_llm_session.session_resumption_handle is not None)  # type: ignore[attr-defined]
@@ -41,8 +37,6 @@ async def test_a_reply_asked_for_during_a_slow_move_is_answered_once_and_never_f
                 handle = session.generate_reply(instructions="say hi")
                 await handle.wait_for_playout()
                 await until(lambda: len(recorder.moves) == 1)
-        finally:
-            await session.aclose()
     assert [r.getMessage() for r in caplog.records if "generate a reply" in r.getMessage()] == []
     assistant = [
         item

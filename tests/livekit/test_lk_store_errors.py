@@ -8,7 +8,6 @@ on; a stored record this version cannot read, or a Redis that does not answer, i
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 from livekit.agents import Agent, AgentSession, llm
@@ -20,7 +19,6 @@ from realtime_resumption.gemini import GeminiLiveTransport, StoreOptions
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import LeaseHeldError, MemoryStore, SessionStore, StoreError
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
-from realtime_resumption.testing.redis_server import RedisServer
 
 from ..transport.transport_helpers import MODEL
 from .lk_helpers import text_call, until
@@ -101,16 +99,10 @@ async def test_a_stored_record_that_cannot_be_read_is_a_recoverable_error_and_st
 
 
 async def test_a_redis_down_at_connect_is_a_recoverable_error_and_the_call_goes_on(
-    tmp_path: Path,
+    redis_gone_store: RedisStore,
 ) -> None:
-    async with RedisServer(tmp_path) as redis:
-        store = RedisStore(url=redis.url)
-    # The server is gone: every command of the store fails within its bound.
-    try:
-        async with Emulator(EmulatorConfig(time_scale=0.1)) as emu:
-            errors = await _errors_of_a_call(emu, store)
-    finally:
-        await store.close()
+    async with Emulator(EmulatorConfig(time_scale=0.1)) as emu:
+        errors = await _errors_of_a_call(emu, redis_gone_store)
 
     (error,) = errors  # once per outage, not once per beat
     assert isinstance(error.error, StoreError) and error.recoverable

@@ -13,7 +13,7 @@ from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 from realtime_resumption.transport import SetupRefusedError
 
-from .lk_helpers import WAIT, Recorder, until
+from .lk_helpers import WAIT, text_call, until
 
 
 @function_tool
@@ -31,12 +31,8 @@ async def book(what: str = "") -> str:
 async def test_new_instructions_and_tools_move_the_session_to_a_new_setup() -> None:
     async with Emulator(EmulatorConfig(time_scale=0.1)) as emu:
         model = rr.RealtimeModel(api_key="test-key", http_options=emu.http_options())
-        session = AgentSession(llm=model, aec_warmup_duration=None)
         agent = Agent(instructions="First instructions.", tools=[lookup])
-        recorder = Recorder()
-        await session.start(agent)
-        recorder.attach_realtime(agent.realtime_llm_session)
-        try:
+        async with text_call(model, agent) as (session, recorder):
             result = await session.run(user_input="hello")
             result.expect.next_event().is_message(role="assistant")
 
@@ -58,8 +54,6 @@ async def test_new_instructions_and_tools_move_the_session_to_a_new_setup() -> N
             # The conversation was kept: the chat context holds no item twice.
             ids = [item.id for item in agent.realtime_llm_session.chat_ctx.items]
             assert len(ids) == len(set(ids))
-        finally:
-            await session.aclose()
 
     (record,) = emu.ledger.sessions.values()
     setups = [c.setup for c in record.connections if c.established]
@@ -91,18 +85,12 @@ async def test_generation_settings_reach_the_setup_and_a_new_temperature_moves_t
             thinking_config=types.ThinkingConfig(thinking_budget=0),
             proactivity=True,
         )
-        session = AgentSession(llm=model, aec_warmup_duration=None)
         agent = Agent(instructions="Be helpful.")
-        recorder = Recorder()
-        await session.start(agent)
-        recorder.attach_realtime(agent.realtime_llm_session)
-        try:
+        async with text_call(model, agent) as (session, recorder):
             result = await session.run(user_input="hello")
             result.expect.next_event().is_message(role="assistant")
             model.update_options(temperature=0.9)
             await until(lambda: len(recorder.moves) == 1)
-        finally:
-            await session.aclose()
 
     (record,) = emu.ledger.sessions.values()
     first, second = (c.setup for c in record.connections if c.established)
@@ -189,20 +177,14 @@ async def test_the_last_of_rapid_instruction_updates_wins_promptly() -> None:
 async def test_a_voice_the_service_refuses_is_rolled_back_and_the_call_goes_on() -> None:
     async with Emulator(EmulatorConfig(time_scale=0.1)) as emu:
         model = rr.RealtimeModel(api_key="test-key", http_options=emu.http_options())
-        session = AgentSession(llm=model, aec_warmup_duration=None)
         agent = Agent(instructions="Be helpful.")
-        recorder = Recorder()
-        await session.start(agent)
-        recorder.attach_realtime(agent.realtime_llm_session)
-        try:
+        async with text_call(model, agent) as (session, recorder):
             result = await session.run(user_input="hello")
             result.expect.next_event().is_message(role="assistant")
             model.update_options(voice="Klingon")
             await until(lambda: len(recorder.moves) == 1)
             result = await session.run(user_input="hello again")
             result.expect.next_event().is_message(role="assistant")
-        finally:
-            await session.aclose()
 
     (report,) = [m.report for m in recorder.moves]
     assert (report.reason, report.outcome) == (MoveReason.CONFIG, MoveOutcome.RESUMED)

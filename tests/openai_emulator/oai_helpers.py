@@ -45,6 +45,11 @@ def speech(first: int, count: int, words: Sequence[str] = (), *, silence: int = 
     return chunks
 
 
+def user_text(text: str) -> dict[str, Any]:
+    """A user's text message, as ``conversation.item.create`` takes it."""
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
 async def say(conn: AsyncRealtimeConnection, chunks: Sequence[bytes]) -> None:
     """Append every chunk (audio time is what the VAD counts: no need to wait between)."""
     for chunk in chunks:

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import ssl
-import sys
 
 import openai
 import pytest
 
 from realtime_resumption.testing.openai_emulator.__main__ import _config, _parser, main
 
+from ..emulator.emu_helpers import command_line, exists, interrupt
 from .oai_helpers import MODEL
 
 
@@ -48,25 +46,11 @@ def test_bad_values_exit_with_a_message() -> None:
         main(["--drop-every", "-1"])
 
 
-def exists(path: str) -> bool:
-    """Whether the CA file is there (a local stat: nothing to await)."""
-    return os.path.exists(path)
-
-
 async def test_serves_until_interrupted() -> None:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "realtime_resumption.testing.openai_emulator",
-        "--time-scale",
-        "0.01",
-        "--refuse-next",
-        "1",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    assert process.stdout is not None
-    try:
+    async with command_line(
+        "realtime_resumption.testing.openai_emulator", "--time-scale", "0.01", "--refuse-next", "1"
+    ) as process:
+        assert process.stdout is not None
         async with asyncio.timeout(20):
             base_url = (await process.stdout.readline()).decode().split()[-1]
             await process.stdout.readline()
@@ -83,13 +67,5 @@ async def test_serves_until_interrupted() -> None:
             model=MODEL, websocket_connection_options=options
         ) as conn:
             assert (await asyncio.wait_for(conn.recv(), 5)).type == "session.created"
-        process.send_signal(signal.SIGINT)
-        async with asyncio.timeout(20):
-            rest = await process.stdout.read()
-            assert await process.wait() == 0
-        assert "1 session(s)" in rest.decode()
+        assert "1 session(s)" in await interrupt(process)
         assert not exists(ca_file)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()

@@ -14,7 +14,7 @@ from realtime_resumption.testing.openai_emulator import (
     answer_text_ids,
 )
 
-from .oai_helpers import config, connect, of, say, speech, transcript, until
+from .oai_helpers import config, connect, of, say, speech, transcript, until, user_text
 
 
 @pytest.mark.parametrize("kind", [False, True], ids=["service", "kind"])
@@ -122,13 +122,7 @@ async def test_cancel_delete_retrieve_and_the_active_response_rule() -> None:
             session={"type": "realtime", "audio": {"input": {"turn_detection": None}}}
         )
         await until(conn, "session.updated")
-        await conn.conversation.item.create(
-            item={
-                "type": "message",
-                "role": "user",
-                "content": [{"type": "input_text", "text": "tell me"}],
-            }
-        )
+        await conn.conversation.item.create(item=user_text("tell me"))
         added = (await until(conn, "conversation.item.done"))[-1]
         await conn.response.create()
         await until(conn, "response.created")
@@ -159,13 +153,7 @@ async def test_a_word_reaches_a_later_session_only_when_it_is_seeded_with_it() -
             async with connect(emu) as conn:
                 await until(conn, "session.created")
                 if seeded:
-                    await conn.conversation.item.create(
-                        item={
-                            "type": "message",
-                            "role": "user",
-                            "content": [{"type": "input_text", "text": "pineapple"}],
-                        }
-                    )
+                    await conn.conversation.item.create(item=user_text("pineapple"))
                     await until(conn, "conversation.item.done")
                 await say(conn, speech(10 if seeded else 20, 5, ["recall"]))
                 answer = transcript(await until(conn, "response.done"))
@@ -180,13 +168,7 @@ async def test_text_turns_and_answer_ids_in_a_transcript() -> None:
         await until(conn, "session.created")
         await conn.session.update(session={"type": "realtime", "output_modalities": ["text"]})
         await until(conn, "session.updated")
-        await conn.conversation.item.create(
-            item={
-                "type": "message",
-                "role": "user",
-                "content": [{"type": "input_text", "text": "hi"}],
-            }
-        )
+        await conn.conversation.item.create(item=user_text("hi"))
         await conn.response.create()
         events = await until(conn, "response.done")
         text = "".join(e.delta for e in of(events, "response.output_text.delta"))

@@ -16,6 +16,7 @@ from pipecat.frames.frames import (
     Frame,
     InputAudioRawFrame,
     LLMContextFrame,
+    LLMRunFrame,
     StartFrame,
 )
 from pipecat.observers.base_observer import BaseObserver, FramePushed
@@ -120,8 +121,17 @@ class Rig:
     async def context(self, context: LLMContext | None = None) -> None:
         """The first context (none: without messages), processed: from now on the services
         send the user's audio, as a pipeline's does once its aggregator sent the context."""
+        await self.processed(LLMContextFrame(context or LLMContext()))
+
+    async def run_bot(self) -> None:
+        """An ``LLMRunFrame``, processed: as a bot starts, its aggregator sends the context to
+        the service (the pipeline's own context aggregators, unlike ``context``)."""
+        await self.processed(LLMRunFrame())
+
+    async def processed(self, *frames: Frame) -> None:
+        """Queue ``frames`` and wait until they have gone through the pipeline."""
         marker = Marker()
-        await self.queue(LLMContextFrame(context or LLMContext()), marker)
+        await self.queue(*frames, marker)
         await self.wait(lambda: any(f is marker for f in self.down.frames))
 
     async def wait(self, predicate: Callable[[], bool], timeout: float = WAIT) -> None:

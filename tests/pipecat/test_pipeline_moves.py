@@ -11,7 +11,6 @@ from pipecat.frames.frames import (
     ErrorFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
-    LLMRunFrame,
     TTSAudioRawFrame,
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -30,7 +29,7 @@ from realtime_resumption.testing.emulator import Emulator, answer_chunk_id, answ
 from ..ledger_checks import assert_nothing_said_lost
 from . import services
 from .devices import Microphone, Speaker
-from .rig import Marker, PushLog, Rig, emulator_config, until
+from .rig import PushLog, Rig, emulator_config, until
 
 SCALE = 0.2
 """Emulator time at 1/5: a 20 ms chunk streams every 4 ms."""
@@ -74,9 +73,7 @@ async def test_three_moves_lose_nothing_and_keep_every_answer_whole() -> None:
             [mic, pair.user(), service, speaker, pair.assistant()], observers=[log]
         ) as rig:
             # As a bot starts: the context reaches the service, and the user's audio flows.
-            marker = Marker()
-            await rig.queue(LLMRunFrame(), marker)
-            await rig.wait(lambda: any(f is marker for f in rig.down.frames))
+            await rig.run_bot()
             mic.open()
             # 1: goAway in the middle of the first answer (6 s of notice).
             emu.faults.go_away_at(turn=0, chunk=5, time_left=30.0)

@@ -21,6 +21,7 @@ from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
 from ..ledger_checks import assert_nothing_said_lost
+from ..transport.transport_helpers import connected_and_answered
 from .rotation_helpers import (
     TIME_SCALE,
     Recorder,
@@ -40,9 +41,7 @@ async def moved_once(emu: Emulator, **options: object) -> tuple[GeminiLiveTransp
     """A transport that answered once, then moved at a goAway (from the handle after the
     answer, at once): the new connection has issued no handle yet."""
     transport = make_transport(emu, **options)
-    rec = Recorder(transport)
-    await transport.connect()
-    await answered_with_handle(transport, rec)
+    rec = await connected_and_answered(transport)
     emu.faults.go_away(NOTICE)
     await rec.wait_for("on_move")
     return transport, rec

@@ -19,6 +19,7 @@ from realtime_resumption.transport import (
     SetupRefusedError,
 )
 
+from ..transport.transport_helpers import connected_and_answered
 from .rotation_helpers import (
     FAST,
     MODEL,
@@ -38,9 +39,7 @@ ASK = [ContentTurn("user", "lookup the weather")]
 async def test_new_tools_move_the_session_at_once_when_idle() -> None:
     async with Emulator(emulator_config("gemini")) as emu:
         transport = make_transport(emu)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        rec = await connected_and_answered(transport)
         await transport.update_session(SessionUpdate(tools=TOOLS))
         assert transport.pending_setup_change
         await rec.wait_for("on_move")
@@ -190,9 +189,7 @@ def _moved(session: SessionRecord) -> tuple[ConnectionRecord, ConnectionRecord]:
 async def test_reconnect_moves_now_and_returns_the_outcome() -> None:
     async with Emulator(emulator_config("gemini")) as emu:
         transport = make_transport(emu)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        rec = await connected_and_answered(transport)
         await transport.reconnect(ReconnectState(resumption_handle="not-issued-by-this-session"))
         assert [(m.reason, m.outcome) for m in rec.moves] == [
             (MoveReason.REQUESTED, MoveOutcome.RESUMED)

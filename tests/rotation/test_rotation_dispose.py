@@ -13,7 +13,8 @@ from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator import Emulator
 
-from .rotation_helpers import Recorder, answered_with_handle, emulator_config, make_transport
+from ..transport.transport_helpers import connected_and_answered
+from .rotation_helpers import Recorder, emulator_config, make_transport
 
 SLOW_RETRIES = ResumptionOptions(deadline_margin=1.0, retry_delays=(0.0, 30.0), attempt_timeout=2)
 
@@ -57,9 +58,7 @@ async def test_nothing_outlives_a_disconnect_or_an_abort_during_a_move(
     baseline = asyncio.all_tasks()
     async with Emulator(emulator_config("gemini")) as emu:
         transport = make_transport(emu, resumption=SLOW_RETRIES, setup_timeout=5)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        rec = await connected_and_answered(transport)
         await phase(emu, transport, rec)
         assert transport.moving
         started = asyncio.get_running_loop().time()
@@ -86,9 +85,7 @@ async def test_nothing_outlives_a_disconnect_while_a_new_connection_settles() ->
     async with Emulator(emulator_config("gemini")) as emu:
         emu.faults.dead_after_resume(first_update=False)
         transport = make_transport(emu)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        rec = await connected_and_answered(transport)
         await emu.faults.go_away()
         # The replacement is set up but says nothing: the move waits for it to settle.
         await rec.wait(lambda r: len(r.lifecycle("setup-ok")) == 2)

@@ -12,6 +12,7 @@ from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
+from ..transport.transport_helpers import connected_and_answered
 from .rotation_helpers import (
     HELLO,
     Recorder,
@@ -27,9 +28,7 @@ from .rotation_helpers import (
 async def test_a_drop_at_idle_resumes_and_delivers_what_was_sent_in_the_gap(profile: str) -> None:
     async with Emulator(emulator_config(profile)) as emu:
         transport = make_transport(emu)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        rec = await connected_and_answered(transport)
         streaming = asyncio.create_task(stream_silence(transport, 1, 150, speech=True))
         await asyncio.sleep(0.05)
         assert emu.faults.drop() == 1
@@ -85,9 +84,7 @@ async def test_a_drop_mid_answer_ends_it_and_the_question_is_answered_again() ->
 async def test_a_refused_attempt_is_retried_and_the_move_reports_both() -> None:
     async with Emulator(emulator_config("gemini")) as emu:
         transport = make_transport(emu)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        rec = await connected_and_answered(transport)
         emu.faults.refuse_next(1, how="http503")
         emu.faults.drop()
         await rec.wait_for("on_move")
@@ -105,9 +102,7 @@ async def test_a_refused_attempt_is_retried_and_the_move_reports_both() -> None:
 async def test_a_drop_during_a_planned_move_turns_it_into_a_gap_and_loses_nothing() -> None:
     async with Emulator(emulator_config("gemini")) as emu:
         transport = make_transport(emu, setup_timeout=1.0)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        rec = await connected_and_answered(transport)
         emu.faults.hang_next(1)  # the replacement hangs past setup_timeout
         streaming = asyncio.create_task(stream_silence(transport, 1, 200))
         await asyncio.sleep(0.02)
@@ -139,9 +134,7 @@ async def test_a_long_gap_drops_the_oldest_audio_within_its_bound_never_text() -
     async with Emulator(emulator_config("gemini")) as emu:
         limits = OutboxLimits(max_audio_seconds=0.2)  # ten 20 ms chunks
         transport = make_transport(emu, input_buffer=limits, setup_timeout=1.0)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        rec = await connected_and_answered(transport)
         emu.faults.hang_next(1)
         emu.faults.drop()
         await rec.wait_for("on_move_started")

@@ -14,6 +14,7 @@ from realtime_resumption.testing.emulator import Emulator, answer_chunk_id, user
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
 from ..ledger_checks import assert_nothing_said_lost
+from ..transport.transport_helpers import connected_and_answered
 from .rotation_helpers import (
     HELLO,
     Recorder,
@@ -209,9 +210,7 @@ async def test_a_silent_connection_moves_at_the_deadline_and_ends_the_cut_answer
 async def test_two_rotations_back_to_back_both_resume_after_the_turn() -> None:
     async with Emulator(emulator_config("gemini")) as emu:
         transport = make_transport(emu)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        rec = await connected_and_answered(transport)
         await emu.faults.go_away(20.0)
         await rec.wait_for("on_move")
         # The new connection's first handle follows its first answer.
@@ -242,9 +241,7 @@ async def test_two_rotations_back_to_back_both_resume_after_the_turn() -> None:
 async def test_a_resume_refused_while_the_old_connection_is_open_falls_back_for_good() -> None:
     async with Emulator(emulator_config("gemini")) as emu:
         transport = make_transport(emu)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        rec = await connected_and_answered(transport)
         for start in (1, 101):
             # The microphone streams through each move; the second one resumes from the
             # handle that follows an answer on the new connection, before the stream.

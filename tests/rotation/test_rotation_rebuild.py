@@ -13,7 +13,8 @@ from realtime_resumption.transport import (
     SessionLostError,
 )
 
-from .rotation_helpers import HELLO, Recorder, answered_with_handle, emulator_config, make_transport
+from ..transport.transport_helpers import connected_and_answered
+from .rotation_helpers import HELLO, Recorder, emulator_config, make_transport
 
 
 async def _converse(transport: object, rec: Recorder) -> None:
@@ -104,9 +105,7 @@ async def test_spent_attempts_lose_the_session_once(budget: int | None) -> None:
     async with Emulator(emulator_config("gemini")) as emu:
         options = {"retry_budget": budget} if budget else {}
         transport = make_transport(emu, **options)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        rec = await connected_and_answered(transport)
         emu.faults.refuse_next(10, how="http503")
         emu.faults.drop()
         await rec.wait_for("on_close")

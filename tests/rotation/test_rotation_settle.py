@@ -15,11 +15,11 @@ from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator import Emulator
 
 from ..ledger_checks import assert_nothing_said_lost
+from ..transport.transport_helpers import connected_and_answered
 from .rotation_helpers import (
     CHUNK,
     TIME_SCALE,
     Recorder,
-    answered_with_handle,
     assert_closed_first,
     emulator_config,
     established,
@@ -41,9 +41,7 @@ async def _connected(emu: Emulator, **options: Any) -> tuple[GeminiLiveTransport
     written before it arrived could be in the uncertain window of the arrival rule, where
     silence is not replayed."""
     transport = make_transport(emu, **options)
-    rec = Recorder(transport)
-    await transport.connect()
-    await answered_with_handle(transport, rec)
+    rec = await connected_and_answered(transport)
     return transport, rec
 
 

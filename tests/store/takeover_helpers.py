@@ -14,7 +14,12 @@ from realtime_resumption.gemini.stored_session import RecordCodec
 from realtime_resumption.store import SessionStore
 from realtime_resumption.testing.emulator import Emulator, user_audio
 
-from ..transport.transport_helpers import GRACE, MODEL
+from ..transport.transport_helpers import (
+    GRACE,
+    MODEL,
+    Recorder,
+    connected_and_answered,
+)
 
 KEY = "call-7"
 CHUNK = 0.02
@@ -58,6 +63,30 @@ async def stream_speech(
         word = spoken.pop(0) if spoken else None
         transport.send_audio(user_audio(seq, speech=speech, word=word))
         await asyncio.sleep(CHUNK)
+
+
+async def answered_call(
+    emu: Emulator, store: SessionStore, options: StoreOptions = OPTIONS
+) -> tuple[GeminiLiveTransport, Recorder]:
+    """A worker's call on ``store``: connected, past its first answer and the session's first
+    handle. Returns the transport and what it reported."""
+    transport = make_transport(emu, store, options)
+    rec = await connected_and_answered(transport)
+    return transport, rec
+
+
+async def take_over_and_talk(
+    emu: Emulator, store: SessionStore, first: int, options: StoreOptions = OPTIONS
+) -> Recorder:
+    """The next worker takes the call over: it connects, the user says ten chunks numbered from
+    ``first``, and it hangs up. Returns what its transport reported."""
+    b = make_transport(emu, store, options)
+    rec_b = Recorder(b)
+    await b.connect()
+    await stream_speech(b, first, 10)
+    await asyncio.sleep(0.1)
+    await b.disconnect()
+    return rec_b
 
 
 async def crash(transport: GeminiLiveTransport, *, hung: bool = False) -> None:

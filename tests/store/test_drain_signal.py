@@ -20,7 +20,7 @@ from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.testing.redis_server import RedisServer
 
 from ..transport.transport_helpers import Recorder, answered_with_handle, emulator_config
-from .takeover_helpers import make_transport, start_worker, stream_speech
+from .takeover_helpers import make_transport, start_worker, stream_speech, take_over_and_talk
 
 
 async def run_worker_until_terminated(emu: Emulator, redis_server: RedisServer) -> list[int]:
@@ -54,12 +54,8 @@ async def test_a_worker_sent_sigterm_hands_its_call_over_with_no_speech_lost(
     async with Emulator(emulator_config("gemini")) as emu:
         sent = await run_worker_until_terminated(emu, redis_server)
         # At once: the lease was given up (no wait for it to expire).
-        b = make_transport(emu, redis_store, StoreOptions(write_interval=0.25, lease_wait=0.0))
-        rec_b = Recorder(b)
-        await b.connect()
-        await stream_speech(b, 2000, 10)
-        await asyncio.sleep(0.1)
-        await b.disconnect()
+        options = StoreOptions(write_interval=0.25, lease_wait=0.0)
+        rec_b = await take_over_and_talk(emu, redis_store, 2000, options)
 
     (move,) = rec_b.moves
     assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)

@@ -15,8 +15,8 @@ from realtime_resumption.testing.redis_server import RedisServer
 from realtime_resumption.transport import ContentTurn
 
 from ..livekit.lk_helpers import until
-from ..transport.transport_helpers import Recorder, answered_with_handle, emulator_config
-from .takeover_helpers import current, make_transport, stream_speech
+from ..transport.transport_helpers import emulator_config
+from .takeover_helpers import answered_call, current, stream_speech
 
 OUTAGE = 10.0
 """Seconds Redis stays down: the target. A Redis outage is wall-clock (a real server process
@@ -29,10 +29,8 @@ async def test_a_ten_second_redis_outage_leaves_the_call_unaffected(
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
     async with Emulator(emulator_config("gemini")) as emu:
-        a = make_transport(emu, redis_store, StoreOptions())  # the defaults a deployment has
-        rec = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec)  # a first answer, and the session's first handle
+        # The defaults a deployment has; a first answer, and the session's first handle.
+        a, rec = await answered_call(emu, redis_store, StoreOptions())
         await stream_speech(a, 1, 10)
         await until(lambda: a.store_stats is not None and a.store_stats.writes > 0)
 

@@ -28,11 +28,13 @@ from .conftest import Clock
 from .takeover_helpers import (
     KEY,
     OPTIONS,
+    answered_call,
     crash,
     current,
     make_transport,
     start_worker,
     stream_speech,
+    take_over_and_talk,
 )
 
 CURRENT_WITHIN = 1.0
@@ -54,10 +56,7 @@ async def test_redis_back_empty_after_a_short_gap_holds_the_record_and_the_lease
     redis_server: RedisServer, redis_store: RedisStore, gap: float
 ) -> None:
     async with Emulator(emulator_config("gemini")) as emu:
-        a = make_transport(emu, redis_store, StoreOptions())  # the defaults a deployment has
-        rec = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec)
+        a, rec = await answered_call(emu, redis_store, StoreOptions())  # a deployment's defaults
         await stream_speech(a, 1, 10)
         await until(lambda: a.store_stats is not None and a.store_stats.writes > 0)
 
@@ -160,19 +159,11 @@ async def test_a_hand_over_asked_twice_at_once_hands_the_call_over_once(
     redis_store: RedisStore,
 ) -> None:
     async with Emulator(emulator_config("gemini")) as emu:
-        a = make_transport(emu, redis_store)
-        rec_a = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec_a)
+        a, rec_a = await answered_call(emu, redis_store)
         await stream_speech(a, 1, 40)
         await asyncio.gather(a.hand_over(), a.hand_over())  # a drain and a deploy, say
         assert rec_a.of("on_close") == [(1000, "closed by the client")]
-        b = make_transport(emu, redis_store)
-        rec_b = Recorder(b)
-        await b.connect()
-        await stream_speech(b, 1000, 10)
-        await asyncio.sleep(0.1)
-        await b.disconnect()
+        rec_b = await take_over_and_talk(emu, redis_store, 1000)
 
     (move,) = rec_b.moves
     assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
@@ -187,10 +178,7 @@ async def test_a_crash_is_taken_over_with_the_default_store_options(
     redis_store: RedisStore,
 ) -> None:
     async with Emulator(emulator_config("gemini")) as emu:
-        a = make_transport(emu, redis_store, StoreOptions())
-        rec_a = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec_a)
+        a, _ = await answered_call(emu, redis_store, StoreOptions())
         await stream_speech(a, 1, 20)
         await crash(a)  # its lease lives on for its time to live
         b = make_transport(emu, redis_store, StoreOptions())  # a re-dispatch, as the README has it

@@ -46,10 +46,12 @@ from .takeover_helpers import (
     CHUNK,
     KEY,
     OPTIONS,
+    answered_call,
     crash,
     make_transport,
     start_worker,
     stream_speech,
+    take_over_and_talk,
 )
 
 
@@ -58,10 +60,7 @@ async def test_a_call_taken_over_after_a_crash_resumes_its_session_and_keeps_the
     redis_store: RedisStore, profile: str
 ) -> None:
     async with Emulator(emulator_config(profile)) as emu:
-        a = make_transport(emu, redis_store)
-        rec_a = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec_a)
+        a, _ = await answered_call(emu, redis_store)
         await stream_speech(a, 1, 60)
         stored = await redis_store.load(KEY)
         assert stored is not None and len(stored) > 2  # the record, and the speech appended
@@ -147,12 +146,7 @@ async def test_a_call_survives_its_worker_killed_with_sigkill(
 ) -> None:
     async with Emulator(emulator_config("gemini")) as emu:
         sent = await run_worker_until_killed("transport", emu, redis_server, 60)
-        b = make_transport(emu, redis_store)
-        rec_b = Recorder(b)
-        await b.connect()
-        await stream_speech(b, 1000, 10)
-        await asyncio.sleep(0.1)
-        await b.disconnect()
+        rec_b = await take_over_and_talk(emu, redis_store, 1000)
 
     (move,) = rec_b.moves
     assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
@@ -271,10 +265,7 @@ async def test_the_call_goes_on_while_redis_is_down_and_is_saved_again_when_it_r
     redis_server: RedisServer, redis_store: RedisStore
 ) -> None:
     async with Emulator(emulator_config("gemini")) as emu:
-        a = make_transport(emu, redis_store)
-        rec = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec)
+        a, rec = await answered_call(emu, redis_store)
         await redis_server.stop()
         await stream_speech(a, 1, 50)  # one second of the user talking, Redis down
         await answered_with_handle(a, rec, "still there?")  # a new handle the store lacks
@@ -634,10 +625,7 @@ async def test_a_call_handed_over_mid_speech_loses_nothing_it_accepted(
     redis_store: RedisStore,
 ) -> None:
     async with Emulator(emulator_config("gemini")) as emu:
-        a = make_transport(emu, redis_store)
-        rec_a = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec_a)
+        a, rec_a = await answered_call(emu, redis_store)
         accepted: list[int] = []
 
         async def talk() -> None:
@@ -655,12 +643,8 @@ async def test_a_call_handed_over_mid_speech_loses_nothing_it_accepted(
         async with asyncio.timeout(5):
             await talking
         assert rec_a.of("on_close") == [(1000, "closed by the client")]
-        b = make_transport(emu, redis_store)
-        rec_b = Recorder(b)
-        await b.connect()  # at once: the lease was given up
-        await stream_speech(b, 1000, 10)
-        await asyncio.sleep(0.1)
-        await b.disconnect()
+        # At once: the lease was given up.
+        rec_b = await take_over_and_talk(emu, redis_store, 1000)
 
     (move,) = rec_b.moves
     assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)

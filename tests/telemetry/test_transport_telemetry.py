@@ -32,6 +32,7 @@ from ..rotation.rotation_helpers import (
 )
 from ..transport.transport_helpers import (
     answered_with_handle,
+    connected_and_answered,
     emulator_config,
     kind_emulator_config,
 )
@@ -211,9 +212,7 @@ async def test_a_drop_is_a_break_before_make_move_with_its_gap_and_held_input(
     emu: Emulator, otel: Otel
 ) -> None:
     transport = make_transport(emu, telemetry=otel.telemetry)
-    rec = Recorder(transport)
-    await transport.connect()
-    await answered_with_handle(transport, rec)
+    rec = await connected_and_answered(transport)
     streaming = asyncio.create_task(stream_silence(transport, 1, 150, speech=True))
     await asyncio.sleep(0.05)
     assert emu.faults.drop() == 1
@@ -253,9 +252,7 @@ async def test_a_drop_is_a_break_before_make_move_with_its_gap_and_held_input(
 
 async def test_a_rebuild_shows_the_refused_attempt_as_an_event(emu: Emulator, otel: Otel) -> None:
     transport = make_transport(emu, telemetry=otel.telemetry)
-    rec = Recorder(transport)
-    await transport.connect()
-    await answered_with_handle(transport, rec)
+    rec = await connected_and_answered(transport)
     emu.faults.expire_handles()
     emu.faults.drop()
     await rec.wait_for("on_move")
@@ -333,9 +330,7 @@ async def test_a_lost_session_is_an_error_span_and_counted_lost(otel: Otel) -> N
 async def test_a_move_under_way_counts_as_a_session_moving(emu: Emulator, otel: Otel) -> None:
     emu.faults.slow_setups(1, 0.5, resumed_only=True)
     transport = make_transport(emu, telemetry=otel.telemetry)
-    rec = Recorder(transport)
-    await transport.connect()
-    await answered_with_handle(transport, rec)
+    rec = await connected_and_answered(transport)
     emu.faults.drop()
     await rec.wait_for("on_move_started")
     assert list(otel.counted("realtime.sessions.moving").values()) == [1]
@@ -381,9 +376,7 @@ async def test_without_an_sdk_no_span_is_made_and_the_move_works(emu: Emulator) 
 
     telemetry = Telemetry(tracer=Watching(), meter_provider=NoOpMeterProvider())
     transport = make_transport(emu, telemetry=telemetry)
-    rec = Recorder(transport)
-    await transport.connect()
-    await answered_with_handle(transport, rec)
+    rec = await connected_and_answered(transport)
     emu.faults.go_away(20.0)
     await rec.wait_for("on_move")
     await transport.disconnect()
@@ -443,9 +436,7 @@ async def test_a_broken_tracer_changes_nothing_for_the_session(emu: Emulator) ->
             raise RuntimeError("exporter down")
 
     transport = make_transport(emu, telemetry=Telemetry(tracer=Broken()))
-    rec = Recorder(transport)
-    await transport.connect()
-    await answered_with_handle(transport, rec)
+    rec = await connected_and_answered(transport)
     emu.faults.go_away(20.0)
     await rec.wait_for("on_move")
     await transport.disconnect()

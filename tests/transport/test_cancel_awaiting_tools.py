@@ -7,6 +7,7 @@ answer then spans two provider turns) is sent as a raw frame."""
 
 from __future__ import annotations
 
+from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.testing.emulator import Emulator, answer_chunk_id
 from realtime_resumption.transport import ContentTurn, GenerationEndReason, ToolCall, ToolResult
 
@@ -15,15 +16,22 @@ from .transport_helpers import Recorder, emulator_config, make_transport
 TURN_COMPLETE = '{"serverContent": {"turnComplete": true}}'
 
 
+async def _awaiting_its_tool_result(emu: Emulator) -> tuple[GeminiLiveTransport, Recorder]:
+    """A transport whose answer called ``lookup`` and, its provider turn complete, now waits
+    for the result."""
+    transport = make_transport(emu, tools=[{"name": "lookup"}])
+    rec = Recorder(transport)
+    await transport.connect()
+    transport.send_content([ContentTurn("user", "please lookup flights")])
+    await rec.wait_for("on_tool_call")
+    await emu.faults.send_raw(TURN_COMPLETE)
+    await rec.wait_for("on_turn_complete")
+    return transport, rec
+
+
 async def test_the_answer_to_a_result_sent_after_cancel_is_suppressed(profile: str) -> None:
     async with Emulator(emulator_config(profile)) as emu:
-        transport = make_transport(emu, tools=[{"name": "lookup"}])
-        rec = Recorder(transport)
-        await transport.connect()
-        transport.send_content([ContentTurn("user", "please lookup flights")])
-        await rec.wait_for("on_tool_call")
-        await emu.faults.send_raw(TURN_COMPLETE)
-        await rec.wait_for("on_turn_complete")  # the answer now waits for the result
+        transport, rec = await _awaiting_its_tool_result(emu)
         ((calls,),) = rec.of("on_tool_call")
         (call,) = calls
         assert isinstance(call, ToolCall)
@@ -59,13 +67,7 @@ async def test_a_user_turn_after_cancel_is_answered_and_played(profile: str) -> 
     """The suppression waits only for the cancelled answer's continuation: a user who speaks
     (here, a text turn) before any result is sent gets an answer, delivered as usual."""
     async with Emulator(emulator_config(profile)) as emu:
-        transport = make_transport(emu, tools=[{"name": "lookup"}])
-        rec = Recorder(transport)
-        await transport.connect()
-        transport.send_content([ContentTurn("user", "please lookup flights")])
-        await rec.wait_for("on_tool_call")
-        await emu.faults.send_raw(TURN_COMPLETE)
-        await rec.wait_for("on_turn_complete")
+        transport, rec = await _awaiting_its_tool_result(emu)
         await transport.cancel_response()
         await rec.wait_for("on_generation_end")
         heard = rec.count("on_audio_output")

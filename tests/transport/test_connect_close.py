@@ -23,7 +23,7 @@ from realtime_resumption.transport import (
 from .transport_helpers import (
     MODEL,
     Recorder,
-    answered_with_handle,
+    connected_and_answered,
     emulator_config,
     kind_emulator_config,
     make_transport,
@@ -223,9 +223,7 @@ async def test_resumption_updates_keep_the_latest_resumable_handle(emu: Emulator
 
 async def test_clear_resumption_makes_the_next_dial_fresh(emu: Emulator) -> None:
     transport = make_transport(emu)
-    rec = Recorder(transport)
-    await transport.connect()
-    await answered_with_handle(transport, rec)
+    await connected_and_answered(transport)
     await transport.disconnect()
     assert transport.resumption_handle is not None
     transport.clear_resumption()
@@ -238,9 +236,7 @@ async def test_clear_resumption_makes_the_next_dial_fresh(emu: Emulator) -> None
 async def _reconnect_after_an_answer(emu: Emulator) -> Recorder:
     """An answered turn, ``reconnect()``, another answered turn."""
     transport = make_transport(emu)
-    rec = Recorder(transport)
-    await transport.connect()
-    await answered_with_handle(transport, rec)
+    rec = await connected_and_answered(transport)
     await transport.reconnect()
     assert transport.is_connected
     assert transport.current_transport_generation == 2

@@ -33,6 +33,7 @@ from .transport_helpers import (
     Recorder,
     ScriptedServer,
     answered_with_handle,
+    connected_and_answered,
     emulator_config,
     make_transport,
 )
@@ -123,9 +124,7 @@ _REFUSED = 17 * 2**20
 async def test_a_message_the_service_refuses_as_too_big_is_dropped_not_replayed() -> None:
     async with Emulator(emulator_config()) as emu:
         transport = make_transport(emu)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        rec = await connected_and_answered(transport)
         transport.send_content([ContentTurn("user", "x" * _REFUSED)], turn_complete=False)
         await rec.wait_for("on_error")
         await rec.wait(lambda r: len(r.moves) == 1)
@@ -151,9 +150,7 @@ async def test_a_tool_result_refused_as_too_big_ends_its_answer_and_the_call_goe
 ) -> None:
     async with Emulator(emulator_config(profile)) as emu:
         transport = make_transport(emu, tools=[{"name": "lookup"}])
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        rec = await connected_and_answered(transport)
         transport.send_content([ContentTurn("user", "please lookup flights")])
         await rec.wait_for("on_tool_call")
         call = _call(rec)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from google import genai
@@ -23,7 +23,7 @@ from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_
 from realtime_resumption.transport import ContentTurn
 
 from .late_pongs import count_pings
-from .transport_helpers import MODEL, Recorder
+from .transport_helpers import MODEL, Recorder, quiet_hooks
 
 TIME_SCALE = 0.02
 STOCK_PING_INTERVAL = 20.0
@@ -85,18 +85,26 @@ async def test_a_call_of_minutes_with_late_pongs_keeps_its_one_connection(
 
 
 def _hooks(closes: list[tuple[float, int | None, str | None]]) -> ConnectionHooks:
-    def on_lost(_: LiveConnection, messages: Sequence[ClientMessage], error: Exception) -> None:
-        pass
-
     def on_closed(_: LiveConnection, code: int | None, reason: str | None) -> None:
         closes.append((asyncio.get_running_loop().time(), code, reason))
 
-    return ConnectionHooks(
-        message=lambda conn, message: None,
-        receive_error=lambda conn, error: None,
-        written=lambda conn, message: None,
-        write_failed=on_lost,
-        closed=on_closed,
+    return quiet_hooks(closed=on_closed)
+
+
+def _connection(
+    client: genai.Client, closes: list[tuple[float, int | None, str | None]], **options: Any
+) -> LiveConnection:
+    """A connection through ``client`` (the SDK's keepalive), its closes noted in ``closes``
+    with the loop's time."""
+    return LiveConnection(
+        client=client,
+        model=MODEL,
+        config=types.LiveConnectConfig(),
+        dial_gen=1,
+        handle_supplied=False,
+        hooks=_hooks(closes),
+        owns_client=True,
+        **options,
     )
 
 
@@ -110,15 +118,8 @@ async def test_the_shipped_pong_timeout_outlasts_the_latest_pongs_measured(
     closes: list[tuple[float, int | None, str | None]] = []
     config = EmulatorConfig(time_scale=TIME_SCALE, pong_latency=LATEST_PONG)
     async with Emulator(config) as emu:
-        conn = LiveConnection(
-            client=_stock_keepalive_client(emu),
-            model=MODEL,
-            config=types.LiveConnectConfig(),
-            dial_gen=1,
-            handle_supplied=False,
-            hooks=_hooks(closes),
-            owns_client=True,
-            pong_timeout=connection.PONG_TIMEOUT * TIME_SCALE,
+        conn = _connection(
+            _stock_keepalive_client(emu), closes, pong_timeout=connection.PONG_TIMEOUT * TIME_SCALE
         )
         await conn.open(5)
         conn.start()
@@ -154,16 +155,7 @@ async def test_a_peer_that_answers_no_ping_is_dropped_within_the_bound(
     closes: list[tuple[float, int | None, str | None]] = []
     # A pong a day late: within the test, none comes.
     async with Emulator(EmulatorConfig(time_scale=scale, pong_latency=86_400.0)) as emu:
-        conn = LiveConnection(
-            client=_stock_keepalive_client(emu, scale),
-            model=MODEL,
-            config=types.LiveConnectConfig(),
-            dial_gen=1,
-            handle_supplied=False,
-            hooks=_hooks(closes),
-            owns_client=True,
-            pong_timeout=pong_timeout,
-        )
+        conn = _connection(_stock_keepalive_client(emu, scale), closes, pong_timeout=pong_timeout)
         await conn.open(5)
         opened = asyncio.get_running_loop().time()
         conn.start()
@@ -191,15 +183,7 @@ async def test_a_peer_that_answers_no_ping_is_dropped_within_the_bound(
 async def test_the_sdks_connection_gets_the_keepalive() -> None:
     async with Emulator(EmulatorConfig(time_scale=TIME_SCALE)) as emu:
         closes: list[tuple[float, int | None, str | None]] = []
-        conn = LiveConnection(
-            client=_stock_keepalive_client(emu, scale=1.0),
-            model=MODEL,
-            config=types.LiveConnectConfig(),
-            dial_gen=1,
-            handle_supplied=False,
-            hooks=_hooks(closes),
-            owns_client=True,
-        )
+        conn = _connection(_stock_keepalive_client(emu, scale=1.0), closes)
         await conn.open(5)
         try:
             # The SDK keeps its WebSocket private; this is what websockets' keepalive reads.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from google.genai import live, types
 
+from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.transport import ContentTurn, ReplayItem, SessionUpdate
 
@@ -14,6 +15,7 @@ from .transport_helpers import (
     MODEL_38,
     Recorder,
     answered_with_handle,
+    connected_and_answered,
     established,
     live38_config,
     make_transport,
@@ -28,14 +30,26 @@ def _only(emu: Emulator):  # type: ignore[no-untyped-def]
     return session
 
 
+async def _answered_once_told_updates_go_in_session(
+    emu: Emulator,
+) -> tuple[GeminiLiveTransport, Recorder]:
+    """A 3.8 transport told its model takes setup changes in the session (``be kind`` at
+    first), connected, after its first answer."""
+    transport = make_transport(
+        emu, model=MODEL_38, system_instruction="be kind", in_session_updates=True
+    )
+    rec = Recorder(transport)
+    await transport.connect()
+    await answered_with_handle(transport, rec)
+    return transport, rec
+
+
 @sends_context_updates
 async def test_an_instructions_update_the_model_takes_opens_no_connection() -> None:
     # Vertex AI: gemini-3.8-live takes the change in the session, by its documented traits.
     async with Emulator(live38_config("vertex", answer_chunks=4)) as emu:
         transport = make_transport(emu, model=MODEL_38, system_instruction="be kind")
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        rec = await connected_and_answered(transport)
         await transport.update_session(SessionUpdate(instructions="be terse", tools=[TOOL]))
         assert not transport.pending_setup_change
         for seq in range(1, 11):
@@ -64,12 +78,7 @@ async def test_an_instructions_update_the_model_takes_opens_no_connection() -> N
 @sends_context_updates
 async def test_a_later_connection_is_set_up_with_the_update_and_is_not_sent_it_again() -> None:
     async with Emulator(live38_config(answer_chunks=4, in_session_updates=True)) as emu:
-        transport = make_transport(
-            emu, model=MODEL_38, system_instruction="be kind", in_session_updates=True
-        )
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        transport, rec = await _answered_once_told_updates_go_in_session(emu)
         await transport.update_session(SessionUpdate(instructions="be terse"))
         await answered_with_handle(transport, rec, "and now")
         emu.faults.go_away(20.0)
@@ -92,12 +101,7 @@ async def test_without_send_context_update_in_the_sdk_the_update_moves_the_sessi
     # google-genai 2.30 has no send_context_update: without it here, as there.
     monkeypatch.delattr(live.AsyncSession, "send_context_update", raising=False)
     async with Emulator(live38_config(answer_chunks=4, in_session_updates=True)) as emu:
-        transport = make_transport(
-            emu, model=MODEL_38, system_instruction="be kind", in_session_updates=True
-        )
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        transport, rec = await _answered_once_told_updates_go_in_session(emu)
         await transport.update_session(SessionUpdate(instructions="be terse"))
         assert transport.pending_setup_change
         await answered_with_handle(transport, rec, "and now")
@@ -117,12 +121,7 @@ async def test_a_model_that_refuses_the_update_gets_it_through_a_move() -> None:
     # The transport is told the model takes it; the service refuses (1007), as a model or
     # endpoint that does not would.
     async with Emulator(live38_config(answer_chunks=4, in_session_updates=False)) as emu:
-        transport = make_transport(
-            emu, model=MODEL_38, system_instruction="be kind", in_session_updates=True
-        )
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        transport, rec = await _answered_once_told_updates_go_in_session(emu)
         await transport.update_session(SessionUpdate(instructions="be terse"))
         await rec.wait_for("on_move")
         await answered_with_handle(transport, rec, "and now")

@@ -13,11 +13,8 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
-from google import genai
-from google.genai import types
 
 from realtime_resumption.gemini import GeminiLiveTransport, connection, tcp
-from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
 from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
@@ -25,7 +22,13 @@ from realtime_resumption.testing.emulator.ledger import SessionSummary
 from realtime_resumption.transport import ContentTurn
 
 from ..ledger_checks import assert_nothing_said_lost
-from .transport_helpers import Recorder, emulator_config, handle_after_the_answer, make_transport
+from .transport_helpers import (
+    Recorder,
+    emulator_config,
+    handle_after_the_answer,
+    make_transport,
+    unopened_connection,
+)
 
 TIME_SCALE = 0.05
 LATE = 25.0
@@ -187,21 +190,7 @@ def test_a_connection_reads_the_kernel_estimate_once_per_refresh(
         def setsockopt(self, level: int, option: int, value: int, /) -> None:
             client.setsockopt(level, option, value)
 
-    conn = LiveConnection(
-        client=genai.Client(api_key="test-key"),
-        model="gemini-live-2.5-flash-preview",
-        config=types.LiveConnectConfig(),
-        dial_gen=1,
-        handle_supplied=False,
-        hooks=ConnectionHooks(
-            message=lambda *_: None,
-            receive_error=lambda *_: None,
-            written=lambda *_: None,
-            write_failed=lambda *_: None,
-            closed=lambda *_: None,
-        ),
-        owns_client=False,
-    )
+    conn = unopened_connection()
     conn._socket = Counted()
     expected = tcp.round_trip(client)
     assert expected is not None

@@ -9,11 +9,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from google import genai
 from google.genai import types
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from realtime_resumption.gemini import GeminiLiveTransport
+from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
 from realtime_resumption.gemini.messages import context_updates_supported
 from realtime_resumption.moves import MoveReport
 from realtime_resumption.testing.emulator import KIND_SERVICE, Emulator, EmulatorConfig
@@ -155,6 +157,15 @@ async def answered_with_handle(
     await rec.wait(handle_after_the_answer(start))
 
 
+async def connected_and_answered(transport: GeminiLiveTransport) -> Recorder:
+    """Connect ``transport`` and wait past its first answer and the session's first handle.
+    Returns its recorder (attached before the connect)."""
+    rec = Recorder(transport)
+    await transport.connect()
+    await answered_with_handle(transport, rec)
+    return rec
+
+
 def handle_after_the_answer(start: int) -> Callable[[Recorder], bool]:
     """Whether, among the events from ``start`` on, a turn completed and a resumable handle
     followed it (an update without a handle, as mid-answer ones are, does not count)."""
@@ -177,6 +188,57 @@ def established(session: SessionRecord) -> list[ConnectionRecord]:
     that first dials while the old connection is open is refused, and that dial is in the
     ledger too."""
     return [c for c in session.connections if c.established]
+
+
+def quiet_hooks(**given: Any) -> ConnectionHooks:
+    """A connection's hooks that do nothing, but for those ``given`` (by name)."""
+    hooks: dict[str, Any] = {
+        "message": lambda conn, message: None,
+        "receive_error": lambda conn, error: None,
+        "written": lambda conn, message: None,
+        "write_failed": lambda conn, messages, error: None,
+        "closed": lambda conn, code, reason: None,
+    }
+    return ConnectionHooks(**(hooks | given))
+
+
+def unopened_connection() -> LiveConnection:
+    """A ``LiveConnection`` never opened (no network), with quiet hooks."""
+    return LiveConnection(
+        client=genai.Client(api_key="test-key"),
+        model=MODEL,
+        config=types.LiveConnectConfig(),
+        dial_gen=1,
+        handle_supplied=False,
+        hooks=quiet_hooks(),
+        owns_client=False,
+    )
+
+
+async def started_connection(
+    emu: Emulator, hooks: ConnectionHooks, config: types.LiveConnectConfig | None = None
+) -> LiveConnection:
+    """A ``LiveConnection`` to ``emu`` (its own client), opened and receiving."""
+    conn = LiveConnection(
+        client=emu.client(),
+        model=MODEL,
+        config=config or types.LiveConnectConfig(),
+        dial_gen=1,
+        handle_supplied=False,
+        hooks=hooks,
+        owns_client=True,
+    )
+    await conn.open(5)
+    conn.start()
+    return conn
+
+
+async def measured_round_trip(conn: LiveConnection) -> float:
+    """The round trip ``conn`` reads from the kernel, once it has one (within 5 s)."""
+    async with asyncio.timeout(5):
+        while (measured := conn.round_trip) is None:  # noqa: ASYNC110 - no event for it
+            await asyncio.sleep(0.005)
+    return measured
 
 
 def make_transport(emu: Emulator, **options: Any) -> GeminiLiveTransport:

@@ -48,6 +48,17 @@ def emulator() -> Emulator:
     return Emulator(EmulatorConfig(time_scale=0.05))
 
 
+async def _dialled_paths(model: str) -> list[str]:
+    """The paths a transport for ``model``, on the SDK's options, dials to connect."""
+    async with emulator() as emu:
+        transport = GeminiLiveTransport(
+            api_key="emulator-key", http_options=emu.http_options(), model=model
+        )
+        await transport.connect()
+        await transport.disconnect()
+        return [attempt.path for attempt in emu.ledger.attempts]
+
+
 def test_only_aliases_need_a_version() -> None:
     assert live_api_version(ALIAS) == "v1beta"
     assert live_api_version(f"models/{ALIAS}") == "v1beta"
@@ -59,28 +70,14 @@ async def test_an_alias_is_dialled_on_v1beta_whatever_the_sdks_default(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("GOOGLE_GENAI_API_VERSION", raising=False)
-    async with emulator() as emu:
-        transport = GeminiLiveTransport(
-            api_key="emulator-key", http_options=emu.http_options(), model=ALIAS
-        )
-        await transport.connect()
-        await transport.disconnect()
-        paths = [attempt.path for attempt in emu.ledger.attempts]
-    assert paths == [gemini_path("v1beta")]
+    assert await _dialled_paths(ALIAS) == [gemini_path("v1beta")]
 
 
 async def test_any_other_model_is_dialled_on_the_sdks_default(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("GOOGLE_GENAI_API_VERSION", raising=False)
-    async with emulator() as emu:
-        transport = GeminiLiveTransport(
-            api_key="emulator-key", http_options=emu.http_options(), model=MODEL
-        )
-        await transport.connect()
-        await transport.disconnect()
-        paths = [attempt.path for attempt in emu.ledger.attempts]
-    assert paths == [gemini_path(SDK_DEFAULT)]
+    assert await _dialled_paths(MODEL) == [gemini_path(SDK_DEFAULT)]
 
 
 async def test_the_apps_own_version_is_kept_and_refused_as_the_service_refuses_it(

@@ -14,10 +14,11 @@ import pytest
 from google.genai import live, types
 
 from realtime_resumption.gemini import messages, preopen, server_events
-from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
 from realtime_resumption.gemini.messages import ClientMessage, Writer
 from realtime_resumption.gemini.server_events import Reader
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
+
+from ..transport.transport_helpers import measured_round_trip, quiet_hooks, started_connection
 
 MODEL = "gemini-live-2.5-flash-preview"
 VERSIONS = ", ".join(
@@ -85,31 +86,13 @@ async def test_the_connection_reaches_the_sessions_socket() -> None:
     """Through the session's ``_ws``: the endpoint key (the upgrade's ``Host``) and the
     kernel's round trip (the socket under the WebSocket's transport)."""
     closed = asyncio.Event()
-    hooks = ConnectionHooks(
-        message=lambda conn, message: None,
-        receive_error=lambda conn, error: None,
-        written=lambda conn, message: None,
-        write_failed=lambda conn, messages, error: None,
-        closed=lambda conn, code, reason: closed.set(),
-    )
+    hooks = quiet_hooks(closed=lambda conn, code, reason: closed.set())
     async with Emulator(EmulatorConfig(time_scale=0.05)) as emu:
-        conn = LiveConnection(
-            client=emu.client(),
-            model=MODEL,
-            config=_config(),
-            dial_gen=1,
-            handle_supplied=False,
-            hooks=hooks,
-            owns_client=True,
-        )
-        await conn.open(5)
-        conn.start()
+        conn = await started_connection(emu, hooks, _config())
         expected = f"gemini:127.0.0.1:{emu.port}"
         try:
             endpoint = conn.endpoint
-            async with asyncio.timeout(5):
-                while (measured := conn.round_trip) is None:  # noqa: ASYNC110 - no event for it
-                    await asyncio.sleep(0.005)
+            measured = await measured_round_trip(conn)
         finally:
             await conn.close()
     assert endpoint == expected, VERSIONS

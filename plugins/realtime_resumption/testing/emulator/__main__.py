@@ -7,15 +7,10 @@ python -m realtime_resumption.testing.emulator --model gemini-3.8-live --time-sc
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import signal
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from loguru import logger
-
+from . import command_line
 from .config import INSTRUCTION_CHANGES, PROFILES, REFUSAL_TIMINGS, EmulatorConfig
 from .faults import REFUSALS
 from .models import model_names
@@ -451,49 +446,37 @@ def _latency(text: str) -> float | tuple[float, float]:
         raise argparse.ArgumentTypeError(f"not seconds or LOW,HIGH: {text!r}") from None
 
 
-async def _every(emu: Emulator, seconds: float, fault: Callable[[], int], what: str) -> None:
-    while True:
-        await asyncio.sleep(emu.config.scaled(seconds))
-        count = fault()
-        if count:
-            logger.info("{} {} connection(s)", what, count)
-
-
 async def _serve(args: argparse.Namespace) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
+    stop = command_line.stop_signal()
     async with Emulator(_config(args)) as emu:
         _script_faults(emu, args)
         print(f"base URL: {emu.base_url}", flush=True)
         print(f"CA file:  {emu.ca_file}", flush=True)
         print("serving; Ctrl-C to stop", flush=True)
+        scaled = emu.config.scaled
         periodic = []
         if args.drop_every:
-            periodic.append(_every(emu, args.drop_every, emu.faults.drop, "dropped"))
+            periodic.append(
+                command_line.every(
+                    scaled(args.drop_every), emu.faults.drop, "dropped {} connection(s)"
+                )
+            )
         if args.storm_every:
 
             def storm() -> int:
                 return emu.faults.go_away().count
 
-            periodic.append(_every(emu, args.storm_every, storm, "goAway to"))
-        tasks = [asyncio.create_task(coro) for coro in periodic]
-        try:
-            await stop.wait()
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            periodic.append(
+                command_line.every(scaled(args.storm_every), storm, "goAway to {} connection(s)")
+            )
+        await command_line.serve_until(stop, periodic)
         print(emu.ledger.summary() or "no sessions", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``python -m realtime_resumption.testing.emulator``."""
     args = _parse(argv)
-    logger.remove()
-    logger.add(sys.stderr, level="DEBUG" if args.verbose else "INFO")
+    command_line.log_to_stderr(args.verbose)
     try:
         _config(args)
     except ValueError as exc:
@@ -505,8 +488,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit("error: --slow-setup-seconds and --flap-close-after must be >= 0")
     if not 1000 <= args.flap_code <= 4999:
         raise SystemExit("error: --flap-code must be a WebSocket close code (1000-4999)")
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(args))
+    command_line.run(_serve(args))
 
 
 if __name__ == "__main__":

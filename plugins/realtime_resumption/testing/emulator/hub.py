@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 from .config import EmulatorConfig
 from .faults import Faults
 from .ledger import Ledger
+from .listener import Droppable, LiveConnections
 from .sessions import SessionRegistry
 
 Api = Literal["gemini", "vertex"]
 """Which API path a client dialled."""
 
-C = TypeVar("C")
+C = TypeVar("C", bound=Droppable)
 """The connection type (``served_connection.Connection``)."""
 
 
@@ -32,20 +33,8 @@ class Hub(Generic[C]):
     setup_rng: random.Random
     """Draws setup latencies (apart from ``rng``, so latencies do not shift identifiers)."""
     started_at: float
-    live: set[C] = field(default_factory=set)
-    """The connections being served (``no_connections`` is set when none is left)."""
-    no_connections: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def add(self, conn: C) -> None:
-        """``conn`` started."""
-        self.live.add(conn)
-        self.no_connections.clear()
-
-    def discard(self, conn: C) -> None:
-        """``conn`` ended."""
-        self.live.discard(conn)
-        if not self.live:
-            self.no_connections.set()
+    live: LiveConnections[C]
+    """The connections being served."""
 
     def now(self) -> float:
         """Seconds on the loop's clock since the emulator started."""

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast
 
 from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
 from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 from websockets.server import ServerProtocol
@@ -352,7 +353,7 @@ def connection_class(
     return connection
 
 
-def when_crossed(ws: ServerConnection, then: Callable[[bool], None]) -> None:
+def _when_crossed(ws: ServerConnection, then: Callable[[bool], None]) -> None:
     """Call ``then(True)`` once everything written to ``ws`` so far crossed the network, or
     ``then(False)`` if some of it never will (the connection was dropped or ended first)."""
     transport = ws.transport
@@ -360,3 +361,26 @@ def when_crossed(ws: ServerConnection, then: Callable[[bool], None]) -> None:
         transport.crossed(then)
     else:
         then(True)
+
+
+async def send_crossing(
+    ws: ServerConnection, frame: str | bytes, noted: Callable[[bool], None] | None = None
+) -> asyncio.Future[bool]:
+    """Write ``frame`` to ``ws`` now; the future says whether it crossed the network (False at
+    once if the connection is closed). ``noted(delivered)`` is called when it is known that it
+    crossed or never will, even if the future was cancelled meanwhile."""
+    done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    try:
+        await ws.send(frame)
+    except ConnectionClosed:
+        done.set_result(False)
+        return done
+
+    def crossed(delivered: bool) -> None:
+        if noted is not None:
+            noted(delivered)
+        if not done.done():  # a task awaiting it may have been cancelled
+            done.set_result(delivered)
+
+    _when_crossed(ws, crossed)
+    return done

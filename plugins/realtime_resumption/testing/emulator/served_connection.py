@@ -13,7 +13,6 @@ from typing import Any
 
 from loguru import logger
 from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
 from ...redaction import redact
@@ -141,25 +140,15 @@ class Connection:
         entry = ServerMessageRecord(kind, self.hub.now(), False, turn, chunk, handle_index)
         if self.record is not None:
             self.record.server_messages.append(entry)
-        done: asyncio.Future[bool]
         if self._silenced or self._closing:
-            done = asyncio.get_running_loop().create_future()
-            done.set_result(False)
-            return done
-        done = asyncio.get_running_loop().create_future()
-        try:
-            await self._ws.send(frame)
-        except ConnectionClosed:
+            done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
             done.set_result(False)
             return done
 
-        def crossed(delivered: bool) -> None:
-            entry.delivered = delivered
-            if not done.done():  # a task awaiting it may have been cancelled
-                done.set_result(delivered)
+        def delivered(crossed: bool) -> None:
+            entry.delivered = crossed
 
-        network.when_crossed(self._ws, crossed)
-        return done
+        return await network.send_crossing(self._ws, frame, delivered)
 
     # --- faults ------------------------------------------------------------------------------
 
@@ -258,13 +247,7 @@ class Connection:
 
     async def run(self) -> None:
         """Serve the connection until it closes."""
-        self.hub.add(self)
-        try:
-            await self._run()
-        except ConnectionClosed:
-            pass
-        finally:
-            await self._finish()
+        await self.hub.live.serve(self, self._run, self._finish)
 
     async def _run(self) -> None:
         config = self.hub.config
@@ -517,7 +500,6 @@ class Connection:
             self._conversation.close()
         if self.session is not None:
             self.session.detach(self, self.hub.now())
-        self.hub.discard(self)
         record = self.record
         if record is None:
             return

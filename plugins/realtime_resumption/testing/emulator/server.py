@@ -5,10 +5,8 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-import ssl
 from collections.abc import Callable
 from functools import partial
-from types import TracebackType
 from urllib.parse import parse_qs
 
 from google import genai
@@ -22,7 +20,7 @@ from .config import EmulatorConfig
 from .faults import Faults
 from .hub import Api, Hub
 from .ledger import AttemptRecord, Ledger
-from .listener import Listener
+from .listener import ListeningEmulator
 from .served_connection import Connection
 from .sessions import SessionRegistry
 
@@ -68,7 +66,7 @@ def _authorised(request: Request) -> bool:
     return bool(query.get("key") or query.get("access_token"))
 
 
-class Emulator:
+class Emulator(ListeningEmulator[Connection]):
     """A local Gemini Live service for tests, demos and offline development.
 
     Use ``async with Emulator(config) as emu:`` (or ``start()``/``stop()``), then point the
@@ -77,14 +75,13 @@ class Emulator:
 
     def __init__(self, config: EmulatorConfig | None = None) -> None:
         self.config = config if config is not None else EmulatorConfig()
+        super().__init__(self.config.host, self.config.port)
         self.ledger = Ledger()
         """Everything that happened (see ``realtime_resumption.testing.emulator.ledger``)."""
         self._rng = random.Random(self.config.seed)
         self._sessions = SessionRegistry(self.ledger, self._rng)
-        self._live: set[Connection] = set()
         self.faults = Faults(self.config, lambda: list(self._live), self._sessions.expire_all)
         """Scripted faults (see ``realtime_resumption.testing.emulator.faults``)."""
-        self._listener = Listener(self.config.host, self.config.port)
         self._hub: Hub[Connection] | None = None
 
     async def start(self) -> None:
@@ -102,7 +99,6 @@ class Emulator:
             started_at=asyncio.get_running_loop().time(),
             live=self._live,
         )
-        self._hub.no_connections.set()
         await self._listener.start(
             self._handle,
             self._process_request,
@@ -118,36 +114,6 @@ class Emulator:
             return None
         return partial(self.config.draw, latency, random.Random(f"pong-latency-{self.config.seed}"))
 
-    async def stop(self) -> None:
-        """Close every connection (1001), stop listening and remove the CA file."""
-
-        def abort() -> None:
-            for conn in list(self._live):
-                conn.drop()
-
-        await self._listener.stop(abort)
-
-    async def wait_disconnected(self, timeout: float = 5.0) -> None:
-        """Wait until no connection is open (and the ledger has recorded every close).
-
-        Raises TimeoutError after ``timeout`` seconds (not scaled).
-        """
-        if self._hub is None:
-            return
-        await asyncio.wait_for(self._hub.no_connections.wait(), timeout)
-
-    async def __aenter__(self) -> Emulator:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
     # --- what clients need ------------------------------------------------------------------
 
     @property
@@ -158,23 +124,9 @@ class Emulator:
         return self._hub.started_at
 
     @property
-    def port(self) -> int:
-        """The port the emulator listens on."""
-        return self._listener.port
-
-    @property
     def base_url(self) -> str:
         """``https://127.0.0.1:<port>``: the SDK's ``HttpOptions.base_url``."""
         return f"https://{self.config.host}:{self.port}"
-
-    @property
-    def ca_file(self) -> str:
-        """Path of the CA certificate (PEM) that clients must trust."""
-        return self._listener.ca_file
-
-    def client_ssl_context(self) -> ssl.SSLContext:
-        """An SSL context trusting the emulator's CA."""
-        return self._listener.client_context()
 
     def http_options(self) -> types.HttpOptions:
         """SDK HTTP options pointing at the emulator and trusting its CA."""

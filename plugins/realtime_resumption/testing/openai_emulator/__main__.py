@@ -6,14 +6,9 @@ python -m realtime_resumption.testing.openai_emulator --profile azure --time-sca
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import signal
-import sys
 from collections.abc import Sequence
 
-from loguru import logger
-
+from ..emulator import command_line
 from .realtime_server import OpenAIEmulator
 from .scripted_faults import REFUSALS
 from .service_config import PROFILES, SESSION_CAP, OpenAIEmulatorConfig
@@ -106,20 +101,8 @@ def _config(args: argparse.Namespace) -> OpenAIEmulatorConfig:
     )
 
 
-async def _drop_every(emu: OpenAIEmulator, seconds: float) -> None:
-    while True:
-        await asyncio.sleep(emu.config.scaled(seconds))
-        count = emu.faults.drop()
-        if count:
-            logger.info("dropped {} session(s)", count)
-
-
 async def _serve(args: argparse.Namespace) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
+    stop = command_line.stop_signal()
     async with OpenAIEmulator(_config(args)) as emu:
         if args.refuse_next:
             emu.faults.refuse_dials(args.refuse_status, args.refuse_next)
@@ -129,23 +112,18 @@ async def _serve(args: argparse.Namespace) -> None:
         print(f"realtime: {emu.realtime_url}", flush=True)
         print(f"CA file:  {emu.ca_file}", flush=True)
         print("serving; Ctrl-C to stop", flush=True)
-        dropper = None
+        periodic = []
         if args.drop_every:
-            dropper = asyncio.create_task(_drop_every(emu, args.drop_every))
-        try:
-            await stop.wait()
-        finally:
-            if dropper is not None:
-                dropper.cancel()
-                await asyncio.gather(dropper, return_exceptions=True)
+            seconds = emu.config.scaled(args.drop_every)
+            periodic.append(command_line.every(seconds, emu.faults.drop, "dropped {} session(s)"))
+        await command_line.serve_until(stop, periodic)
         print(emu.ledger.summary(), flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``python -m realtime_resumption.testing.openai_emulator``."""
     args = _parser().parse_args(argv)
-    logger.remove()
-    logger.add(sys.stderr, level="DEBUG" if args.verbose else "INFO")
+    command_line.log_to_stderr(args.verbose)
     try:
         _config(args)
     except ValueError as exc:
@@ -154,8 +132,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit("error: --refuse-next, --slow-sessions and --slow-seconds must be >= 0")
     if args.drop_every is not None and not args.drop_every > 0:
         raise SystemExit("error: --drop-every must be > 0")
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(args))
+    command_line.run(_serve(args))
 
 
 if __name__ == "__main__":

@@ -15,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import ssl
-from types import TracebackType
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
@@ -24,7 +22,7 @@ from loguru import logger
 from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
 
-from ..emulator.listener import Listener
+from ..emulator.listener import ListeningEmulator
 from .conversation_ledger import Ledger
 from .protocol import Flavour
 from .realtime_session import ServedSession, Shared
@@ -70,7 +68,7 @@ def flavour_of(request: Request) -> Flavour:
     return "ga"
 
 
-class OpenAIEmulator:
+class OpenAIEmulator(ListeningEmulator[ServedSession]):
     """A local OpenAI Realtime service for tests, demos and offline development.
 
     ``async with OpenAIEmulator(config) as emu:`` then ``emu.client()`` (an ``openai``
@@ -80,13 +78,12 @@ class OpenAIEmulator:
 
     def __init__(self, config: OpenAIEmulatorConfig | None = None) -> None:
         self.config = config if config is not None else OpenAIEmulatorConfig()
+        super().__init__(self.config.host, self.config.port)
         self.ledger = Ledger()
         """Every session (see ``realtime_resumption.testing.openai_emulator.conversation_ledger``)."""
-        self._live: set[ServedSession] = set()
         self.faults = Faults(lambda: list(self._live))
         """Scripted faults (see ``realtime_resumption.testing.openai_emulator.scripted_faults``)."""
         self._shared: Shared | None = None
-        self._listener = Listener(self.config.host, self.config.port)
 
     async def start(self) -> None:
         """Make the certificates and start listening."""
@@ -101,43 +98,10 @@ class OpenAIEmulator:
             rng=random.Random(config.seed),
             live=self._live,
         )
-        self._shared.no_sessions.set()
         await self._listener.start(self._handle, self._process_request, one_way=config.one_way)
         logger.debug("openai emulator: listening on {} ({})", self.base_url, config.profile)
 
-    async def stop(self) -> None:
-        """Close every session (1001), stop listening and remove the CA file."""
-
-        def abort() -> None:
-            for session in list(self._live):
-                session.drop()
-
-        await self._listener.stop(abort)
-
-    async def wait_disconnected(self, timeout: float = 5.0) -> None:
-        """Wait until no session is open (and the ledger recorded every close); TimeoutError
-        after ``timeout`` seconds (not scaled)."""
-        if self._shared is not None:
-            await asyncio.wait_for(self._shared.no_sessions.wait(), timeout)
-
-    async def __aenter__(self) -> OpenAIEmulator:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
     # --- what clients need ------------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        """The port the emulator listens on."""
-        return self._listener.port
 
     @property
     def base_url(self) -> str:
@@ -153,15 +117,6 @@ class OpenAIEmulator:
     def realtime_url(self) -> str:
         """``wss://127.0.0.1:<port>/v1/realtime``: Pipecat's ``base_url``."""
         return f"{self.websocket_base_url}/realtime"
-
-    @property
-    def ca_file(self) -> str:
-        """Path of the CA certificate (PEM) that clients must trust."""
-        return self._listener.ca_file
-
-    def client_ssl_context(self) -> ssl.SSLContext:
-        """An SSL context trusting the emulator's CA."""
-        return self._listener.client_context()
 
     def websocket_options(self) -> dict[str, object]:
         """``websocket_connection_options`` for ``client.realtime.connect``: trust the CA."""

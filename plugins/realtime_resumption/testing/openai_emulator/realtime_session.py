@@ -55,6 +55,7 @@ from websockets.exceptions import ConnectionClosed
 from ..emulator import network
 from ..emulator.answers import called_functions
 from ..emulator.audio import ANSWER_RATE, UserAudioDecoder, answer_audio, rms
+from ..emulator.listener import LiveConnections
 from ..emulator.owned_tasks import OwnedTasks
 from . import protocol
 from .conversation_ledger import AnswerRecord, ItemRecord, Ledger, SessionRecord
@@ -78,9 +79,8 @@ class Shared:
     faults: Faults
     started_at: float
     rng: random.Random
+    live: LiveConnections[ServedSession]
     turns: int = 0
-    live: set[ServedSession] = field(default_factory=set)
-    no_sessions: asyncio.Event = field(default_factory=asyncio.Event)
 
     def now(self) -> float:
         """Seconds on the loop's clock since the emulator started."""
@@ -173,18 +173,7 @@ class ServedSession:
             return done
         self._events += 1
         frame = json.dumps({**event, "type": name, "event_id": f"event_{self._events}"})
-        try:
-            await self._ws.send(frame)
-        except ConnectionClosed:
-            done.set_result(False)
-            return done
-
-        def crossed(delivered: bool) -> None:
-            if not done.done():
-                done.set_result(delivered)
-
-        network.when_crossed(self._ws, crossed)
-        return done
+        return await network.send_crossing(self._ws, frame)
 
     async def _error(self, exc: ProtocolError, client_event_id: str | None) -> None:
         self.record.errors.append((exc.code, exc.message))
@@ -216,15 +205,7 @@ class ServedSession:
 
     async def run(self) -> None:
         """Serve the connection until it closes."""
-        shared = self._shared
-        shared.live.add(self)
-        shared.no_sessions.clear()
-        try:
-            await self._run()
-        except ConnectionClosed:
-            pass
-        finally:
-            await self._finish()
+        await self._shared.live.serve(self, self._run, self._finish)
 
     async def _run(self) -> None:
         config = self._config
@@ -268,9 +249,6 @@ class ServedSession:
             record.closed_by = "client"
             record.close_code = self._ws.close_code
             record.close_reason = self._ws.close_reason
-        self._shared.live.discard(self)
-        if not self._shared.live:
-            self._shared.no_sessions.set()
 
     async def _receive(self, raw: str | bytes) -> None:
         client_event_id = None
