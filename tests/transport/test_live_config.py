@@ -6,6 +6,7 @@ import pytest
 from google.genai import types
 
 from realtime_resumption.gemini import Credential
+from realtime_resumption.gemini.live_models import non_blocking_functions
 from realtime_resumption.gemini.live_options import LiveOptions, normalise_tools
 from realtime_resumption.transport import ReconnectState, SessionUpdate
 
@@ -98,10 +99,12 @@ def test_secrets_stay_out_of_reprs() -> None:
         ((None, types.Behavior.NON_BLOCKING), False),
     ],
 )
-def test_options_know_whether_a_function_lets_the_model_talk_while_it_runs(
+def test_a_function_declared_non_blocking_lets_the_model_talk_while_it_runs(
     behaviors: tuple[types.Behavior | None, ...], blocking: bool
 ) -> None:
     tools = normalise_tools(
         [types.FunctionDeclaration(name=f"f{i}", behavior=b) for i, b in enumerate(behaviors)]
     )
-    assert LiveOptions(tools=tools).blocking_functions_only is blocking
+    # On a model whose calls block unless declared otherwise (every model before 3.8).
+    non_blocking = non_blocking_functions(LiveOptions(tools=tools).tools, by_default=False)
+    assert (not non_blocking) is blocking

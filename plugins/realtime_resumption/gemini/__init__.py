@@ -5,7 +5,7 @@ the transport's own parts (see ARCHITECTURE.md).
 """
 
 from realtime_resumption.gemini.failures import RetryPolicy
-from realtime_resumption.gemini.live_models import ModelTraits
+from realtime_resumption.gemini.live_models import ModelTraits, model_version
 from realtime_resumption.gemini.live_options import (
     DEFAULT_MODEL,
     DEFAULT_SETUP_TIMEOUT,
@@ -33,5 +33,6 @@ __all__ = [
     "OutboxLimits",
     "RetryPolicy",
     "StoreOptions",
+    "model_version",
     "sliding_window",
 ]

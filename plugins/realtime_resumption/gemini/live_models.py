@@ -45,14 +45,26 @@ class ModelTraits:
     first realtime input (gemini-3.1-flash-live-preview)."""
 
 
-def traits(model: str, *, vertex: bool) -> ModelTraits:
+def traits(
+    model: str,
+    *,
+    vertex: bool,
+    in_session_updates: bool | None = None,
+    mid_session_client_content: bool | None = None,
+) -> ModelTraits:
     """The traits of ``model`` as documented: the 3.8 family's on 3.8 and later, the earlier
-    models' (every trait off) otherwise and for an id without a version."""
+    models' (every trait off) otherwise and for an id without a version; ``in_session_updates``
+    and ``mid_session_client_content`` override the documented ones (None: as documented)."""
     version = model_version(model)
-    if version is None or version < (3, 8):
-        return ModelTraits()
+    documented = version is not None and version >= (3, 8)
     return ModelTraits(
-        non_blocking_calls=True, in_session_updates=vertex, mid_session_client_content=True
+        non_blocking_calls=documented,
+        in_session_updates=(
+            documented and vertex if in_session_updates is None else in_session_updates
+        ),
+        mid_session_client_content=(
+            documented if mid_session_client_content is None else mid_session_client_content
+        ),
     )
 
 

@@ -274,16 +274,6 @@ class LiveOptions:
         """Whether the setup declares a function the model may call (a ``toolCall``)."""
         return any(tool.function_declarations for tool in self.tools)
 
-    @cached_property
-    def blocking_functions_only(self) -> bool:
-        """Whether every declared function holds the model until its result comes (none is
-        ``behavior=NON_BLOCKING``)."""
-        return not any(
-            declaration.behavior == types.Behavior.NON_BLOCKING
-            for tool in self.tools
-            for declaration in tool.function_declarations or ()
-        )
-
     def updated(self, update: SessionUpdate) -> LiveOptions:
         """These options with ``update`` applied (``None`` fields leave a setting as it is)."""
         changes: dict[str, Any] = {}

@@ -292,17 +292,11 @@ class GeminiLiveTransport:
             user_turn=self._user_turn,
             credential_expired=self._credential_expired,
         )
-        model_traits = traits(model, vertex=vertex)
-        self._s.traits = replace(
-            model_traits,
-            **{
-                name: value
-                for name, value in (
-                    ("in_session_updates", in_session_updates),
-                    ("mid_session_client_content", mid_session_client_content),
-                )
-                if value is not None
-            },
+        self._s.traits = traits(
+            model,
+            vertex=vertex,
+            in_session_updates=in_session_updates,
+            mid_session_client_content=mid_session_client_content,
         )
         self._updated_in_session: LiveConnection | None = None
         """The connection a setup change was last written to in the session."""
@@ -801,11 +795,7 @@ class GeminiLiveTransport:
         self._s.lost(error, 1000, "another process took the call over")
         # The rest of the teardown (a move under way, a dial, the client) as ``disconnect``
         # does it; a later ``disconnect`` waits for it.
-        self._disconnected = True
-        if self._closing is None or self._closing.done():
-            self._closing = asyncio.get_running_loop().create_task(
-                self._disconnect(), name=f"gemini-live-disconnect-{self._id}"
-            )
+        self._begin_close()
 
     # --- the connections: dial, settle, switch, retire ----------------------------------------
 
@@ -1196,8 +1186,9 @@ class GeminiLiveTransport:
         or after 2 s. An answer waiting for its tool results ends at once; a result sent
         after that still goes to the session, and the model's answer to it is suppressed as
         the cancelled answer's (no generation, no output), unless the user begins a turn or
-        is heard speaking first. Idempotent; never raises; calls no callback itself (a resulting generation end
-        is delivered from the event loop). ``truncate`` is ignored: Gemini cannot truncate."""
+        is heard speaking first. Idempotent; never raises; calls no callback itself (a
+        resulting generation end is delivered from the event loop). ``truncate`` is ignored:
+        Gemini cannot truncate."""
         try:
             generation_id = self._tracker.generation_id
             effects = self._tracker.cancel(self._now())

@@ -13,7 +13,6 @@ import contextlib
 import copy
 import dataclasses
 import json
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -73,6 +72,7 @@ from realtime_resumption.gemini import (
     OutboxLimits,
     RetryPolicy,
     StoreOptions,
+    model_version,
 )
 from realtime_resumption.pipecat import settings as settings_map
 from realtime_resumption.pipecat import updates
@@ -895,11 +895,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
 
     @property
     def _gemini_version(self) -> tuple[int, int] | None:
-        model = assert_given(self._settings.model) or ""
-        match = re.search(r"gemini(?:-[a-z]+)*-(\d+)(?:\.(\d+))?", model)
-        if not match:
-            return None
-        return int(match.group(1)), int(match.group(2) or 0)
+        return model_version(assert_given(self._settings.model) or "")
 
     def _declared(self, tools: Any) -> list[Any]:
         """``tools`` (a ``ToolsSchema`` or the provider's dicts) as Gemini declares them,
@@ -914,8 +910,7 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         a model that takes no non-blocking calls."""
         if not self._supports_non_blocking_tools:
             return tools
-        version = self._gemini_version
-        default_non_blocking = version is not None and version >= (3, 8)
+        default_non_blocking = self._transport.model_traits.non_blocking_calls
         out: list[Any] = []
         for tool in tools:
             declarations = tool.get("function_declarations") if isinstance(tool, dict) else None
