@@ -31,6 +31,12 @@ Handler = Callable[[ServerConnection], Awaitable[None]]
 ProcessRequest = Callable[[ServerConnection, Request], Response | None]
 
 
+def received_close(ws: ServerConnection) -> tuple[int | None, str | None]:
+    """The code and reason of the close ``ws`` received (None, None without one). Read from
+    the protocol: websockets 13's connection has no ``close_code`` of its own."""
+    return ws.protocol.close_code, ws.protocol.close_reason
+
+
 class Droppable(Protocol):
     """A served connection that can be aborted (no close frame)."""
 

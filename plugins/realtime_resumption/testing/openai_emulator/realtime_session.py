@@ -55,7 +55,7 @@ from websockets.exceptions import ConnectionClosed
 from ..emulator import network
 from ..emulator.answers import called_functions
 from ..emulator.audio import ANSWER_RATE, UserAudioDecoder, answer_audio, rms
-from ..emulator.listener import LiveConnections
+from ..emulator.listener import LiveConnections, received_close
 from ..emulator.owned_tasks import OwnedTasks
 from . import protocol
 from .conversation_ledger import AnswerRecord, ItemRecord, Ledger, SessionRecord
@@ -247,8 +247,7 @@ class ServedSession:
         record.closed_at = self._shared.now()
         if record.closed_by is None:
             record.closed_by = "client"
-            record.close_code = self._ws.close_code
-            record.close_reason = self._ws.close_reason
+            record.close_code, record.close_reason = received_close(self._ws)
 
     async def _receive(self, raw: str | bytes) -> None:
         client_event_id = None
