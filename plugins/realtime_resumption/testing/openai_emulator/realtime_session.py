@@ -436,8 +436,8 @@ class ServedSession:
         )
 
     async def _add_item(self, item: _Item, previous: str | None, *, done: bool = True) -> None:
-        """Insert ``item`` after ``previous`` (at the start for None with items before it is
-        not possible here: None appends) and announce it."""
+        """Insert ``item`` after the item ``previous`` (``"root"``: first, None: last) and
+        announce it (``added``, and ``done`` unless the item is still being produced)."""
         index = len(self._items)
         if previous == "root":
             index = 0
