@@ -61,7 +61,8 @@ class LiveConnections(Generic[LiveT]):
         finish: Callable[[], Awaitable[None]],
     ) -> None:
         """Serve ``conn``: live from now until ``run`` has ended (a closed connection ends it
-        as any end does) and ``finish`` has recorded the end."""
+        as any end does) and ``finish`` has recorded the end, or failed to (its error is the
+        handler's; the connection is no longer served either way)."""
         self._live.add(conn)
         self._none.clear()
         try:
@@ -69,10 +70,12 @@ class LiveConnections(Generic[LiveT]):
         except ConnectionClosed:
             pass
         finally:
-            await finish()
-            self._live.discard(conn)
-            if not self._live:
-                self._none.set()
+            try:
+                await finish()
+            finally:
+                self._live.discard(conn)
+                if not self._live:
+                    self._none.set()
 
     def __iter__(self) -> Iterator[LiveT]:
         return iter(self._live)
