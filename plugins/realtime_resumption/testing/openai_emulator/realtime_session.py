@@ -165,7 +165,8 @@ class ServedSession:
 
     async def _send(self, event: dict[str, Any]) -> asyncio.Future[bool]:
         """Send a server event (GA name; spelt for the session's flavour); the future says
-        whether it crossed the network."""
+        whether it crossed the network: False at once if the session is closing, True at once
+        for an event the flavour does not have (nothing was due)."""
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         name = protocol.spelt(event["type"], self.flavour)
         if name is None or self._closing:
