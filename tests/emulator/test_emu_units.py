@@ -18,6 +18,7 @@ from realtime_resumption.testing.emulator import (
     wire,
 )
 from realtime_resumption.testing.emulator.audio import UserAudioDecoder, answer_audio, rms
+from realtime_resumption.testing.emulator.listener import LiveConnections
 from realtime_resumption.testing.emulator.snapshot import AnswerProgress, SessionState, Snapshot
 
 
@@ -258,3 +259,26 @@ def test_restoring_a_snapshot_does_not_continue_the_answer() -> None:
 def test_config_validation(changes: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         EmulatorConfig(**changes)  # type: ignore[arg-type]
+
+
+class _Served:
+    def drop(self) -> None:
+        raise AssertionError("nothing drops it here")
+
+
+async def test_a_connection_whose_finish_fails_is_no_longer_served() -> None:
+    """A failing ``finish`` (a fault in recording the end) is the handler's error, and the
+    connection still leaves the live set: ``wait_none`` returns, ``drop_all`` reaches no
+    zombie."""
+    live = LiveConnections[_Served]()
+
+    async def run() -> None:
+        pass
+
+    async def finish() -> None:
+        raise RuntimeError("recording the end failed")
+
+    with pytest.raises(RuntimeError, match="recording the end failed"):
+        await live.serve(_Served(), run, finish)
+    await live.wait_none(1.0)
+    assert list(live) == []

@@ -1,5 +1,6 @@
-"""The plugin works in pytest-asyncio's auto and strict modes, and changes nothing for a run
-that does not use it. Each case runs pytest in a subprocess on a project of its own."""
+"""The plugin works in pytest-asyncio's auto and strict modes, changes nothing for a run that
+does not use it, and closes the clients its fixtures make. Each case runs pytest in a
+subprocess on a project of its own."""
 
 from __future__ import annotations
 
@@ -31,6 +32,18 @@ import sys
 def test_nothing_of_the_emulator_is_loaded():
     assert "realtime_resumption.testing.emulator" not in sys.modules
     assert "google.genai" not in sys.modules
+"""
+
+OPENAI_CLIENT_USER = """
+made = []
+
+
+async def test_uses_the_client(openai_client):
+    made.append(openai_client)
+
+
+def test_the_client_was_closed_after_it():
+    assert made and all(client.is_closed() for client in made)
 """
 
 
@@ -65,3 +78,9 @@ def test_a_bad_setting_is_a_usage_error(tmp_path: Path) -> None:
     run = _pytest(tmp_path, source, "--asyncio-mode=auto")
     assert run.returncode != 0
     assert "profile must be one of" in run.stdout + run.stderr
+
+
+def test_the_openai_client_is_closed_after_the_test(tmp_path: Path) -> None:
+    run = _pytest(tmp_path, OPENAI_CLIENT_USER, "--asyncio-mode=auto")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "2 passed" in run.stdout

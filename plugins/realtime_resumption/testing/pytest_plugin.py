@@ -10,7 +10,8 @@ runs that do not use it are unchanged. Fixtures (function scope, need pytest-asy
 
     openai_emulator       a started OpenAIEmulator (OpenAI Realtime), stopped after the test
     openai_client         an openai AsyncOpenAI pointed at it (pass
-                          ``openai_emulator.websocket_options()`` to ``realtime.connect``)
+                          ``openai_emulator.websocket_options()`` to ``realtime.connect``),
+                          closed after the test
     openai_emulator_trusted  the emulator, its CA trusted through SSL_CERT_FILE for the test,
                           for clients that take no SSL option (Pipecat's service)
 
@@ -158,10 +159,15 @@ async def openai_emulator(request: pytest.FixtureRequest) -> AsyncIterator[OpenA
         yield emu
 
 
-@pytest.fixture
-def openai_client(openai_emulator: OpenAIEmulator) -> openai.AsyncOpenAI:
-    """An ``openai.AsyncOpenAI`` for the emulator (``base_url`` and ``websocket_base_url``)."""
-    return openai_emulator.client()
+@_async_fixture
+async def openai_client(openai_emulator: OpenAIEmulator) -> AsyncIterator[openai.AsyncOpenAI]:
+    """An ``openai.AsyncOpenAI`` for the emulator (``base_url`` and ``websocket_base_url``);
+    closed after the test."""
+    client = openai_emulator.client()
+    try:
+        yield client
+    finally:
+        await client.close()
 
 
 @pytest.fixture

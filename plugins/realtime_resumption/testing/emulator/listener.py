@@ -31,6 +31,12 @@ Handler = Callable[[ServerConnection], Awaitable[None]]
 ProcessRequest = Callable[[ServerConnection, Request], Response | None]
 
 
+def received_close(ws: ServerConnection) -> tuple[int | None, str | None]:
+    """The code and reason of the close ``ws`` received (None, None without one). Read from
+    the protocol: websockets 13's connection has no ``close_code`` of its own."""
+    return ws.protocol.close_code, ws.protocol.close_reason
+
+
 class Droppable(Protocol):
     """A served connection that can be aborted (no close frame)."""
 
@@ -55,7 +61,8 @@ class LiveConnections(Generic[LiveT]):
         finish: Callable[[], Awaitable[None]],
     ) -> None:
         """Serve ``conn``: live from now until ``run`` has ended (a closed connection ends it
-        as any end does) and ``finish`` has recorded the end."""
+        as any end does) and ``finish`` has recorded the end, or failed to (its error is the
+        handler's; the connection is no longer served either way)."""
         self._live.add(conn)
         self._none.clear()
         try:
@@ -63,10 +70,12 @@ class LiveConnections(Generic[LiveT]):
         except ConnectionClosed:
             pass
         finally:
-            await finish()
-            self._live.discard(conn)
-            if not self._live:
-                self._none.set()
+            try:
+                await finish()
+            finally:
+                self._live.discard(conn)
+                if not self._live:
+                    self._none.set()
 
     def __iter__(self) -> Iterator[LiveT]:
         return iter(self._live)

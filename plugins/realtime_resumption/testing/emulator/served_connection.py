@@ -28,6 +28,7 @@ from .ledger import (
     ServerMessageRecord,
     SetupRecord,
 )
+from .listener import received_close
 from .owned_tasks import OwnedTasks
 from .sessions import HandleEntry, Session
 from .snapshot import SessionState
@@ -510,9 +511,7 @@ class Connection:
         elif self._closed_by == "drop":
             record.close_code = 1006
         else:
-            # The protocol's own fields: websockets 13 has no ``close_code`` on the connection.
-            record.close_code = self._ws.protocol.close_code
-            record.close_reason = self._ws.protocol.close_reason
+            record.close_code, record.close_reason = received_close(self._ws)
         logger.debug(
             "emulator: session {} connection {} closed {} by {}",
             record.session_id,

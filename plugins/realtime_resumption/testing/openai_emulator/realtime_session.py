@@ -55,7 +55,7 @@ from websockets.exceptions import ConnectionClosed
 from ..emulator import network
 from ..emulator.answers import called_functions
 from ..emulator.audio import ANSWER_RATE, UserAudioDecoder, answer_audio, rms
-from ..emulator.listener import LiveConnections
+from ..emulator.listener import LiveConnections, received_close
 from ..emulator.owned_tasks import OwnedTasks
 from . import protocol
 from .conversation_ledger import AnswerRecord, ItemRecord, Ledger, SessionRecord
@@ -165,7 +165,8 @@ class ServedSession:
 
     async def _send(self, event: dict[str, Any]) -> asyncio.Future[bool]:
         """Send a server event (GA name; spelt for the session's flavour); the future says
-        whether it crossed the network."""
+        whether it crossed the network: False at once if the session is closing, True at once
+        for an event the flavour does not have (nothing was due)."""
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         name = protocol.spelt(event["type"], self.flavour)
         if name is None or self._closing:
@@ -247,8 +248,7 @@ class ServedSession:
         record.closed_at = self._shared.now()
         if record.closed_by is None:
             record.closed_by = "client"
-            record.close_code = self._ws.close_code
-            record.close_reason = self._ws.close_reason
+            record.close_code, record.close_reason = received_close(self._ws)
 
     async def _receive(self, raw: str | bytes) -> None:
         client_event_id = None
@@ -437,8 +437,8 @@ class ServedSession:
         )
 
     async def _add_item(self, item: _Item, previous: str | None, *, done: bool = True) -> None:
-        """Insert ``item`` after ``previous`` (at the start for None with items before it is
-        not possible here: None appends) and announce it."""
+        """Insert ``item`` after the item ``previous`` (``"root"``: first, None: last) and
+        announce it (``added``, and ``done`` unless the item is still being produced)."""
         index = len(self._items)
         if previous == "root":
             index = 0
