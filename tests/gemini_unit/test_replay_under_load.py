@@ -11,6 +11,7 @@ without blocking the machine), and the kernel's estimate from a socket that repo
 
 from __future__ import annotations
 
+import math
 import struct
 from typing import Any, cast
 
@@ -188,3 +189,71 @@ def test_the_kernels_round_trip_places_the_handle() -> None:
     replayed = call.resume(1.1)
     # The boundary is at 0.96 s, its margin reaches 0.92 s.
     assert replayed == ["a-920", "a-940", "a-960", "a-980", "t-question", "a-1020", "a-1040"]
+
+
+def _stream(outbox: Outbox[str], wire: Wire, start: float, end: float) -> None:
+    """The microphone's chunks from ``start`` to before ``end``, each written as it is sent."""
+    for i in range(round(start / CHUNK), round(end / CHUNK)):
+        send(outbox, wire, i * CHUNK, f"a-{round(i * CHUNK * 1000)}")
+
+
+def _resumed_from_late_handle(late_by: float) -> list[str]:
+    """A second of audio on a 100 ms path, then a handle handled at 1 s that a busy loop may
+    have kept waiting ``late_by``: what a resume from it replays."""
+    outbox: Outbox[str] = Outbox(OutboxLimits())
+    wire = Wire(outbox)
+    outbox.attach_fresh(1, 0.0)
+    outbox.round_trip_measured(1, 0.1)
+    _stream(outbox, wire, 0.0, 1.0)
+    outbox.record_handle("h1", 1, 1.0, late_by=late_by)
+    outbox.attach_resumed(2, "h1", 1.1)
+    return wire.flush(1.1)
+
+
+def test_a_late_handle_is_placed_by_the_round_trip_and_its_window_widened_by_its_lag() -> None:
+    """Kept waiting 50 ms, the handle arrived at 0.95 s; the snapshot was taken a round trip
+    (100 ms) before, 0.85 s, and may lack what was written up to the lag (50 ms, more than the
+    40 ms tolerance) before that: from 0.80 s on."""
+    assert _resumed_from_late_handle(0.0)[0] == "a-860"  # 0.9 s, and the 40 ms tolerance
+    assert _resumed_from_late_handle(0.05)[0] == "a-800"
+
+
+def test_a_lag_that_is_no_number_of_seconds_moves_no_handle() -> None:
+    """A loop lag that is not a finite figure (a clock gone wrong) is no reason to reach back:
+    the handle is placed as if handled on time."""
+    on_time = _resumed_from_late_handle(0.0)
+    assert _resumed_from_late_handle(math.inf) == on_time
+    assert _resumed_from_late_handle(math.nan) == on_time
+
+
+def _kept_for_a_late_handle(*late_by: float) -> list[str]:
+    """Audio over two turns with a handle after each, the connection's recent lag reported as
+    ``late_by`` (none: not given); then a handle kept waiting 300 ms: what a resume from it
+    replays, of what the outbox kept."""
+    outbox: Outbox[str] = Outbox(OutboxLimits())
+    wire = Wire(outbox)
+    outbox.attach_fresh(1, 0.0)
+    outbox.round_trip_measured(1, ROUND_TRIP, 0.0, *late_by)
+    _stream(outbox, wire, 0.0, 0.5)
+    outbox.record_handle("h0", 1, 0.5)
+    outbox.turn_completed()
+    _stream(outbox, wire, 0.5, 0.7)
+    outbox.record_handle("h1", 1, 0.7)
+    outbox.turn_completed()
+    _stream(outbox, wire, 0.7, 1.0)
+    outbox.record_handle("h2", 1, 1.0, late_by=0.3)
+    outbox.attach_resumed(2, "h2", 1.1)
+    return wire.flush(1.1)
+
+
+def test_the_log_keeps_what_a_handle_as_late_as_the_loop_was_may_lack_and_no_more() -> None:
+    """With the loop 300 ms late in the last seconds, the log keeps what a handle kept waiting that long
+    may lack (from 0.40 s: moved back to 0.7 s, a round trip and the 300 ms widening before
+    it); on time, it lets go of what the older handles hold, and a handle that late then
+    finds the log from 0.46 s. A lag not given, negative or not a finite figure keeps no more
+    than none."""
+    assert _kept_for_a_late_handle(0.3)[0] == "a-400"
+    on_time = _kept_for_a_late_handle(0.0)
+    assert on_time[0] == "a-460"
+    for late_by in ((), (-1.0,), (math.inf,), (math.nan,)):
+        assert _kept_for_a_late_handle(*late_by) == on_time, late_by
