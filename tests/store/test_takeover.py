@@ -49,7 +49,9 @@ from .takeover_helpers import (
     answered_call,
     crash,
     make_transport,
+    saved,
     start_worker,
+    stored_speech,
     stream_speech,
     take_over_and_talk,
 )
@@ -203,7 +205,7 @@ async def test_an_expired_handle_rebuilds_the_call_from_the_stored_conversation(
         a.send_content([ContentTurn("user", "my name is Ada")])
         await rec_a.wait_for("on_turn_complete")
         await rec_a.wait(lambda r: r.of("on_resumption_update")[-1][1])
-        await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+        await saved(store, lambda s: s.handle == a.resumption_handle)
         await crash(a)
         emu.faults.expire_handles()
         b = make_transport(emu, store)
@@ -276,10 +278,7 @@ async def test_the_call_goes_on_while_redis_is_down_and_is_saved_again_when_it_r
         assert len(errors) == 1  # once per outage, not once per beat
         assert isinstance(errors[0].error, StoreError) and errors[0].recoverable
         await redis_server.start()  # back, empty
-        for _ in range(100):  # the next beat saves: bounded poll
-            if await redis_store.load(KEY) is not None:
-                break
-            await asyncio.sleep(0.02)
+        await saved(redis_store, lambda _: True)  # the next beat saves
         record = await redis_store.load(KEY)
         assert record is not None
         assert RecordCodec(session_key=KEY).decode(record).handle == a.resumption_handle
@@ -396,7 +395,10 @@ async def test_a_tool_call_the_stored_handle_knows_is_answered_on_the_session_th
         {"sessionResumptionUpdate": {"newHandle": "h-with-call", "resumable": True}}
     )
     await rec_a.wait_for("on_resumption_update")
-    await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+    # A's record holds the handle and the call it knows.
+    await saved(
+        store, lambda s: s.handle == "h-with-call" and [c.id for c in s.tool_calls] == ["fc-1"]
+    )
     await crash(a)
     b = transport()
     rec_b = Recorder(b)
@@ -418,7 +420,7 @@ async def test_a_tool_call_the_stored_handle_knows_is_answered_on_the_session_th
 
     # B dies before the session issues a handle: C resumes the stored handle again, and the
     # result B sent, which that session lacks, goes to it again (the call is not asked again).
-    await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+    await saved(store, lambda s: any(m.kind == "tool_response" for m in s.input))
     await crash(b)
     c = transport()
     rec_c = Recorder(c)
@@ -504,10 +506,7 @@ async def test_a_store_down_at_connect_starts_the_call_and_saves_it_once_back(
         ((event,),) = rec.of("on_error")
         assert isinstance(event.error, StoreError) and "redis acquire" in str(event.error)
         await redis_server.start()
-        for _ in range(100):  # the next beats take the lease and save: bounded poll
-            if await redis_store.load(KEY) is not None:
-                break
-            await asyncio.sleep(0.02)
+        await saved(redis_store, lambda _: True)  # the next beats take the lease and save
         assert await redis_store.load(KEY) is not None
         await a.disconnect()
     assert await redis_store.load(KEY) is None
@@ -691,7 +690,7 @@ async def test_what_the_framework_sends_when_it_hears_of_the_takeover_is_kept() 
         await a.connect()
         await answered_with_handle(a, rec_a)
         await stream_speech(a, 1, 10)
-        await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+        await saved(store, lambda s: s.handle == a.resumption_handle)
         await crash(a)
         b = make_transport(emu, store)
         rec_b = Recorder(b)
@@ -729,7 +728,7 @@ async def test_a_call_taken_over_twice_before_its_session_issues_a_handle_resume
         await a.connect()
         a.send_content([ContentTurn("user", "hello")])
         await rec_a.wait_for("on_resumption_update")  # after the answer
-        await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+        await saved(store, lambda s: s.handle == a.resumption_handle)
         await stream_speech(a, 1, 30, words=["please", "lookup"])
         await crash(a)  # mid-question
         b = make_transport(emu, store, tools=tools)
@@ -739,7 +738,8 @@ async def test_a_call_taken_over_twice_before_its_session_issues_a_handle_resume
         silence = asyncio.create_task(stream_speech(b, 110, 200, speech=False))
         try:
             await rec_b.wait_for("on_tool_call")
-            await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+            # B's record holds what its user said.
+            await saved(store, lambda s: set(range(100, 110)) <= stored_speech(s))
         finally:
             silence.cancel()
             await asyncio.gather(silence, return_exceptions=True)
@@ -793,7 +793,7 @@ async def test_a_call_taken_over_moves_from_the_handle_it_resumed_from_until_a_n
         await a.connect()
         a.send_content([ContentTurn("user", "hello")])
         await rec_a.wait_for("on_resumption_update")
-        await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+        await saved(store, lambda s: s.handle == a.resumption_handle)
         await crash(a)
         b = make_transport(emu, store)
         rec_b = Recorder(b)
