@@ -71,11 +71,11 @@ async def stream_speech(
 
 
 async def answered_call(
-    emu: Emulator, store: SessionStore, options: StoreOptions = OPTIONS
+    emu: Emulator, store: SessionStore, options: StoreOptions = OPTIONS, **more: Any
 ) -> tuple[GeminiLiveTransport, Recorder]:
-    """A worker's call on ``store``: connected, past its first answer and the session's first
-    handle. Returns the transport and what it reported."""
-    transport = make_transport(emu, store, options)
+    """A worker's call on ``store`` (``make_transport``'s ``more``): connected, past its first
+    answer and the session's first handle. Returns the transport and what it reported."""
+    transport = make_transport(emu, store, options, **more)
     rec = await connected_and_answered(transport)
     return transport, rec
 
