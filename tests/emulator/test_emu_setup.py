@@ -9,13 +9,13 @@ from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.testing.emulator.ledger import SetupRecord
 from realtime_resumption.testing.emulator.server import VERTEX_LOCATION, VERTEX_PROJECT
 
+from ..transport.transport_helpers import sends_context_updates
 from .emu_helpers import (
     MODEL,
     ask,
     config,
     handle_after_turn,
     live_config,
-    needs_context_update,
     read_until,
     read_until_closed,
 )
@@ -114,7 +114,7 @@ async def test_a_refused_connection_still_records_its_setup() -> None:
     assert conn.setup.tools == () and conn.setup.voice == "Puck"
 
 
-@needs_context_update
+@sends_context_updates
 async def test_a_session_may_ignore_a_new_instruction() -> None:
     async with Emulator(config(instruction_change="ignore", in_session_updates=True)) as emu:
         client = emu.client()
@@ -136,7 +136,7 @@ async def test_a_session_may_ignore_a_new_instruction() -> None:
     assert record.connections[1].setup.system_instruction == "be kind"
 
 
-@needs_context_update
+@sends_context_updates
 async def test_a_session_may_refuse_a_new_instruction() -> None:
     async with Emulator(config(instruction_change="refuse", in_session_updates=True)) as emu:
         client = emu.client()

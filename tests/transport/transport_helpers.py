@@ -339,5 +339,7 @@ sends_context_updates = pytest.mark.skipif(
     "the session, as test_without_send_context_update_in_the_sdk_the_update_moves_the_session "
     "checks",
 )
-"""For a test of a setup change taken in the session: only a google-genai that can send one
-(2.34 and 3.x) does it."""
+"""For a test that sends a setup change in the session (``contextUpdate``), through the
+transport or the SDK itself: only a google-genai that can send one (2.34 and 3.x) does it. On
+2.30 the transport's fallback is tested instead, and the emulator's handling of the message runs
+on the matrix's other cells."""
