@@ -38,10 +38,7 @@ async def _answered_once_told_updates_go_in_session(
     transport = make_transport(
         emu, model=MODEL_38, system_instruction="be kind", in_session_updates=True
     )
-    rec = Recorder(transport)
-    await transport.connect()
-    await answered_with_handle(transport, rec)
-    return transport, rec
+    return transport, await connected_and_answered(transport)
 
 
 @sends_context_updates
