@@ -235,10 +235,7 @@ async def test_an_expired_handle_rebuilds_the_call_from_the_stored_conversation(
 async def test_a_tool_call_open_at_the_crash_is_asked_again_and_answered_once() -> None:
     store = MemoryStore()
     async with Emulator(emulator_config("gemini")) as emu:
-        a = make_transport(emu, store, tools=[{"name": "lookup"}])
-        rec_a = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec_a)
+        a, rec_a = await answered_call(emu, store, tools=[{"name": "lookup"}])
         a.send_content([ContentTurn("user", "please lookup flights")])
         await rec_a.wait_for("on_tool_call")
         await asyncio.sleep(2 * OPTIONS.write_interval)
@@ -471,10 +468,7 @@ async def test_a_worker_that_lost_its_lease_ends_its_session_and_leaves_the_reco
     clock = Clock()
     store = MemoryStore(clock)
     async with Emulator(emulator_config("gemini")) as emu:
-        a = make_transport(emu, store)
-        rec = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec)
+        a, rec = await answered_call(emu, store)
         # A stalls past its lease (the store's clock jumps) and another process takes it.
         clock.now += OPTIONS.lease_ttl + 1
         assert await store.acquire(KEY, "another process", 60)
@@ -532,10 +526,7 @@ async def test_a_disconnect_while_connect_asks_the_store_keeps_the_stored_call(
     clock = Clock()
     store = SlowLoad(clock)
     async with Emulator(emulator_config("gemini")) as emu:
-        a = make_transport(emu, store)
-        rec_a = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec_a)
+        a, _ = await answered_call(emu, store)
         await asyncio.sleep(2 * OPTIONS.write_interval)
         await crash(a)  # its lease is held for lease_ttl yet
         if stage == "loading the record":
@@ -685,10 +676,7 @@ async def test_a_hand_over_waits_for_the_answer_in_progress() -> None:
 async def test_what_the_framework_sends_when_it_hears_of_the_takeover_is_kept() -> None:
     store = MemoryStore()
     async with Emulator(emulator_config("gemini")) as emu:
-        a = make_transport(emu, store)
-        rec_a = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec_a)
+        a, _ = await answered_call(emu, store)
         await stream_speech(a, 1, 10)
         await saved(store, lambda s: s.handle == a.resumption_handle)
         await crash(a)
