@@ -114,7 +114,7 @@ async def test_a_second_process_is_refused_while_the_first_drives_the_call() -> 
         assert not b.is_connected
         await a.disconnect()
         await b.connect()  # A's call ended: the key is free (a new call)
-        await asyncio.sleep(2 * OPTIONS.write_interval)  # B's call saved
+        await saved(store, lambda _: True)  # B's call saved
         await a.disconnect()  # again: A's call is over, B's record stays
         assert await store.load(KEY) is not None
         await b.disconnect()
@@ -238,7 +238,8 @@ async def test_a_tool_call_open_at_the_crash_is_asked_again_and_answered_once() 
         a, rec_a = await answered_call(emu, store, tools=[{"name": "lookup"}])
         a.send_content([ContentTurn("user", "please lookup flights")])
         await rec_a.wait_for("on_tool_call")
-        await asyncio.sleep(2 * OPTIONS.write_interval)
+        # The stored handle came before the question: the record holds it as input.
+        await saved(store, lambda s: [m.kind for m in s.input] == ["content"])
         await crash(a)  # before the tool ran
         b = make_transport(emu, store, tools=[{"name": "lookup"}])
         rec_b = Recorder(b)
@@ -335,7 +336,7 @@ async def test_a_resume_refused_while_the_hung_worker_holds_the_session_open_is_
         a.send_content([ContentTurn("user", "my name is Ada")])
         await rec_a.wait_for("on_turn_complete")
         await rec_a.wait(lambda r: r.of("on_resumption_update")[-1][1])
-        await asyncio.sleep(2 * OPTIONS.write_interval)
+        await saved(store, lambda s: s.handle == a.resumption_handle)
         await crash(a, hung=True)
         b = make_transport(emu, store)
         rec_b = Recorder(b)
@@ -447,7 +448,7 @@ async def test_no_handle_is_whole_in_the_logs_reports_or_errors_of_a_takeover() 
             a.send_content([ContentTurn("user", "my name is Ada")])
             await rec_a.wait_for("on_turn_complete")
             await rec_a.wait(lambda r: r.of("on_resumption_update")[-1][1])
-            await asyncio.sleep(2 * OPTIONS.write_interval)
+            await saved(store, lambda s: s.handle == a.resumption_handle)
             await crash(a)
             emu.faults.expire_handles()  # refused: the error path names the failure
             b = make_transport(emu, store)
@@ -527,7 +528,7 @@ async def test_a_disconnect_while_connect_asks_the_store_keeps_the_stored_call(
     store = SlowLoad(clock)
     async with Emulator(emulator_config("gemini")) as emu:
         a, _ = await answered_call(emu, store)
-        await asyncio.sleep(2 * OPTIONS.write_interval)
+        await saved(store, lambda s: s.handle == a.resumption_handle)
         await crash(a)  # its lease is held for lease_ttl yet
         if stage == "loading the record":
             clock.now += OPTIONS.lease_ttl  # A's lease expired: B takes it, then loads
