@@ -23,6 +23,7 @@ from ..transport.transport_helpers import (
     emulator_config,
     established,
     kind_emulator_config,
+    only_session,
 )
 
 __all__ = [
@@ -65,11 +66,6 @@ async def resumable(transport: GeminiLiveTransport, rec: Recorder, *, kind: bool
         await rec.wait_for("on_resumption_update")
     else:
         await answered_with_handle(transport, rec)
-
-
-def only_session(emu: Emulator) -> SessionRecord:
-    (session,) = emu.ledger.sessions.values()
-    return session
 
 
 GAP_SLACK_MS = 150.0

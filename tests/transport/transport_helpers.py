@@ -190,6 +190,12 @@ def established(session: SessionRecord) -> list[ConnectionRecord]:
     return [c for c in session.connections if c.established]
 
 
+def only_session(emu: Emulator) -> SessionRecord:
+    """The one session ``emu`` served (fails if it served none or several)."""
+    (session,) = emu.ledger.sessions.values()
+    return session
+
+
 def quiet_hooks(**given: Any) -> ConnectionHooks:
     """A connection's hooks that do nothing, but for those ``given`` (by name)."""
     hooks: dict[str, Any] = {
