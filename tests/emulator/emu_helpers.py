@@ -152,6 +152,11 @@ async def ask(session: AsyncSession, text: str) -> None:
     )
 
 
+def function_calls(messages: list[Message]) -> list[types.FunctionCall]:
+    """The function calls of every ``toolCall`` among ``messages``, in order."""
+    return [c for m in messages if m.tool_call for c in m.tool_call.function_calls or ()]
+
+
 def audio_ids(messages: list[Message]) -> list[tuple[int, int]]:
     """(turn, chunk) of every answer audio chunk in ``messages``."""
     from realtime_resumption.testing.emulator import answer_chunk_id
