@@ -13,10 +13,13 @@ from livekit.plugins import realtime_resumption as rr
 from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.testing.emulator import Emulator
 
-from ..transport.transport_helpers import live38_config, only_session, sends_context_updates
+from ..transport.transport_helpers import (
+    MODEL_38,
+    live38_config,
+    only_session,
+    sends_context_updates,
+)
 from .lk_helpers import text_call, until, voice_call
-
-MODEL_38 = "gemini-3.8-live"
 
 
 @sends_context_updates

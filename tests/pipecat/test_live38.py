@@ -22,11 +22,14 @@ from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.pipecat import GeminiLiveLLMService, GeminiLiveVertexLLMService
 from realtime_resumption.testing.emulator import Emulator
 
-from ..transport.transport_helpers import live38_config, only_session, sends_context_updates
+from ..transport.transport_helpers import (
+    MODEL_38,
+    live38_config,
+    only_session,
+    sends_context_updates,
+)
 from . import services
 from .rig import FAST, Rig, until
-
-MODEL_38 = "gemini-3.8-live"
 
 
 def _ours(emu: Emulator) -> GeminiLiveLLMService:
