@@ -11,7 +11,6 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import pytest
 from google.genai import errors, types
 from google.genai.live import AsyncSession
 from websockets.asyncio.client import connect
@@ -22,13 +21,6 @@ MODEL = "gemini-live-2.5-flash-preview"
 PCM = "audio/pcm;rate=16000"
 
 Message = types.LiveServerMessage
-
-needs_context_update = pytest.mark.skipif(
-    not hasattr(AsyncSession, "send_context_update"),
-    reason="this google-genai has no AsyncSession.send_context_update (2.30 has none)",
-)
-"""For tests that send a ``contextUpdate`` through the SDK: the oldest google-genai the package
-takes has no method for it (the emulator's handling of it runs on every other matrix cell)."""
 
 NO_PROXY: dict[str, Any] = (
     {"proxy": None} if "proxy" in inspect.signature(connect).parameters else {}
@@ -158,6 +150,11 @@ async def ask(session: AsyncSession, text: str) -> None:
     await session.send_client_content(
         turns=types.Content(role="user", parts=[types.Part(text=text)]), turn_complete=True
     )
+
+
+def function_calls(messages: list[Message]) -> list[types.FunctionCall]:
+    """The function calls of every ``toolCall`` among ``messages``, in order."""
+    return [c for m in messages if m.tool_call for c in m.tool_call.function_calls or ()]
 
 
 def audio_ids(messages: list[Message]) -> list[tuple[int, int]]:

@@ -9,6 +9,7 @@ from google.genai import types
 
 from realtime_resumption.testing.emulator import Emulator, answer_text_ids, user_audio
 
+from ..transport.transport_helpers import sends_context_updates
 from .emu_helpers import (
     MODEL,
     PCM,
@@ -17,7 +18,6 @@ from .emu_helpers import (
     config,
     is_turn_complete,
     live_config,
-    needs_context_update,
     read_turn,
     read_until,
     say,
@@ -279,7 +279,7 @@ async def test_manual_activity_bounds_the_turn() -> None:
     assert kinds[1] == "activity_start" and kinds[-1] == "activity_end"
 
 
-@needs_context_update
+@sends_context_updates
 async def test_context_update_and_video() -> None:
     async with Emulator(config(answer_chunks=1, in_session_updates=True)) as emu:
         async with emu.client().aio.live.connect(model=MODEL, config=live_config()) as session:

@@ -15,6 +15,7 @@ from .emu_helpers import (
     ask,
     audio_ids,
     config,
+    function_calls,
     handle_after_turn,
     live_config,
     read_turn,
@@ -22,10 +23,6 @@ from .emu_helpers import (
     read_until_closed,
     say,
 )
-
-
-def _calls(messages: list[types.LiveServerMessage]) -> list[types.FunctionCall]:
-    return [c for m in messages if m.tool_call for c in m.tool_call.function_calls or ()]
 
 
 def _response(
@@ -65,7 +62,7 @@ async def test_a_non_blocking_call_lets_the_answer_go_on(
         ) as session:
             await ask(session, "lookup the weather")
             messages = await read_turn(session)
-            (call,) = _calls(messages)
+            (call,) = function_calls(messages)
             # The whole answer came without the result.
             assert audio_ids(messages) == [(0, 0), (0, 1), (0, 2)]
             await session.send_tool_response(function_responses=[_response(call, scheduling)])
@@ -92,7 +89,7 @@ async def test_an_interrupt_result_cuts_the_answer_in_progress() -> None:
             model=MODEL, config=live_config(tools=["lookup"])
         ) as session:
             await ask(session, "lookup the weather")
-            (call,) = _calls(await read_until(session, lambda m: m.tool_call is not None))
+            (call,) = function_calls(await read_until(session, lambda m: m.tool_call is not None))
             await session.send_tool_response(
                 function_responses=[_response(call, types.FunctionResponseScheduling.INTERRUPT)]
             )
@@ -171,7 +168,7 @@ async def test_a_setup_change_in_the_session_is_taken_where_the_model_takes_it()
             )
             await ask(session, "use g")
             messages = await read_until(session, lambda m: m.tool_call is not None)
-    assert [c.name for c in _calls(messages)] == ["g"]
+    assert [c.name for c in function_calls(messages)] == ["g"]
     record = emu.ledger.sessions[session.session_id]
     assert [(u.connection, u.outcome) for u in record.context_updates] == [(0, "applied")]
     assert record.state is not None and record.state.system_instruction == "be terse"

@@ -77,8 +77,12 @@ def test_every_profile_names_its_sources_and_an_unknown_model_is_refused() -> No
 
 
 def test_bad_lifetime_settings_are_refused() -> None:
-    with pytest.raises(ValueError, match="resume_instruction_limit"):
-        EmulatorConfig(resume_instruction_limit=0)
+    for limit in (0, -5, True, 150.0):
+        with pytest.raises(ValueError, match="resume_instruction_limit"):
+            EmulatorConfig(resume_instruction_limit=limit)  # type: ignore[arg-type]
+    for every in (0.0, -60.0, float("nan")):
+        with pytest.raises(ValueError, match="rotate_every"):
+            EmulatorConfig(rotate_every=every)
 
 
 async def _held_connection(

@@ -9,13 +9,14 @@ from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.testing.emulator.ledger import SetupRecord
 from realtime_resumption.testing.emulator.server import VERTEX_LOCATION, VERTEX_PROJECT
 
+from ..transport.transport_helpers import sends_context_updates
 from .emu_helpers import (
     MODEL,
     ask,
     config,
+    function_calls,
     handle_after_turn,
     live_config,
-    needs_context_update,
     read_until,
     read_until_closed,
 )
@@ -36,15 +37,6 @@ def setup_config(
     )
 
 
-def called(messages: list[types.LiveServerMessage]) -> list[str]:
-    return [
-        call.name or ""
-        for m in messages
-        if m.tool_call
-        for call in m.tool_call.function_calls or []
-    ]
-
-
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
 async def test_a_resume_takes_the_new_setup_and_the_ledger_records_both(profile: str) -> None:
     vertex = profile == "vertex"
@@ -61,7 +53,9 @@ async def test_a_resume_takes_the_new_setup_and_the_ledger_records_both(profile:
             messages = await read_until(resumed, lambda m: m.tool_call is not None)
         await emu.wait_disconnected()
 
-    assert called(messages) == ["book"]  # only the new setup's tools exist
+    assert [c.name for c in function_calls(messages)] == [
+        "book"
+    ]  # only the new setup's tools exist
     record = emu.ledger.sessions[session.session_id]
     setups = [c.setup for c in record.connections]
     model = (
@@ -114,7 +108,7 @@ async def test_a_refused_connection_still_records_its_setup() -> None:
     assert conn.setup.tools == () and conn.setup.voice == "Puck"
 
 
-@needs_context_update
+@sends_context_updates
 async def test_a_session_may_ignore_a_new_instruction() -> None:
     async with Emulator(config(instruction_change="ignore", in_session_updates=True)) as emu:
         client = emu.client()
@@ -128,7 +122,7 @@ async def test_a_session_may_ignore_a_new_instruction() -> None:
             await ask(resumed, "book it")
             messages = await read_until(resumed, lambda m: m.tool_call is not None)
         await emu.wait_disconnected()
-    assert called(messages) == ["book"]
+    assert [c.name for c in function_calls(messages)] == ["book"]
     record = emu.ledger.sessions[session.session_id]
     assert record.state is not None
     assert (record.state.system_instruction, record.state.voice) == ("be terse", "Kore")
@@ -136,7 +130,7 @@ async def test_a_session_may_ignore_a_new_instruction() -> None:
     assert record.connections[1].setup.system_instruction == "be kind"
 
 
-@needs_context_update
+@sends_context_updates
 async def test_a_session_may_refuse_a_new_instruction() -> None:
     async with Emulator(config(instruction_change="refuse", in_session_updates=True)) as emu:
         client = emu.client()

@@ -13,15 +13,13 @@ from livekit.plugins import realtime_resumption as rr
 from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.testing.emulator import Emulator
 
-from ..transport.transport_helpers import live38_config, sends_context_updates
+from ..transport.transport_helpers import (
+    MODEL_38,
+    live38_config,
+    only_session,
+    sends_context_updates,
+)
 from .lk_helpers import text_call, until, voice_call
-
-MODEL_38 = "gemini-3.8-live"
-
-
-def _only(emu: Emulator):  # type: ignore[no-untyped-def]
-    (session,) = emu.ledger.sessions.values()
-    return session
 
 
 @sends_context_updates
@@ -44,7 +42,7 @@ async def test_new_instructions_on_3_8_through_vertex_open_no_connection() -> No
                 await agent.update_instructions("Second instructions.")
             result = await session.run(user_input="hello again")
             result.expect.next_event().is_message(role="assistant")
-    record = _only(emu)
+    record = only_session(emu)
     assert len(record.connections) == 1
     assert [(u.system_instruction, u.outcome) for u in record.context_updates] == [
         ("Second instructions.", "applied")
@@ -69,7 +67,7 @@ async def test_history_with_roles_mid_session_on_3_8_asks_for_no_answer() -> Non
             await rt.update_chat_ctx(ctx)
             result = await session.run(user_input="what is my name")
             result.expect.next_event().is_message(role="assistant")
-    record = _only(emu)
+    record = only_session(emu)
     (conn,) = record.connections
     contents = [m.turns for m in conn.client_messages if m.kind == "client_content"]
     assert (("user", "my name is Ada"), ("model", "hello Ada")) in contents
@@ -109,20 +107,23 @@ async def test_a_non_blocking_tool_holds_no_move_and_its_result_reaches_the_new_
             call.mic.say(["lookup", "the", "weather"])
             await until(lambda: any(s.tool_calls_issued for s in emu.ledger.sessions.values()))
             # The answer goes on while the tool runs, and a handle follows it.
-            await until(lambda: any(t.outcome == "complete" for t in _only(emu).turns.values()))
-            await until(lambda: len(_only(emu).handles) >= 1)
+            await until(
+                lambda: any(t.outcome == "complete" for t in only_session(emu).turns.values())
+            )
+            await until(lambda: len(only_session(emu).handles) >= 1)
             emu.faults.go_away(20.0)
             await until(lambda: len(call.recorder.moves) == 1)
             release.set()
-            await until(lambda: len(_only(emu).tool_results_taken) == 1)
+            await until(lambda: len(only_session(emu).tool_results_taken) == 1)
             await until(
                 lambda: any(
-                    t.answers_result and t.outcome == "complete" for t in _only(emu).turns.values()
+                    t.answers_result and t.outcome == "complete"
+                    for t in only_session(emu).turns.values()
                 )
             )
         finally:
             release.set()
-    record = _only(emu)
+    record = only_session(emu)
     served = [c.index for c in record.connections if c.established]
     assert call.recorder.moves[0].report.outcome is MoveOutcome.RESUMED
     assert [(t.connection, t.scheduling) for t in record.tool_results_taken] == [

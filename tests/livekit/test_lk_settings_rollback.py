@@ -63,3 +63,8 @@ async def test_after_a_refused_voice_asking_for_it_again_is_tried_again() -> Non
             await until(lambda: len(recorder.errors) == 2)
 
     assert all(isinstance(e.error, SetupRefusedError) and e.recoverable for e in recorder.errors)
+    # Tried again on the service, not refused on the spot: a setup asking for Klingon came
+    # after the session was back on Puck.
+    asked = [c.setup.voice for r in emu.ledger.sessions.values() for c in r.connections if c.setup]
+    back = asked.index("Puck", asked.index("Klingon"))
+    assert "Klingon" in asked[back:], asked

@@ -17,8 +17,8 @@ from livekit.agents import Agent, AgentSession
 from livekit.plugins import openai as lk_openai
 
 from realtime_resumption.testing.openai_emulator import OpenAIEmulator
-from tests.livekit.lk_helpers import Microphone, Recorder, Speaker, until
 
+from ..livekit.lk_helpers import Microphone, Recorder, Speaker, until
 from .oai_helpers import RATE, config
 
 PACE = 0.05

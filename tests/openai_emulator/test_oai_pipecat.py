@@ -25,8 +25,8 @@ from realtime_resumption.testing.openai_emulator import (
     answer_chunk_ids,
     user_audio,
 )
-from tests.pipecat.rig import Rig, until
 
+from ..pipecat.rig import Rig, until
 from .oai_helpers import RATE
 
 

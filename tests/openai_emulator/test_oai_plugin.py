@@ -26,17 +26,19 @@ async def test_the_marker_configures_the_emulator_and_the_client_reaches_it(
 
 
 @pytest.mark.parametrize(
-    "openai_emulator",
-    ["azure", {"time_scale": 0.5}, OpenAIEmulatorConfig(answer_chunks=3)],
-    indirect=True,
+    ("openai_emulator", "expected"),
+    [
+        ("azure", ("azure", 1.0, 10)),
+        ({"time_scale": 0.5}, ("openai", 0.5, 10)),
+        (OpenAIEmulatorConfig(answer_chunks=3), ("openai", 1.0, 3)),
+    ],
+    indirect=["openai_emulator"],
 )
-async def test_an_indirect_parameter_configures_it(openai_emulator: OpenAIEmulator) -> None:
+async def test_an_indirect_parameter_configures_it(
+    openai_emulator: OpenAIEmulator, expected: tuple[str, float, int]
+) -> None:
     config = openai_emulator.config
-    assert (config.profile, config.time_scale, config.answer_chunks) in {
-        ("azure", 1.0, 10),
-        ("openai", 0.5, 10),
-        ("openai", 1.0, 3),
-    }
+    assert (config.profile, config.time_scale, config.answer_chunks) == expected
 
 
 async def test_the_trusted_fixture_sets_the_ca_for_the_test(

@@ -22,11 +22,14 @@ from realtime_resumption.moves import MoveOutcome
 from realtime_resumption.pipecat import GeminiLiveLLMService, GeminiLiveVertexLLMService
 from realtime_resumption.testing.emulator import Emulator
 
-from ..transport.transport_helpers import live38_config, sends_context_updates
+from ..transport.transport_helpers import (
+    MODEL_38,
+    live38_config,
+    only_session,
+    sends_context_updates,
+)
 from . import services
 from .rig import FAST, Rig, until
-
-MODEL_38 = "gemini-3.8-live"
 
 
 def _ours(emu: Emulator) -> GeminiLiveLLMService:
@@ -40,11 +43,6 @@ def _ours(emu: Emulator) -> GeminiLiveLLMService:
     )
 
 
-def _only(emu: Emulator):  # type: ignore[no-untyped-def]
-    (session,) = emu.ledger.sessions.values()
-    return session
-
-
 async def test_a_function_registered_as_usual_holds_its_answer_on_3_8() -> None:
     # 3.8 runs calls non-blocking by default: stock declares the usual (synchronous)
     # functions BLOCKING, so the answer waits for the result; ours must too.
@@ -55,7 +53,7 @@ async def test_a_function_registered_as_usual_holds_its_answer_on_3_8() -> None:
             await rig.queue(InputTextRawFrame("please lookup flights"))
             await rig.wait(lambda: rig.count(FunctionCallResultFrame) >= 1)
             await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
-        session = _only(emu)
+        session = only_session(emu)
     # The response answered a call the model waited for, not a running one.
     assert session.tool_results_taken == []
     assert session.unawaited_tool_responses == [] and session.stranded_tool_responses == []
@@ -87,7 +85,7 @@ async def test_a_non_blocking_function_holds_no_move_and_its_result_reaches_the_
             await rig.wait(lambda: rig.count(FunctionCallResultFrame) >= 1)
             # The model answers the result (WHEN_IDLE) on the new connection.
             await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 2)
-        session = _only(emu)
+        session = only_session(emu)
     (moved,) = rig.of(SessionMovedFrame)
     assert moved.report.outcome is MoveOutcome.RESUMED
     served = [c.index for c in session.connections if c.established]
@@ -122,7 +120,7 @@ async def test_an_instructions_update_on_3_8_through_vertex_opens_no_connection(
             await rig.queue(LLMUpdateSettingsFrame(delta=delta))
             await rig.queue(InputTextRawFrame("hello again"))
             await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 2)
-        session = _only(emu)
+        session = only_session(emu)
     assert len(session.connections) == 1
     assert [(u.system_instruction, u.outcome) for u in session.context_updates] == [
         ("Be brief.", "applied")
@@ -148,13 +146,13 @@ async def test_messages_appended_mid_session_on_3_8_are_taken_without_a_move() -
             await until(
                 lambda: any(
                     m.kind == "client_content"
-                    for c in _only(emu).connections
+                    for c in only_session(emu).connections
                     for m in c.client_messages
                 )
             )
             await rig.queue(InputTextRawFrame("what is my name"))
             await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 2)
-        session = _only(emu)
+        session = only_session(emu)
     (conn,) = session.connections
     assert conn.setup is not None
     contents = [m for m in conn.client_messages if m.kind == "client_content"]

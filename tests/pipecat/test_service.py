@@ -45,13 +45,9 @@ from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.transport import GenerationEndReason
 
 from ..ledger_checks import assert_nothing_said_lost
+from ..transport.transport_helpers import only_session
 from . import services
 from .rig import TIME_SCALE, PushLog, Rig, emulator_config, until
-
-
-def _only(emu: Emulator):  # type: ignore[no-untyped-def]
-    (session,) = emu.ledger.sessions.values()
-    return session
 
 
 async def _first_turn(rig: Rig) -> None:
@@ -90,7 +86,7 @@ async def test_a_settings_update_mid_call_moves_the_session_to_the_new_setup() -
             await rig.wait(lambda: rig.count(SessionMovedFrame) >= 2)
             await rig.queue(InputTextRawFrame("hello there"))
             await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 3)
-        session = _only(emu)
+        session = only_session(emu)
     reports = [f.report for f in rig.of(SessionMovedFrame)]
     assert [(r.reason, r.outcome) for r in reports] == [
         (MoveReason.CONFIG, MoveOutcome.RESUMED),
@@ -135,7 +131,7 @@ async def test_manual_activity_survives_a_move_with_the_onset_kept() -> None:
             seq = await _speak(rig, seq, ["there", ""])
             await rig.queue(UserStoppedSpeakingFrame())
             await rig.wait(lambda: rig.count(GenerationEndedFrame) >= 2)
-        session = _only(emu)
+        session = only_session(emu)
     (moved,) = rig.of(SessionMovedFrame)
     assert (moved.report.reason, moved.report.outcome) == (MoveReason.LOST, MoveOutcome.RESUMED)
     assert [t.user_text for t in session.turns.values()] == ["hello", "are you there"]
@@ -212,7 +208,7 @@ async def test_audio_at_any_rate_reaches_the_model_as_16_khz_mono() -> None:
                 await rig.queue(InputAudioRawFrame(audio=chunk, sample_rate=48_000, num_channels=2))
             await rig.queue(InputTextRawFrame("hello there"))
             await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
-        session = _only(emu)
+        session = only_session(emu)
     (connection,) = session.connections
     audio = [m for m in connection.client_messages if m.kind == "audio"]
     assert audio and all(t == "audio/pcm;rate=16000" for m in audio for t in m.mime_types)
@@ -241,7 +237,7 @@ async def test_end_frame_waits_for_the_answer_in_progress() -> None:
             await rig.wait(lambda: rig.count(TTSAudioRawFrame) >= 1)
             await rig.queue(EndFrame())
             await rig.wait(lambda: rig.count(EndFrame) >= 1)
-        session = _only(emu)
+        session = only_session(emu)
     (turn,) = session.turns.values()
     assert (turn.outcome, turn.delivered) == ("complete", 30)
     kinds = [type(f) for f in rig.down.frames]
@@ -266,7 +262,7 @@ async def test_images_go_as_jpeg_at_most_once_a_second_and_appends_as_live_text(
             messages = [{"role": "user", "content": "hello there"}]
             await rig.queue(LLMMessagesAppendFrame(messages=messages, run_llm=True))
             await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
-        session = _only(emu)
+        session = only_session(emu)
     (connection,) = session.connections
     assert _kinds(connection) == ["video", "text"]
     (video,) = [m for m in connection.client_messages if m.kind == "video"]
@@ -347,7 +343,7 @@ async def test_without_inference_on_the_first_context_it_is_seeded_quietly() -> 
             await rig.queue(LLMContextFrame(LLMContext(messages=history)))
             await rig.queue(InputTextRawFrame("hello there"))
             await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
-        session = _only(emu)
+        session = only_session(emu)
     (connection,) = session.connections
     (seed,) = [m for m in connection.client_messages if m.kind == "client_content"]
     assert seed.turns == (("user", "my name is Ada"), ("model", "hello Ada"))
@@ -437,7 +433,7 @@ async def test_a_settings_update_gemini_cannot_take_is_refused_and_the_session_g
                 await rig.wait(lambda: rig.count(SessionMovedFrame) >= 1)
                 await rig.queue(InputTextRawFrame("hello there"))
                 await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 2)
-            session = _only(emu)
+            session = only_session(emu)
     finally:
         logger.remove(sink)
     errors = rig.of(ErrorFrame, up=True)

@@ -4,6 +4,7 @@ the transport tests' recorder and emulator settings."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from realtime_resumption.gemini import GeminiLiveTransport
@@ -23,6 +24,7 @@ from ..transport.transport_helpers import (
     emulator_config,
     established,
     kind_emulator_config,
+    only_session,
 )
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "make_transport",
     "only_session",
     "resumable",
+    "say",
     "seconds",
     "stream_silence",
 ]
@@ -65,11 +68,6 @@ async def resumable(transport: GeminiLiveTransport, rec: Recorder, *, kind: bool
         await rec.wait_for("on_resumption_update")
     else:
         await answered_with_handle(transport, rec)
-
-
-def only_session(emu: Emulator) -> SessionRecord:
-    (session,) = emu.ledger.sessions.values()
-    return session
 
 
 GAP_SLACK_MS = 150.0
@@ -131,3 +129,22 @@ async def stream_silence(
     for seq in range(first, first + count):
         transport.send_audio(user_audio(seq, speech=speech))
         await asyncio.sleep(every)
+
+
+async def say(
+    transport: GeminiLiveTransport,
+    words: Sequence[str],
+    first: int,
+    *,
+    silence_after: int,
+    every: float = 0.002,
+) -> int:
+    """The user says ``words``, a chunk of speech each numbered from ``first``, then
+    ``silence_after`` silent chunks (the silence that ends the turn), a chunk every ``every``
+    seconds as ``stream_silence`` paces them; returns the next seq."""
+    for seq, word in enumerate(words, start=first):
+        transport.send_audio(user_audio(seq, word=word))
+        await asyncio.sleep(every)
+    silence = first + len(words)
+    await stream_silence(transport, silence, silence_after, every)
+    return silence + silence_after

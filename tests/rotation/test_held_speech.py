@@ -11,8 +11,7 @@ from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, user_audio
 
 from ..transport.transport_helpers import (
-    Recorder,
-    answered_with_handle,
+    connected_and_answered,
     emulator_config,
     make_transport,
 )
@@ -34,9 +33,7 @@ async def test_a_resume_from_an_old_handle_replays_speech_and_skips_silence() ->
     limits = OutboxLimits(max_audio_seconds=BOUND, silence_padding=PADDING)
     async with Emulator(emulator_config("gemini")) as emu:
         transport = make_transport(emu, input_buffer=limits)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)  # the handle the move resumes from
+        rec = await connected_and_answered(transport)  # the handle the move resumes from
         seq = await _stream(transport, 1, 100, speech=False)  # 2 s of silence
         speech = range(seq, seq + 15)
         seq = await _stream(transport, seq, len(speech), speech=True)

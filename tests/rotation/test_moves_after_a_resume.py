@@ -94,6 +94,7 @@ async def test_a_session_the_user_spoke_to_after_the_resume_waits_for_the_end_of
     second = rec.moves[1]
     assert (second.reason, second.outcome) == (MoveReason.PLANNED, MoveOutcome.RESUMED)
     assert not second.turn_cut
+    assert second.go_away_to_switch_ms is not None
     names = rec.names()
     moved = [i for i, name in enumerate(names) if name == "on_move"][1]
     go_away = max(i for i, name in enumerate(names[:moved]) if name == "on_go_away")

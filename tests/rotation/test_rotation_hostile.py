@@ -15,6 +15,7 @@ from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import SessionLostError
 
+from ..transport.transport_helpers import connected_and_answered
 from .rotation_helpers import (
     FAST,
     MODEL,
@@ -80,9 +81,7 @@ async def test_credentials_refused_during_a_move_end_the_session_at_once() -> No
             credential_provider=credential,
             resumption=FAST,
         )
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        rec = await connected_and_answered(transport)
         # The key is revoked: every later dial presents a blank one, which the service
         # refuses with 401.
         http_options.headers = {**(http_options.headers or {}), "x-goog-api-key": " "}

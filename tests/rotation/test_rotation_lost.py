@@ -15,8 +15,6 @@ from realtime_resumption.transport import ContentTurn, GenerationEndReason
 from ..transport.transport_helpers import connected_and_answered
 from .rotation_helpers import (
     HELLO,
-    Recorder,
-    answered_with_handle,
     emulator_config,
     make_transport,
     only_session,
@@ -59,9 +57,7 @@ async def test_a_drop_at_idle_resumes_and_delivers_what_was_sent_in_the_gap(prof
 async def test_a_drop_mid_answer_ends_it_and_the_question_is_answered_again() -> None:
     async with Emulator(emulator_config("gemini", answer_chunks=60)) as emu:
         transport = make_transport(emu)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)  # the handle the move resumes from
+        rec = await connected_and_answered(transport)  # the handle the move resumes from
         transport.send_content(HELLO)
         await rec.wait_for("on_audio_output", 60 + 3)
         emu.faults.drop()

@@ -172,9 +172,7 @@ async def test_a_silent_connection_moves_at_the_deadline_and_ends_the_cut_answer
 ) -> None:
     async with Emulator(emulator_config(profile, answer_chunks=200)) as emu:
         transport = make_transport(emu)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)  # the handle the move resumes from
+        rec = await connected_and_answered(transport)  # the handle the move resumes from
         transport.send_content(HELLO)
         await rec.wait_for("on_audio_output", 200 + 3)
         started = asyncio.get_running_loop().time()

@@ -3,7 +3,6 @@ session that did not issue its call; an orphaned call's answer ends saying so.""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 import pytest
@@ -11,7 +10,7 @@ from google.genai import types
 
 from realtime_resumption.gemini import GeminiLiveTransport, loop_lag
 from realtime_resumption.moves import HandleKind, MoveOutcome
-from realtime_resumption.testing.emulator import Emulator, answer_chunk_id, user_audio
+from realtime_resumption.testing.emulator import Emulator, answer_chunk_id
 from realtime_resumption.transport import (
     ContentTurn,
     GenerationEndReason,
@@ -27,6 +26,7 @@ from .rotation_helpers import (
     established,
     make_transport,
     only_session,
+    say,
 )
 
 TOOLS = [{"name": "lookup", "description": "Looks things up."}]
@@ -240,18 +240,6 @@ async def test_a_call_open_when_its_answer_is_cut_is_orphaned_even_if_the_sessio
 SPOKEN = ["lookup", "the", "weather"]
 
 
-async def _ask_aloud(transport: GeminiLiveTransport, first: int) -> int:
-    """The user says "lookup the weather" (speech, then the silence that ends the turn), a
-    chunk every 2 ms; returns the next seq."""
-    seq = first
-    for i in range(8):
-        word = SPOKEN[i] if i < len(SPOKEN) else None
-        transport.send_audio(user_audio(seq, speech=i < len(SPOKEN), word=word))
-        seq += 1
-        await asyncio.sleep(0.002)
-    return seq
-
-
 async def test_non_blocking_calls_across_three_moves_are_each_answered_once() -> None:
     """gemini-3.8-live talks on while a function runs: the call holds no move, yet its
     result reaches the session that knows the call, once, including a result the framework
@@ -265,7 +253,7 @@ async def test_non_blocking_calls_across_three_moves_are_each_answered_once() ->
         seq = 1
         for move in range(1, 4):
             start = len(rec.events)
-            seq = await _ask_aloud(transport, seq)
+            seq = await say(transport, SPOKEN, seq, silence_after=5)
             await rec.wait_for("on_tool_call", move)
             ((calls,),) = rec.of("on_tool_call")[move - 1 : move]
             # The answer finishes without the result, and a handle follows it.

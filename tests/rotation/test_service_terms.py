@@ -15,11 +15,11 @@ import pytest
 
 from realtime_resumption.gemini import GeminiLiveTransport, preopen
 from realtime_resumption.moves import MoveOutcome, MoveReport
-from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
+from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 
 from ..transport.transport_helpers import handle_after_the_answer
-from .rotation_helpers import TIME_SCALE, Recorder, make_transport, only_session
+from .rotation_helpers import TIME_SCALE, Recorder, make_transport, only_session, say
 
 WHEN = ["before_setup_complete", "after_setup_complete"]
 QUESTION = ("what", "is", "the", "time")
@@ -49,19 +49,10 @@ async def moved_once(emu: Emulator) -> tuple[GeminiLiveTransport, Recorder]:
     return transport, rec
 
 
-async def speak(transport: GeminiLiveTransport, first: int, *, silence_after: int = 30) -> int:
+async def speak(transport: GeminiLiveTransport, first: int) -> int:
     """The question as speech at a microphone's pace (2 ms per 20 ms chunk at this time
     scale), then silence; returns the next seq."""
-    seq = first
-    for word in QUESTION:
-        transport.send_audio(user_audio(seq, word=word))
-        seq += 1
-        await asyncio.sleep(0.001)
-    for _ in range(silence_after):
-        transport.send_audio(user_audio(seq, speech=False))
-        seq += 1
-        await asyncio.sleep(0.001)
-    return seq
+    return await say(transport, QUESTION, first, silence_after=30, every=0.001)
 
 
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.live_options import StoreOptions
-from realtime_resumption.gemini.stored_session import RecordCodec
+from realtime_resumption.gemini.stored_session import RecordCodec, RecordError, SessionSnapshot
 from realtime_resumption.store import SessionStore
 from realtime_resumption.testing.emulator import Emulator, user_audio
+from realtime_resumption.testing.emulator.audio import UserAudioDecoder
 
 from ..transport.transport_helpers import (
     GRACE,
@@ -25,6 +27,9 @@ KEY = "call-7"
 CHUNK = 0.02
 """Seconds of user audio per chunk (a microphone's real-time pace)."""
 OPTIONS = StoreOptions(write_interval=0.25, lease_ttl=1.0, lease_wait=3.0)
+SAVED_WITHIN = 5.0
+"""Seconds a test waits for a saver to store what it checks: its next beat is at most
+``write_interval`` away, the rest is a loaded machine's slack."""
 
 
 def make_transport(
@@ -66,11 +71,11 @@ async def stream_speech(
 
 
 async def answered_call(
-    emu: Emulator, store: SessionStore, options: StoreOptions = OPTIONS
+    emu: Emulator, store: SessionStore, options: StoreOptions = OPTIONS, **more: Any
 ) -> tuple[GeminiLiveTransport, Recorder]:
-    """A worker's call on ``store``: connected, past its first answer and the session's first
-    handle. Returns the transport and what it reported."""
-    transport = make_transport(emu, store, options)
+    """A worker's call on ``store`` (``make_transport``'s ``more``): connected, past its first
+    answer and the session's first handle. Returns the transport and what it reported."""
+    transport = make_transport(emu, store, options, **more)
     rec = await connected_and_answered(transport)
     return transport, rec
 
@@ -139,3 +144,31 @@ async def current(store: SessionStore, handle: str | None, key: str = KEY) -> bo
     """Whether the stored record is there and holds the session's latest handle (the store
     came back empty, and the session had new handles while it was down)."""
     return await store.load(key) is not None and await stored_handle(store, key) == handle
+
+
+async def saved(
+    store: SessionStore, holds: Callable[[SessionSnapshot], bool], key: str = KEY
+) -> SessionSnapshot:
+    """The session stored under ``key`` (in clear), once it ``holds``: what a worker's saver
+    has written by then. Bounded by ``SAVED_WITHIN``, not a fixed sleep: the saver's beats
+    signal nothing, and a loaded machine delays them. A record it cannot read (one the saver
+    is still to replace) counts as not yet."""
+    codec = RecordCodec(session_key=key)
+    async with asyncio.timeout(SAVED_WITHIN):
+        while True:
+            record = await store.load(key)
+            with contextlib.suppress(RecordError):
+                if record is not None and holds(snapshot := codec.decode(record)):
+                    return snapshot
+            await asyncio.sleep(0.02)
+
+
+def stored_speech(snapshot: SessionSnapshot) -> set[int]:
+    """The seqs of the user's audio chunks in a stored session's input."""
+    decoder = UserAudioDecoder()
+    return {
+        chunk.seq
+        for message in snapshot.input
+        if message.kind == "audio" and isinstance(message.payload, bytes)
+        for chunk in decoder.feed(message.payload)
+    }

@@ -35,7 +35,7 @@ from realtime_resumption.store import MemoryStore
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 from ..livekit.lk_helpers import VoiceCall, make_model, until, voice_call
-from .takeover_helpers import OPTIONS
+from .takeover_helpers import OPTIONS, saved
 
 SCALE = 0.25
 ROOM = "console"
@@ -132,7 +132,7 @@ async def test_a_job_shut_down_for_another_reason_ends_the_call() -> None:
         async with job_call(emu, store) as (ctx, a):
             a.mic.say(["my", "name", "is", "Ada"])
             await a.settled(messages=2)
-            await asyncio.sleep(2 * OPTIONS.write_interval)
+            await saved(store, lambda _: True, key=ROOM)
             assert await store.load(ROOM) is not None  # saved while the call runs
             await shut_down(ctx, "room disconnected")
         assert await store.load(ROOM) is None  # the call is over: nothing to take over

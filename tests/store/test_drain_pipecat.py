@@ -24,7 +24,7 @@ from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import GenerationEndReason
 
 from ..pipecat.rig import Rig, emulator_config, stream_audio
-from .takeover_helpers import KEY, OPTIONS
+from .takeover_helpers import KEY, saved
 from .test_takeover_pipecat import bot
 
 
@@ -99,7 +99,7 @@ async def test_a_plain_end_frame_still_ends_the_call() -> None:
         async with Rig([bot(emu, store)]) as rig:
             await rig.context()
             await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
-            await asyncio.sleep(2 * OPTIONS.write_interval)
+            await saved(store, lambda _: True)
             assert await store.load(KEY) is not None  # saved while the call runs
         assert await store.load(KEY) is None  # the call is over: nothing to take over
 

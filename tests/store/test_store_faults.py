@@ -7,7 +7,6 @@ comes back) and the strict emulator over real TLS."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 
 import pytest
@@ -32,6 +31,7 @@ from .takeover_helpers import (
     crash,
     current,
     make_transport,
+    saved,
     start_worker,
     stream_speech,
     take_over_and_talk,
@@ -181,11 +181,8 @@ async def test_a_crash_is_taken_over_with_the_default_store_options(
         a, _ = await answered_call(emu, redis_store, StoreOptions())
         await stream_speech(a, 1, 20)
         await crash(a)  # its lease lives on for its time to live
-        b = make_transport(emu, redis_store, StoreOptions())  # a re-dispatch, as the README has it
-        rec_b = Recorder(b)
-        await b.connect()
-        await stream_speech(b, 1000, 10)
-        await b.disconnect()
+        # A re-dispatch, as the README has it.
+        rec_b = await take_over_and_talk(emu, redis_store, 1000, StoreOptions())
 
     (move,) = rec_b.moves
     assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.RESUMED)
@@ -241,10 +238,7 @@ async def test_a_record_copied_under_another_calls_key_is_refused_and_that_call_
         for part in copied[1:]:
             assert await store.append("call-8", part, 60)
 
-        second = make_transport(emu, store, options, key="call-8")
-        rec_second = Recorder(second)
-        await second.connect()
-        await answered_with_handle(second, rec_second)
+        second, rec_second = await answered_call(emu, store, options, key="call-8")
         await second.disconnect()
 
     assert rec_second.moves == []  # not a takeover of the first caller's call
@@ -274,11 +268,8 @@ async def test_a_record_nested_past_reason_is_reported_and_the_call_starts_fresh
         assert isinstance(event.error, RecordError) and event.recoverable
         assert rec.moves == []
         await answered_with_handle(a, rec)
-        for _ in range(100):  # the next beat writes the call's own record: bounded poll
-            with contextlib.suppress(RecordError):  # the bad one, until then
-                if await current(store, a.resumption_handle):
-                    break
-            await asyncio.sleep(0.02)
+        # The next beat writes the call's own record over the bad one.
+        await saved(store, lambda s: s.handle == a.resumption_handle)
         assert await current(store, a.resumption_handle)  # the bad record is gone
         await a.disconnect()
 
@@ -289,14 +280,8 @@ async def test_a_worker_stalled_while_another_took_its_call_and_handed_it_on_tak
     clock = Clock()
     store = MemoryStore(clock)
     async with Emulator(emulator_config("gemini")) as emu:
-        a = make_transport(emu, store)
-        rec = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec)
-        for _ in range(100):  # A's record holds its handle: bounded poll
-            if await current(store, a.resumption_handle):
-                break
-            await asyncio.sleep(0.02)
+        a, rec = await answered_call(emu, store)
+        await saved(store, lambda s: s.handle == a.resumption_handle)  # A's record holds it
         # A stalls past its lease; another process takes the call, writes its own record and
         # hands the call on (its lease given up, its record kept for the next process).
         clock.now += OPTIONS.lease_ttl + 1

@@ -49,7 +49,9 @@ from .takeover_helpers import (
     answered_call,
     crash,
     make_transport,
+    saved,
     start_worker,
+    stored_speech,
     stream_speech,
     take_over_and_talk,
 )
@@ -112,7 +114,7 @@ async def test_a_second_process_is_refused_while_the_first_drives_the_call() -> 
         assert not b.is_connected
         await a.disconnect()
         await b.connect()  # A's call ended: the key is free (a new call)
-        await asyncio.sleep(2 * OPTIONS.write_interval)  # B's call saved
+        await saved(store, lambda _: True)  # B's call saved
         await a.disconnect()  # again: A's call is over, B's record stays
         assert await store.load(KEY) is not None
         await b.disconnect()
@@ -203,7 +205,7 @@ async def test_an_expired_handle_rebuilds_the_call_from_the_stored_conversation(
         a.send_content([ContentTurn("user", "my name is Ada")])
         await rec_a.wait_for("on_turn_complete")
         await rec_a.wait(lambda r: r.of("on_resumption_update")[-1][1])
-        await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+        await saved(store, lambda s: s.handle == a.resumption_handle)
         await crash(a)
         emu.faults.expire_handles()
         b = make_transport(emu, store)
@@ -233,13 +235,11 @@ async def test_an_expired_handle_rebuilds_the_call_from_the_stored_conversation(
 async def test_a_tool_call_open_at_the_crash_is_asked_again_and_answered_once() -> None:
     store = MemoryStore()
     async with Emulator(emulator_config("gemini")) as emu:
-        a = make_transport(emu, store, tools=[{"name": "lookup"}])
-        rec_a = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec_a)
+        a, rec_a = await answered_call(emu, store, tools=[{"name": "lookup"}])
         a.send_content([ContentTurn("user", "please lookup flights")])
         await rec_a.wait_for("on_tool_call")
-        await asyncio.sleep(2 * OPTIONS.write_interval)
+        # The stored handle came before the question: the record holds it as input.
+        await saved(store, lambda s: [m.kind for m in s.input] == ["content"])
         await crash(a)  # before the tool ran
         b = make_transport(emu, store, tools=[{"name": "lookup"}])
         rec_b = Recorder(b)
@@ -276,10 +276,7 @@ async def test_the_call_goes_on_while_redis_is_down_and_is_saved_again_when_it_r
         assert len(errors) == 1  # once per outage, not once per beat
         assert isinstance(errors[0].error, StoreError) and errors[0].recoverable
         await redis_server.start()  # back, empty
-        for _ in range(100):  # the next beat saves: bounded poll
-            if await redis_store.load(KEY) is not None:
-                break
-            await asyncio.sleep(0.02)
+        await saved(redis_store, lambda _: True)  # the next beat saves
         record = await redis_store.load(KEY)
         assert record is not None
         assert RecordCodec(session_key=KEY).decode(record).handle == a.resumption_handle
@@ -339,7 +336,7 @@ async def test_a_resume_refused_while_the_hung_worker_holds_the_session_open_is_
         a.send_content([ContentTurn("user", "my name is Ada")])
         await rec_a.wait_for("on_turn_complete")
         await rec_a.wait(lambda r: r.of("on_resumption_update")[-1][1])
-        await asyncio.sleep(2 * OPTIONS.write_interval)
+        await saved(store, lambda s: s.handle == a.resumption_handle)
         await crash(a, hung=True)
         b = make_transport(emu, store)
         rec_b = Recorder(b)
@@ -396,7 +393,10 @@ async def test_a_tool_call_the_stored_handle_knows_is_answered_on_the_session_th
         {"sessionResumptionUpdate": {"newHandle": "h-with-call", "resumable": True}}
     )
     await rec_a.wait_for("on_resumption_update")
-    await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+    # A's record holds the handle and the call it knows.
+    await saved(
+        store, lambda s: s.handle == "h-with-call" and [c.id for c in s.tool_calls] == ["fc-1"]
+    )
     await crash(a)
     b = transport()
     rec_b = Recorder(b)
@@ -418,7 +418,7 @@ async def test_a_tool_call_the_stored_handle_knows_is_answered_on_the_session_th
 
     # B dies before the session issues a handle: C resumes the stored handle again, and the
     # result B sent, which that session lacks, goes to it again (the call is not asked again).
-    await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+    await saved(store, lambda s: any(m.kind == "tool_response" for m in s.input))
     await crash(b)
     c = transport()
     rec_c = Recorder(c)
@@ -448,7 +448,7 @@ async def test_no_handle_is_whole_in_the_logs_reports_or_errors_of_a_takeover() 
             a.send_content([ContentTurn("user", "my name is Ada")])
             await rec_a.wait_for("on_turn_complete")
             await rec_a.wait(lambda r: r.of("on_resumption_update")[-1][1])
-            await asyncio.sleep(2 * OPTIONS.write_interval)
+            await saved(store, lambda s: s.handle == a.resumption_handle)
             await crash(a)
             emu.faults.expire_handles()  # refused: the error path names the failure
             b = make_transport(emu, store)
@@ -469,10 +469,7 @@ async def test_a_worker_that_lost_its_lease_ends_its_session_and_leaves_the_reco
     clock = Clock()
     store = MemoryStore(clock)
     async with Emulator(emulator_config("gemini")) as emu:
-        a = make_transport(emu, store)
-        rec = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec)
+        a, rec = await answered_call(emu, store)
         # A stalls past its lease (the store's clock jumps) and another process takes it.
         clock.now += OPTIONS.lease_ttl + 1
         assert await store.acquire(KEY, "another process", 60)
@@ -504,10 +501,7 @@ async def test_a_store_down_at_connect_starts_the_call_and_saves_it_once_back(
         ((event,),) = rec.of("on_error")
         assert isinstance(event.error, StoreError) and "redis acquire" in str(event.error)
         await redis_server.start()
-        for _ in range(100):  # the next beats take the lease and save: bounded poll
-            if await redis_store.load(KEY) is not None:
-                break
-            await asyncio.sleep(0.02)
+        await saved(redis_store, lambda _: True)  # the next beats take the lease and save
         assert await redis_store.load(KEY) is not None
         await a.disconnect()
     assert await redis_store.load(KEY) is None
@@ -533,11 +527,8 @@ async def test_a_disconnect_while_connect_asks_the_store_keeps_the_stored_call(
     clock = Clock()
     store = SlowLoad(clock)
     async with Emulator(emulator_config("gemini")) as emu:
-        a = make_transport(emu, store)
-        rec_a = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec_a)
-        await asyncio.sleep(2 * OPTIONS.write_interval)
+        a, _ = await answered_call(emu, store)
+        await saved(store, lambda s: s.handle == a.resumption_handle)
         await crash(a)  # its lease is held for lease_ttl yet
         if stage == "loading the record":
             clock.now += OPTIONS.lease_ttl  # A's lease expired: B takes it, then loads
@@ -686,12 +677,9 @@ async def test_a_hand_over_waits_for_the_answer_in_progress() -> None:
 async def test_what_the_framework_sends_when_it_hears_of_the_takeover_is_kept() -> None:
     store = MemoryStore()
     async with Emulator(emulator_config("gemini")) as emu:
-        a = make_transport(emu, store)
-        rec_a = Recorder(a)
-        await a.connect()
-        await answered_with_handle(a, rec_a)
+        a, _ = await answered_call(emu, store)
         await stream_speech(a, 1, 10)
-        await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+        await saved(store, lambda s: s.handle == a.resumption_handle)
         await crash(a)
         b = make_transport(emu, store)
         rec_b = Recorder(b)
@@ -729,7 +717,7 @@ async def test_a_call_taken_over_twice_before_its_session_issues_a_handle_resume
         await a.connect()
         a.send_content([ContentTurn("user", "hello")])
         await rec_a.wait_for("on_resumption_update")  # after the answer
-        await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+        await saved(store, lambda s: s.handle == a.resumption_handle)
         await stream_speech(a, 1, 30, words=["please", "lookup"])
         await crash(a)  # mid-question
         b = make_transport(emu, store, tools=tools)
@@ -739,7 +727,8 @@ async def test_a_call_taken_over_twice_before_its_session_issues_a_handle_resume
         silence = asyncio.create_task(stream_speech(b, 110, 200, speech=False))
         try:
             await rec_b.wait_for("on_tool_call")
-            await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+            # B's record holds what its user said.
+            await saved(store, lambda s: set(range(100, 110)) <= stored_speech(s))
         finally:
             silence.cancel()
             await asyncio.gather(silence, return_exceptions=True)
@@ -793,7 +782,7 @@ async def test_a_call_taken_over_moves_from_the_handle_it_resumed_from_until_a_n
         await a.connect()
         a.send_content([ContentTurn("user", "hello")])
         await rec_a.wait_for("on_resumption_update")
-        await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+        await saved(store, lambda s: s.handle == a.resumption_handle)
         await crash(a)
         b = make_transport(emu, store)
         rec_b = Recorder(b)

@@ -5,8 +5,6 @@ key is given, as outside a job)."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from livekit.agents import Agent
 
@@ -16,7 +14,7 @@ from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 from ..livekit.lk_helpers import until, voice_call
 from .conftest import Clock
-from .takeover_helpers import KEY, OPTIONS, crash
+from .takeover_helpers import KEY, OPTIONS, crash, saved
 
 SCALE = 0.25
 
@@ -28,7 +26,7 @@ async def test_a_livekit_call_taken_over_continues_its_session() -> None:
         async with voice_call(emu, Agent(instructions="Be brief."), pace=SCALE, **model) as a:
             a.mic.say(["my", "name", "is", "Ada"])
             await a.settled(messages=2)
-            await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+            await saved(store, lambda s: s.handle is not None)  # the handle after the answer
             await crash(a.agent.realtime_llm_session._transport)
         async with voice_call(emu, Agent(instructions="Be brief."), pace=SCALE, **model) as b:
             b.mic.say(["what", "is", "my", "name"])

@@ -4,8 +4,6 @@ session, without seeding its context again. Real Pipecat pipelines on the emulat
 
 from __future__ import annotations
 
-import asyncio
-
 from pipecat.frames.frames import ErrorFrame, InputTextRawFrame, LLMFullResponseEndFrame
 from pipecat.processors.aggregators.llm_context import LLMContext
 
@@ -22,7 +20,7 @@ from realtime_resumption.testing.emulator import Emulator
 from ..pipecat import services
 from ..pipecat.rig import Rig, emulator_config
 from .conftest import Clock
-from .takeover_helpers import KEY, OPTIONS, crash
+from .takeover_helpers import KEY, OPTIONS, crash, saved
 
 
 def bot(emu: Emulator, store: MemoryStore) -> GeminiLiveLLMService:
@@ -45,7 +43,7 @@ async def test_a_pipecat_call_taken_over_continues_its_session() -> None:
             await rig_a.queue(InputTextRawFrame("my name is Ada"))
             await rig_a.wait(lambda: rig_a.count(LLMFullResponseEndFrame) >= 2)
             await rig_a.wait(lambda: rig_a.count(SessionResumptionUpdateFrame) >= 2)
-            await asyncio.sleep(2 * OPTIONS.write_interval)  # saved by now
+            await saved(store, lambda s: s.handle == a.transport.resumption_handle)
             await crash(a.transport)
             await rig_a.cancel()
         b = bot(emu, store)

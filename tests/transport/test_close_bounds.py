@@ -16,7 +16,7 @@ from realtime_resumption.gemini.connection import CLOSE_TIMEOUT
 from realtime_resumption.gemini.tasks import cancel_and_wait
 from realtime_resumption.testing.emulator import Emulator
 
-from .transport_helpers import MODEL, Recorder, answered_with_handle, emulator_config
+from .transport_helpers import MODEL, Recorder, connected_and_answered, emulator_config
 
 BOUND = 0.5
 
@@ -56,9 +56,7 @@ async def _hung_move(emu: Emulator, provider: Stubborn) -> tuple[GeminiLiveTrans
     transport = GeminiLiveTransport(
         model=MODEL, http_options=emu.http_options(), credential_provider=provider
     )
-    rec = Recorder(transport)
-    await transport.connect()
-    await answered_with_handle(transport, rec)
+    rec = await connected_and_answered(transport)
     emu.faults.drop()
     async with asyncio.timeout(5):
         await provider.entered.wait()

@@ -90,6 +90,7 @@ async def test_a_disconnect_cancelled_at_any_moment_leaves_no_socket_and_no_task
         # A later disconnect finds nothing left to do.
         await transport.disconnect()
         assert rec.count("on_close") == 1
+        assert _transport_tasks() == []
 
 
 def test_a_disconnect_made_before_its_loop_runs_closes_when_the_loop_runs_it() -> None:

@@ -32,7 +32,6 @@ from .transport_helpers import (
     TIME_SCALE,
     Recorder,
     ScriptedServer,
-    answered_with_handle,
     connected_and_answered,
     emulator_config,
     make_transport,
@@ -243,9 +242,7 @@ async def test_websockets_debug_lines_never_show_a_handle_or_key(
     caplog.set_level(logging.DEBUG, logger="websockets.client")
     async with Emulator(emulator_config()) as emu:
         transport = GeminiLiveTransport(api_key=key, http_options=emu.http_options(), model=MODEL)
-        rec = Recorder(transport)
-        await transport.connect()
-        await answered_with_handle(transport, rec)
+        rec = await connected_and_answered(transport)
         handle = transport.resumption_handle
         assert handle is not None
         # A server that echoes what it was given in its close reason.

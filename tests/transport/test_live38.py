@@ -19,15 +19,11 @@ from .transport_helpers import (
     established,
     live38_config,
     make_transport,
+    only_session,
     sends_context_updates,
 )
 
 TOOL = types.FunctionDeclaration(name="lookup", description="Looks things up.")
-
-
-def _only(emu: Emulator):  # type: ignore[no-untyped-def]
-    (session,) = emu.ledger.sessions.values()
-    return session
 
 
 async def _answered_once_told_updates_go_in_session(
@@ -38,10 +34,7 @@ async def _answered_once_told_updates_go_in_session(
     transport = make_transport(
         emu, model=MODEL_38, system_instruction="be kind", in_session_updates=True
     )
-    rec = Recorder(transport)
-    await transport.connect()
-    await answered_with_handle(transport, rec)
-    return transport, rec
+    return transport, await connected_and_answered(transport)
 
 
 @sends_context_updates
@@ -60,7 +53,7 @@ async def test_an_instructions_update_the_model_takes_opens_no_connection() -> N
         diagnostics = transport.get_diagnostics()
         await transport.disconnect()
 
-    session = _only(emu)
+    session = only_session(emu)
     assert len(session.connections) == 1
     assert [
         (u.connection, u.system_instruction, u.functions, u.outcome)
@@ -86,7 +79,7 @@ async def test_a_later_connection_is_set_up_with_the_update_and_is_not_sent_it_a
         await answered_with_handle(transport, rec, "and then")
         await transport.disconnect()
 
-    session = _only(emu)
+    session = only_session(emu)
     first, second = established(session)
     assert second.setup is not None and second.setup.system_instruction == "be terse"
     kinds = [[m.kind for m in c.client_messages] for c in (first, second)]
@@ -108,7 +101,7 @@ async def test_without_send_context_update_in_the_sdk_the_update_moves_the_sessi
         await rec.wait_for("on_move")
         await transport.disconnect()
 
-    session = _only(emu)
+    session = only_session(emu)
     assert session.context_updates == []
     last = established(session)[-1]
     assert last.setup is not None and last.setup.system_instruction == "be terse"
@@ -132,7 +125,7 @@ async def test_a_model_that_refuses_the_update_gets_it_through_a_move() -> None:
         await rec.wait_for("on_move", 2)
         await transport.disconnect()
 
-    session = _only(emu)
+    session = only_session(emu)
     assert [(u.system_instruction, u.outcome) for u in session.context_updates] == [
         ("be terse", "refused")
     ]
@@ -155,7 +148,7 @@ async def test_history_with_roles_goes_mid_session_where_the_model_takes_it() ->
         await answered_with_handle(transport, rec, "what is my name")
         await transport.disconnect()
 
-    session = _only(emu)
+    session = only_session(emu)
     (conn,) = session.connections
     seeded = [m.turns for m in conn.client_messages if m.kind == "client_content"]
     assert seeded[0] == (("user", "my name is Ada"), ("model", "hi Ada"))

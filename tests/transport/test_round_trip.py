@@ -18,13 +18,14 @@ from realtime_resumption.gemini import GeminiLiveTransport, connection, tcp
 from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.moves import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
-from realtime_resumption.testing.emulator.ledger import SessionSummary
+from realtime_resumption.testing.emulator.ledger import ConnectionRecord, SessionSummary
 from realtime_resumption.transport import ContentTurn
 
 from ..ledger_checks import assert_nothing_said_lost
 from .transport_helpers import (
     Recorder,
     emulator_config,
+    established,
     handle_after_the_answer,
     make_transport,
     unopened_connection,
@@ -209,6 +210,22 @@ kernel reads as microseconds on loopback, as it does not see the service behind 
 MOVES = 5
 
 
+def _audio(connection: ConnectionRecord) -> list[int]:
+    return [seq for message in connection.client_messages for seq in message.audio_seqs]
+
+
+async def _replay_arrived(emu: Emulator) -> None:
+    """Wait (bounded) until the last move's replay has reached the session: its old connection
+    closed (all it received is in the ledger), and the new one has audio the old one never had,
+    which the transport writes after the replay."""
+    (session,) = emu.ledger.sessions.values()
+    *_, old, new = established(session)
+    async with asyncio.timeout(5):
+        # Polling: the ledger has no event for it.
+        while old.closed_at is None or max(_audio(new), default=0) <= max(_audio(old)):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+
+
 async def _moves_while_streaming(config: EmulatorConfig, limits: OutboxLimits) -> SessionSummary:
     """``MOVES`` moves of a call on an emulator with ``config``, each from a handle that came
     while the microphone streamed silence; the session's figures."""
@@ -224,8 +241,7 @@ async def _moves_while_streaming(config: EmulatorConfig, limits: OutboxLimits) -
                 await rec.wait(handle_after_the_answer(start))
                 emu.faults.go_away(60.0)
                 await rec.wait_for("on_move", moves, timeout=5)
-            # The last move's replay reaches the session.
-            await asyncio.sleep(0.2)
+            await _replay_arrived(emu)
         finally:
             streaming.cancel()
             await transport.disconnect()

@@ -190,6 +190,12 @@ def established(session: SessionRecord) -> list[ConnectionRecord]:
     return [c for c in session.connections if c.established]
 
 
+def only_session(emu: Emulator) -> SessionRecord:
+    """The one session ``emu`` served (fails if it served none or several)."""
+    (session,) = emu.ledger.sessions.values()
+    return session
+
+
 def quiet_hooks(**given: Any) -> ConnectionHooks:
     """A connection's hooks that do nothing, but for those ``given`` (by name)."""
     hooks: dict[str, Any] = {
@@ -339,5 +345,7 @@ sends_context_updates = pytest.mark.skipif(
     "the session, as test_without_send_context_update_in_the_sdk_the_update_moves_the_session "
     "checks",
 )
-"""For a test of a setup change taken in the session: only a google-genai that can send one
-(2.34 and 3.x) does it."""
+"""For a test that sends a setup change in the session (``contextUpdate``), through the
+transport or the SDK itself: only a google-genai that can send one (2.34 and 3.x) does it. On
+2.30 the transport's fallback is tested instead, and the emulator's handling of the message runs
+on the matrix's other cells."""
