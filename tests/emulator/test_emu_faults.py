@@ -10,6 +10,7 @@ from google.genai import errors, types
 from google.genai.live import AsyncSession
 
 from realtime_resumption.testing.emulator import Emulator, user_audio
+from realtime_resumption.testing.emulator.ledger import ConnectionRecord
 
 from .emu_helpers import (
     MODEL,
@@ -180,15 +181,31 @@ async def test_hang_next_never_sends_setup_complete() -> None:
     async with Emulator(config()) as emu:
         emu.faults.hang_next(1)
         client = emu.client()
-        with pytest.raises(TimeoutError):
-            async with asyncio.timeout(0.2):
-                async with client.aio.live.connect(model=MODEL, config=live_config()):
-                    pass
+
+        async def hanging() -> None:
+            async with client.aio.live.connect(model=MODEL, config=live_config()):
+                pass
+
+        attempt = asyncio.create_task(hanging())
+        # The hang is taken by the attempt whose setup arrives first: the second connect
+        # starts only once the emulator holds the first, however slow its handshake was.
+        async with asyncio.timeout(10):
+            while not any(c.refused == "hang" for c in _connections(emu)):  # noqa: ASYNC110 - the ledger has no change notification
+                await asyncio.sleep(0.01)
+        done, _ = await asyncio.wait({attempt}, timeout=0.2)
+        assert not done, "a hung setup was answered"
+        attempt.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await attempt
         async with client.aio.live.connect(model=MODEL, config=live_config()) as session:
             assert session.session_id
         await emu.wait_disconnected()
-    refused = [c.refused for r in emu.ledger.sessions.values() for c in r.connections]
+    refused = [c.refused for c in _connections(emu)]
     assert len(refused) == 2 and set(refused) == {"hang", None}
+
+
+def _connections(emu: Emulator) -> list[ConnectionRecord]:
+    return [c for r in emu.ledger.sessions.values() for c in r.connections]
 
 
 async def test_rotation() -> None:
