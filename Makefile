@@ -38,15 +38,15 @@ bench: $(STAMP)
 	for f in tests/benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
 
 # Mutation testing of the core's decision modules, one module a run (CPU-heavy; not part of
-# `make test` nor of CI):  make mutate MODULE=gemini/outbox   (one of MUTATE_MODULES)
+# `make test` nor of CI):  make mutate MODULE=outbox   (one of MUTATE_MODULES)
 # It prints the module's mutation score and every surviving mutant with its diff. mutmut derives a
 # mutant's module name from its file's path and only knows a src/ root, so it runs in a copy laid
 # out that way: build/mutate/src/realtime_resumption holds copies of the package (frames
 # included), beside copies of tests/ and pyproject.toml ([tool.mutmut] there picks the tests). The
 # editable install's finder comes after sys.path, so the tests import the mutated copies.
 # MUTATE_CHILDREN bounds the parallel test processes (the machine is shared).
-MUTATE_MODULES := gemini/outbox gemini/move gemini/failures resumption generation
-MODULE ?= gemini/failures
+MUTATE_MODULES := outbox move_machine failures resumption generation
+MODULE ?= failures
 MUTATE_CHILDREN ?= 1
 MUTATE := build/mutate
 $(VENV)/.installed-mutate: $(STAMP)

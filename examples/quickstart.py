@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.moves import MoveReport
+from realtime_resumption.move_reports import MoveReport
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 

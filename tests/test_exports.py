@@ -46,14 +46,13 @@ def test_every_name_a_user_needs_is_exported() -> None:
 
 
 def test_each_export_is_the_object_of_its_home_module() -> None:
-    from realtime_resumption import gemini, moves, resumption, transport
-    from realtime_resumption.gemini import failures, outbox
+    from realtime_resumption import failures, gemini, move_reports, outbox, resumption, transport
 
     assert realtime_resumption.GeminiLiveTransport is gemini.GeminiLiveTransport
     assert realtime_resumption.OutboxLimits is outbox.OutboxLimits
     assert realtime_resumption.RetryPolicy is failures.RetryPolicy
     assert realtime_resumption.GenerationSettings is transport.GenerationSettings
-    assert realtime_resumption.MoveReason is moves.MoveReason
+    assert realtime_resumption.MoveReason is move_reports.MoveReason
     assert realtime_resumption.SessionResumption is resumption.SessionResumption
     assert realtime_resumption.NotConnectedError is transport.NotConnectedError
     for name in realtime_resumption.__all__:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from realtime_resumption.moves import (
+from realtime_resumption.move_reports import (
     HandleKind,
     MoveLog,
     MoveMode,

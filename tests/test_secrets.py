@@ -15,7 +15,7 @@ from google.oauth2.credentials import Credentials
 from loguru import logger
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.move_reports import MoveOutcome
 from realtime_resumption.redaction import redact, secret
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio

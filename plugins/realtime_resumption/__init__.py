@@ -14,23 +14,23 @@ import importlib
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
+    from realtime_resumption.failures import RetryPolicy
     from realtime_resumption.gemini import (
         Credential,
         CredentialProvider,
         GeminiLiveTransport,
     )
-    from realtime_resumption.gemini.failures import RetryPolicy
-    from realtime_resumption.gemini.history import HistoryLimits
     from realtime_resumption.gemini.live_options import StoreOptions
-    from realtime_resumption.gemini.outbox import OutboxLimits
     from realtime_resumption.gemini.stored_session import RecordError
-    from realtime_resumption.moves import (
+    from realtime_resumption.history import HistoryLimits
+    from realtime_resumption.move_reports import (
         HandleKind,
         MoveMode,
         MoveOutcome,
         MoveReason,
         MoveReport,
     )
+    from realtime_resumption.outbox import OutboxLimits
     from realtime_resumption.redaction import Secret, redact
     from realtime_resumption.resumption import (
         ResumptionOptions,
@@ -76,9 +76,9 @@ _EXPORTS: Final[dict[str, str]] = {
     "GeminiLiveTransport": "realtime_resumption.gemini",
     "Credential": "realtime_resumption.gemini",
     "CredentialProvider": "realtime_resumption.gemini",
-    "OutboxLimits": "realtime_resumption.gemini.outbox",
-    "HistoryLimits": "realtime_resumption.gemini.history",
-    "RetryPolicy": "realtime_resumption.gemini.failures",
+    "OutboxLimits": "realtime_resumption.outbox",
+    "HistoryLimits": "realtime_resumption.history",
+    "RetryPolicy": "realtime_resumption.failures",
     "ResumptionOptions": "realtime_resumption.resumption",
     "SessionResumption": "realtime_resumption.resumption",
     # calls that survive the worker (RedisStore: realtime_resumption.redis_store)
@@ -90,11 +90,11 @@ _EXPORTS: Final[dict[str, str]] = {
     "hand_over_on": "realtime_resumption.store",
     "RecordError": "realtime_resumption.gemini.stored_session",
     # moves
-    "MoveReport": "realtime_resumption.moves",
-    "MoveOutcome": "realtime_resumption.moves",
-    "MoveReason": "realtime_resumption.moves",
-    "HandleKind": "realtime_resumption.moves",
-    "MoveMode": "realtime_resumption.moves",
+    "MoveReport": "realtime_resumption.move_reports",
+    "MoveOutcome": "realtime_resumption.move_reports",
+    "MoveReason": "realtime_resumption.move_reports",
+    "HandleKind": "realtime_resumption.move_reports",
+    "MoveMode": "realtime_resumption.move_reports",
     # spans and metrics (the OpenTelemetry API)
     "Telemetry": "realtime_resumption.telemetry",
     # what the transport takes and reports

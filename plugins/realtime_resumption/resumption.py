@@ -27,7 +27,7 @@ from typing import Generic, TypeVar
 from loguru import logger
 
 from .handles import HandleRef
-from .moves import HandleKind, MoveReason
+from .move_reports import HandleKind, MoveReason
 from .redaction import redact
 
 H = TypeVar("H", str, HandleRef)

@@ -13,7 +13,7 @@ framework set; see ``GeminiLiveTransport(telemetry=...)``.
 Spans (the names are documented in the README's table):
 
 - ``realtime.move``: one per move, from its start to its outcome, with the figures of its
-  :class:`~realtime_resumption.moves.MoveReport`, the handle's kind and age (never the handle)
+  :class:`~realtime_resumption.move_reports.MoveReport`, the handle's kind and age (never the handle)
   and each attempt, and each failed one, as an event. A connection dialled during a move is
   its child.
 - ``realtime.connection``: one per connection attempt, from the dial to its close.
@@ -37,7 +37,7 @@ from typing import Any, Final, ParamSpec
 
 from loguru import logger
 
-from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason, MoveReport
+from realtime_resumption.move_reports import HandleKind, MoveOutcome, MoveReason, MoveReport
 from realtime_resumption.redaction import redact
 from realtime_resumption.transport import (
     AttemptClose,

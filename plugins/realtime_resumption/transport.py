@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from realtime_resumption.moves import MoveOutcome, MoveReport
+from realtime_resumption.move_reports import MoveOutcome, MoveReport
 from realtime_resumption.redaction import redact, secret
 
 # --- Tool calls -------------------------------------------------------------------------------

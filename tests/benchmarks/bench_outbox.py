@@ -16,7 +16,7 @@ import tracemalloc
 
 from loguru import logger
 
-from realtime_resumption.gemini.outbox import MessageKind, Outbox
+from realtime_resumption.outbox import MessageKind, Outbox
 
 CHUNK = 0.02
 PAYLOAD = bytes(640)  # 20 ms of 16 kHz PCM16

@@ -25,7 +25,7 @@ from google.oauth2.credentials import Credentials
 from loguru import logger
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.move_reports import MoveOutcome
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator import EmulatorConfig
 from realtime_resumption.testing.emulator.caller import ScriptedCaller

@@ -89,7 +89,7 @@ from loop_ticker import LoopTicker
 
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.messages import INPUT_AUDIO_MIME
-from realtime_resumption.moves import MoveReport
+from realtime_resumption.move_reports import MoveReport
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator import EmulatorConfig, user_audio
 from realtime_resumption.testing.emulator.ledger import Ledger

@@ -36,7 +36,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import NoOpTracerProvider
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason, MoveReport
+from realtime_resumption.move_reports import HandleKind, MoveOutcome, MoveReason, MoveReport
 from realtime_resumption.redaction import redact
 from realtime_resumption.telemetry import Telemetry
 from realtime_resumption.testing.emulator import EmulatorConfig

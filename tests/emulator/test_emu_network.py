@@ -21,7 +21,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from realtime_resumption.gemini.outbox import OutboxLimits
+from realtime_resumption.outbox import OutboxLimits
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.testing.emulator.ledger import ConnectionRecord
 from realtime_resumption.testing.emulator.network import connection_class

@@ -1,7 +1,7 @@
 """The failure policy's words, its HTTP boundaries and its budget's edges.
 
 ``tests/rotation/test_move_machine.py`` checks each row's verdict; these check what mutation
-testing (``make mutate MODULE=gemini/failures``) found unguarded: the README's promise that an
+testing (``make mutate MODULE=failures``) found unguarded: the README's promise that an
 HTTP 401/403 says to check the key, that every 5xx is retried (only 4xx refuse the request),
 that every ruling explains itself with the code or status and the moment it happened, and
 that the retry budget ends a session after 20 failed attempts or 120 s, wherever the clock starts.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from realtime_resumption.gemini.failures import Budget, RetryPolicy, Stage, Verdict, classify
+from realtime_resumption.failures import Budget, RetryPolicy, Stage, Verdict, classify
 from realtime_resumption.transport import ConnectError, ConnectFailure, SessionLostError
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from realtime_resumption.gemini.history import ConversationHistory, HistoryLimits
+from realtime_resumption.history import ConversationHistory, HistoryLimits
 from realtime_resumption.transport import ReplayItem, ToolCall, ToolResult
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from realtime_resumption.gemini.outbox import (
+from realtime_resumption.outbox import (
     Entry,
     MessageKind,
     Outbox,

@@ -1,7 +1,7 @@
 """What the outbox admits, counts and writes again: promises of its limits, of ``admit``, of
 the writer's contract (a failed write comes back; a withdrawn or skipped one does not, nor
 media a bound released meanwhile, which a move reports lost once), of its counters and of its
-repr, that mutation testing (``make mutate MODULE=gemini/outbox``) found unguarded by the other
+repr, that mutation testing (``make mutate MODULE=outbox``) found unguarded by the other
 unit tests."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from realtime_resumption.gemini.outbox import (
+from realtime_resumption.outbox import (
     Entry,
     MessageKind,
     Outbox,

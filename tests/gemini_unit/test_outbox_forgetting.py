@@ -1,6 +1,6 @@
 """How the outbox forgets: pruning what every resumption point holds, releasing media past a
 bound, withdrawing, detaching and clearing. Each test states a README or docstring promise
-that mutation testing (``make mutate MODULE=gemini/outbox``) found unguarded, or a defect it
+that mutation testing (``make mutate MODULE=outbox``) found unguarded, or a defect it
 led to: what is replayed, what ``lacking()`` reports, what the stats count, and which of the
 caller's messages the outbox keeps alive."""
 
@@ -11,8 +11,8 @@ import weakref
 
 from realtime_resumption.gemini.input_path import InputPath
 from realtime_resumption.gemini.messages import ClientMessage
-from realtime_resumption.gemini.outbox import MessageKind, Outbox, OutboxLimits, Replay
 from realtime_resumption.handles import HandleBook
+from realtime_resumption.outbox import MessageKind, Outbox, OutboxLimits, Replay
 
 from .test_outbox import CHUNK, Wire, make, send
 

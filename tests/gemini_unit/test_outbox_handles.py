@@ -1,5 +1,5 @@
 """Outbox promises about handles, round trips, switches, turn boundaries and counters that
-mutation testing (``make mutate MODULE=gemini/outbox``) found unguarded by the other unit
+mutation testing (``make mutate MODULE=outbox``) found unguarded by the other unit
 tests: what a resume replays at the exact edges of the arrival rule, which round-trip reports
 count, how repeated handles, restated turns and late write failures are handled, what a
 rebuild queues and reports, when an activity is reopened, and what the counters say."""
@@ -11,7 +11,7 @@ import math
 import pytest
 from loguru import logger
 
-from realtime_resumption.gemini.outbox import (
+from realtime_resumption.outbox import (
     MessageKind,
     Outbox,
     OutboxLimits,

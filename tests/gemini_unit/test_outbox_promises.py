@@ -1,4 +1,4 @@
-"""README promises about the outbox that mutation testing (``make mutate MODULE=gemini/outbox``)
+"""README promises about the outbox that mutation testing (``make mutate MODULE=outbox``)
 found unguarded by the other unit tests: the held-input bound after a session is cleared (a
 failed connect, a closed session), the proof of an answer taken only from the connection
 that answered, and the arrival rule's margin with the shipped tolerance and a jittery link."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from realtime_resumption.gemini.outbox import MessageKind, Outbox, OutboxLimits
+from realtime_resumption.outbox import MessageKind, Outbox, OutboxLimits
 
 from .test_outbox import CHUNK, Wire, send
 

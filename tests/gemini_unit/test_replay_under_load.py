@@ -16,7 +16,7 @@ import struct
 from typing import Any, cast
 
 from realtime_resumption.gemini.loop_lag import LoopLag
-from realtime_resumption.gemini.outbox import Outbox, OutboxLimits
+from realtime_resumption.outbox import Outbox, OutboxLimits
 
 from ..transport.transport_helpers import unopened_connection
 from .test_loop_lag import _Loop

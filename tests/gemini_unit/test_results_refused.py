@@ -3,7 +3,7 @@ reopens its call: a corrected result is sent, not discarded as a duplicate."""
 
 from __future__ import annotations
 
-from realtime_resumption.gemini.tool_calls import ResultVerdict, ToolCallTracker
+from realtime_resumption.tool_calls import ResultVerdict, ToolCallTracker
 from realtime_resumption.transport import ToolCall
 
 

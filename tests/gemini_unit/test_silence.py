@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from realtime_resumption.gemini.silence import SILENCE_LEVEL, is_silent, rms
+from realtime_resumption.silence import SILENCE_LEVEL, is_silent, rms
 from realtime_resumption.testing.emulator.audio import user_audio
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from realtime_resumption.gemini.tool_calls import CallState, ResultVerdict, ToolCallTracker
+from realtime_resumption.tool_calls import CallState, ResultVerdict, ToolCallTracker
 from realtime_resumption.transport import ToolCall, ToolCallOrphanedError, UnknownToolCallError
 
 

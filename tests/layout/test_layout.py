@@ -14,16 +14,16 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCE_ROOTS = (ROOT / "plugins", ROOT / "frames")
 TESTING_KIT = "realtime_resumption.testing"
 PURE = {
-    "realtime_resumption.gemini.move",
-    "realtime_resumption.gemini.failures",
-    "realtime_resumption.gemini.outbox",
-    "realtime_resumption.gemini.silence",
+    "realtime_resumption.move_machine",
+    "realtime_resumption.failures",
+    "realtime_resumption.outbox",
+    "realtime_resumption.silence",
     "realtime_resumption.generation",
 }
 """Decision modules: state machines and rules, with the I/O at their callers."""
 DATA = {
     "realtime_resumption.handles",
-    "realtime_resumption.moves",
+    "realtime_resumption.move_reports",
     "realtime_resumption.redaction",
     "realtime_resumption.transport",
 }
@@ -156,7 +156,7 @@ PUBLIC_CORE = {
     "realtime_resumption.frames",
     "realtime_resumption.gemini",
     "realtime_resumption.generation",
-    "realtime_resumption.moves",
+    "realtime_resumption.move_reports",
     "realtime_resumption.redaction",
     "realtime_resumption.resumption",
     "realtime_resumption.store",

@@ -10,7 +10,7 @@ from google.oauth2.credentials import Credentials
 from livekit.agents import Agent, function_tool
 from livekit.plugins import realtime_resumption as rr
 
-from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.move_reports import MoveOutcome
 from realtime_resumption.testing.emulator import Emulator
 
 from ..transport.transport_helpers import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from livekit.agents import Agent
 
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 from ..ledger_checks import assert_rebuilt_after_the_deadline

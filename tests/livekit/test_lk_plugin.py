@@ -17,7 +17,7 @@ from livekit.plugins import google
 from livekit.plugins import realtime_resumption as rr
 from livekit.plugins.realtime_resumption.audio_input import InputAudio
 
-from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.move_reports import MoveOutcome
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from livekit.agents.voice.events import CloseReason
 from livekit.plugins import realtime_resumption as rr
 
-from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.move_reports import MoveOutcome
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 from .lk_helpers import text_call, until

@@ -7,7 +7,7 @@ from __future__ import annotations
 from livekit.agents import Agent, AgentSession, function_tool
 from livekit.plugins import realtime_resumption as rr
 
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, answer_text_ids
 
 from ..ledger_checks import assert_nothing_said_lost

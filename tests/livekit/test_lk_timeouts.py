@@ -11,7 +11,7 @@ import pytest
 from livekit.agents import APIConnectOptions, llm
 from livekit.plugins import realtime_resumption as rr
 
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 

@@ -9,7 +9,7 @@ from google.genai import types
 from livekit.agents import Agent, AgentSession, function_tool
 from livekit.plugins import realtime_resumption as rr
 
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 from realtime_resumption.transport import SetupRefusedError
 

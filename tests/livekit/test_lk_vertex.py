@@ -7,7 +7,7 @@ from google.oauth2.credentials import Credentials
 from livekit.agents import Agent, AgentSession
 from livekit.plugins import realtime_resumption as rr
 
-from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.move_reports import MoveOutcome
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, answer_text_ids
 
 from .lk_helpers import Recorder, until

@@ -13,7 +13,7 @@ from realtime_resumption.frames import (
     SessionMovingFrame,
     SessionResumptionUpdateFrame,
 )
-from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.move_reports import MoveOutcome
 from realtime_resumption.testing.emulator import Emulator
 
 from . import services

@@ -18,7 +18,7 @@ from pipecat.services.llm_service import FunctionCallParams
 
 from realtime_resumption.frames import SessionMovedFrame, SessionResumptionUpdateFrame
 from realtime_resumption.gemini import Credential
-from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.move_reports import MoveOutcome
 from realtime_resumption.pipecat import GeminiLiveLLMService, GeminiLiveVertexLLMService
 from realtime_resumption.testing.emulator import Emulator
 

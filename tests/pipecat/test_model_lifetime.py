@@ -10,7 +10,7 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
 
 from realtime_resumption.frames import GenerationEndedFrame, SessionMovedFrame
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 from ..ledger_checks import assert_rebuilt_after_the_deadline

@@ -23,7 +23,7 @@ from realtime_resumption.frames import (
     SessionMovingFrame,
     SessionResumptionUpdateFrame,
 )
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, answer_chunk_id, answer_text_ids
 
 from ..ledger_checks import assert_nothing_said_lost

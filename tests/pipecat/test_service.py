@@ -37,7 +37,7 @@ from realtime_resumption.frames import (
     SessionMovedFrame,
     SessionResumptionUpdateFrame,
 )
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.pipecat import GeminiLiveLLMService
 from realtime_resumption.pipecat.output import search_response, token_usage
 from realtime_resumption.resumption import ResumptionOptions

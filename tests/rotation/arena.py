@@ -19,9 +19,9 @@ from google import genai
 from loguru import logger
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.generation import TOOL_CALL_GRACE
-from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.move_reports import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.outbox import OutboxLimits
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 from realtime_resumption.testing.emulator.caller import CallerRecord, ScriptedCaller

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.moves import MoveReport
+from realtime_resumption.move_reports import MoveReport
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.testing.emulator.ledger import SessionRecord

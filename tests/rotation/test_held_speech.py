@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from realtime_resumption.gemini.outbox import OutboxLimits
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
+from realtime_resumption.outbox import OutboxLimits
 from realtime_resumption.testing.emulator import Emulator, user_audio
 
 from ..transport.transport_helpers import (

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.move_reports import MoveOutcome
 from realtime_resumption.testing.emulator.caller import CallerEvent, CallerRecord
 
 from .arena import (

@@ -31,8 +31,8 @@ from typing import Any, Literal
 
 import pytest
 
-from realtime_resumption.gemini.outbox import OutboxLimits
-from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.move_reports import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.outbox import OutboxLimits
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator.caller import CallerEvent
 from realtime_resumption.testing.emulator.ledger import LedgerSummary

@@ -14,10 +14,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from realtime_resumption.gemini import move as m
-from realtime_resumption.gemini.failures import RetryPolicy, Stage, Verdict, classify
-from realtime_resumption.gemini.move import InputGate
-from realtime_resumption.moves import HandleKind, MoveReason
+from realtime_resumption import move_machine as m
+from realtime_resumption.failures import RetryPolicy, Stage, Verdict, classify
+from realtime_resumption.move_machine import InputGate
+from realtime_resumption.move_reports import HandleKind, MoveReason
 from realtime_resumption.transport import ConnectError, ConnectFailure, SessionLostError
 
 DELAYS = (0.0, 0.5, 1.0, 2.0, 4.0)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.move_reports import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from realtime_resumption.gemini import Credential, GeminiLiveTransport
-from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.move_reports import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, answer_chunk_id
 from realtime_resumption.testing.emulator.ledger import ConnectionRecord, SessionRecord
 from realtime_resumption.transport import (

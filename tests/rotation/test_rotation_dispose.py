@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.move_reports import MoveOutcome
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator import Emulator
 

@@ -9,9 +9,9 @@ import asyncio
 
 import pytest
 
+from realtime_resumption.failures import RetryPolicy
 from realtime_resumption.gemini import Credential, GeminiLiveTransport
-from realtime_resumption.gemini.failures import RetryPolicy
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import SessionLostError
 

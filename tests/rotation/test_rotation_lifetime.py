@@ -13,7 +13,7 @@ import asyncio
 
 import pytest
 
-from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.move_reports import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator.caller import Utterance
 
 from .arena import (

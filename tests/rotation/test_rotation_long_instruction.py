@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.move_reports import HandleKind, MoveOutcome, MoveReason
 
 from .arena import NOTICE, QUESTION, WAIT, WARM_UP, Arena, Expect, check_invariants
 

@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from realtime_resumption.gemini.outbox import OutboxLimits
-from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.move_reports import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.outbox import OutboxLimits
 from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.testing.emulator.ledger import SessionSummary
 from realtime_resumption.transport import ContentTurn, GenerationEndReason

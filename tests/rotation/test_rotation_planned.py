@@ -8,8 +8,8 @@ import itertools
 
 import pytest
 
-from realtime_resumption.gemini.outbox import OutboxLimits
-from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason, MoveReport
+from realtime_resumption.move_reports import HandleKind, MoveOutcome, MoveReason, MoveReport
+from realtime_resumption.outbox import OutboxLimits
 from realtime_resumption.testing.emulator import Emulator, answer_chunk_id, user_audio
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.move_reports import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import (
     ContentTurn,

@@ -9,8 +9,8 @@ import asyncio
 from typing import Any
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.gemini.move import SETTLE, SETTLE_HELD
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_machine import SETTLE, SETTLE_HELD
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator import Emulator
 

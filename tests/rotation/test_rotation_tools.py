@@ -9,7 +9,7 @@ import pytest
 from google.genai import types
 
 from realtime_resumption.gemini import GeminiLiveTransport, loop_lag
-from realtime_resumption.moves import HandleKind, MoveOutcome
+from realtime_resumption.move_reports import HandleKind, MoveOutcome
 from realtime_resumption.testing.emulator import Emulator, answer_chunk_id
 from realtime_resumption.transport import (
     ContentTurn,

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from realtime_resumption.gemini.watchdog import ResumeWatchdog, UserTurnRetainer, is_speech
-from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.move_reports import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.testing.emulator.ledger import ClientMessageRecord, ConnectionRecord
 from realtime_resumption.transport import (

@@ -14,7 +14,7 @@ import asyncio
 import pytest
 
 from realtime_resumption.gemini import GeminiLiveTransport, preopen
-from realtime_resumption.moves import MoveOutcome, MoveReport
+from realtime_resumption.move_reports import MoveOutcome, MoveReport
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 from realtime_resumption.transport import ContentTurn, GenerationEndReason
 

@@ -30,7 +30,7 @@ from livekit.agents.job import (
 )
 from livekit.protocol import agent, models
 
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.store import MemoryStore
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 

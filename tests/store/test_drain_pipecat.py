@@ -18,7 +18,7 @@ from pipecat.frames.frames import (
 from pipecat.processors.aggregators.llm_context import LLMContext
 
 from realtime_resumption.frames import HANDOVER, GenerationEndedFrame, SessionMovedFrame
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.store import MemoryStore, hand_over_on
 from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import GenerationEndReason

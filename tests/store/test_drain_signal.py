@@ -13,7 +13,7 @@ from loguru import logger
 
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.live_options import StoreOptions
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import MemoryStore, hand_over_on
 from realtime_resumption.testing.emulator import Emulator

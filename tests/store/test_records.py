@@ -18,7 +18,7 @@ from realtime_resumption.gemini.stored_session import (
     SessionSnapshot,
     Setup,
 )
-from realtime_resumption.moves import HandleKind
+from realtime_resumption.move_reports import HandleKind
 from realtime_resumption.transport import GenerationSettings, ReplayItem, ToolCall, ToolResult
 
 CALL = "call-7"

@@ -4,9 +4,9 @@ arguments from the history."""
 
 from __future__ import annotations
 
-from realtime_resumption.gemini.history import ConversationHistory
-from realtime_resumption.gemini.outbox import MessageKind, Outbox
-from realtime_resumption.gemini.tool_calls import ToolCallTracker
+from realtime_resumption.history import ConversationHistory
+from realtime_resumption.outbox import MessageKind, Outbox
+from realtime_resumption.tool_calls import ToolCallTracker
 from realtime_resumption.transport import ToolCall, ToolResult
 
 from ..gemini_unit.test_outbox import Wire, send

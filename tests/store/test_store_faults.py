@@ -14,7 +14,7 @@ from cryptography.fernet import Fernet
 
 from realtime_resumption.gemini.live_options import StoreOptions
 from realtime_resumption.gemini.stored_session import RECORD_VERSION, RecordCodec, RecordError
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import LeaseHeldError, LeaseLostError, MemoryStore, StoreError
 from realtime_resumption.testing.emulator import Emulator

@@ -18,7 +18,7 @@ from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.live_options import StoreOptions
 from realtime_resumption.gemini.persistence import TAKEOVER_RETRY_DELAYS
 from realtime_resumption.gemini.stored_session import RecordCodec, RecordError
-from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.move_reports import HandleKind, MoveOutcome, MoveReason
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import LeaseHeldError, LeaseLostError, MemoryStore, StoreError
 from realtime_resumption.testing.emulator import Emulator, user_audio

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from livekit.agents import Agent
 
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.store import LeaseLostError, MemoryStore
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 

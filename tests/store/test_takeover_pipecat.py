@@ -12,7 +12,7 @@ from realtime_resumption.frames import (
     SessionMovedFrame,
     SessionResumptionUpdateFrame,
 )
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.pipecat import GeminiLiveLLMService
 from realtime_resumption.store import LeaseLostError, MemoryStore
 from realtime_resumption.testing.emulator import Emulator

@@ -17,7 +17,7 @@ from realtime_resumption.frames import (
     SessionMoveMetricsData,
     SessionResumptionUpdateFrame,
 )
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator
 
 from ..pipecat import services

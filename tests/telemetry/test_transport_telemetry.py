@@ -16,7 +16,13 @@ from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
-from realtime_resumption.moves import HandleKind, MoveMode, MoveOutcome, MoveReason, MoveReport
+from realtime_resumption.move_reports import (
+    HandleKind,
+    MoveMode,
+    MoveOutcome,
+    MoveReason,
+    MoveReport,
+)
 from realtime_resumption.telemetry import Telemetry, record_store_error
 from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import GenerationEndReason

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from google.genai import types
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.move_reports import MoveOutcome
 from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.testing.emulator.ledger import SessionRecord
 

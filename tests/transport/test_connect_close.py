@@ -8,7 +8,7 @@ import time
 import pytest
 
 from realtime_resumption.gemini import Credential, GeminiLiveTransport
-from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.move_reports import MoveOutcome
 from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import (
     ConnectError,

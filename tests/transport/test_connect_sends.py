@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.gemini.outbox import OutboxLimits
+from realtime_resumption.outbox import OutboxLimits
 from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.testing.emulator.ledger import ConnectionRecord
 from realtime_resumption.transport import (

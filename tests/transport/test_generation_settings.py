@@ -7,7 +7,7 @@ import pytest
 
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.live_options import LiveOptions
-from realtime_resumption.moves import MoveReason
+from realtime_resumption.move_reports import MoveReason
 from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import GenerationSettings, SessionUpdate
 

@@ -17,7 +17,7 @@ import pytest
 
 from realtime_resumption.gemini import GeminiLiveTransport, messages
 from realtime_resumption.generation import TOOL_CALL_GRACE
-from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.move_reports import MoveOutcome
 from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import (
     ContentTurn,

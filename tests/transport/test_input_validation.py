@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.gemini.outbox import OutboxLimits
+from realtime_resumption.outbox import OutboxLimits
 from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.transport import ContentTurn, NotConnectedError, ReplayItem, ToolResult
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.gemini.outbox import OutboxLimits
-from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.move_reports import MoveOutcome
+from realtime_resumption.outbox import OutboxLimits
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.transport import ContentTurn
 

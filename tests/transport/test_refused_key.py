@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.move_reports import MoveOutcome
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 from realtime_resumption.transport import ConnectError, ContentTurn, SessionLostError

@@ -15,8 +15,8 @@ from dataclasses import replace
 import pytest
 
 from realtime_resumption.gemini import GeminiLiveTransport, connection, tcp
-from realtime_resumption.gemini.outbox import OutboxLimits
-from realtime_resumption.moves import MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
+from realtime_resumption.outbox import OutboxLimits
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.testing.emulator.ledger import ConnectionRecord, SessionSummary
 from realtime_resumption.transport import ContentTurn

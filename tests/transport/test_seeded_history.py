@@ -3,7 +3,7 @@ functionCall/functionResponse parts in seeded history get the connection closed 
 
 from __future__ import annotations
 
-from realtime_resumption.moves import MoveOutcome
+from realtime_resumption.move_reports import MoveOutcome
 from realtime_resumption.testing.emulator import Emulator
 from realtime_resumption.transport import ContentTurn, ToolResult
 

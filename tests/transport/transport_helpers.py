@@ -17,7 +17,7 @@ from websockets.exceptions import ConnectionClosed
 from realtime_resumption.gemini import GeminiLiveTransport
 from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
 from realtime_resumption.gemini.messages import context_updates_supported
-from realtime_resumption.moves import MoveReport
+from realtime_resumption.move_reports import MoveReport
 from realtime_resumption.testing.emulator import KIND_SERVICE, Emulator, EmulatorConfig
 from realtime_resumption.testing.emulator.certs import TlsMaterial
 from realtime_resumption.testing.emulator.ledger import ConnectionRecord, SessionRecord

@@ -42,7 +42,7 @@ from typing import Final
 from pipecat.frames.frames import ControlFrame, SystemFrame
 from pipecat.metrics.metrics import MetricsData
 
-from realtime_resumption.moves import HandleKind, MoveFigures, MoveReason, MoveReport
+from realtime_resumption.move_reports import HandleKind, MoveFigures, MoveReason, MoveReport
 from realtime_resumption.redaction import redact
 from realtime_resumption.transport import GenerationEndReason
 

@@ -4,7 +4,7 @@ What the framework adapters and applications use is exported here; the modules b
 the transport's own parts (see ARCHITECTURE.md).
 """
 
-from realtime_resumption.gemini.failures import RetryPolicy
+from realtime_resumption.failures import RetryPolicy
 from realtime_resumption.gemini.live_models import ModelTraits, model_version
 from realtime_resumption.gemini.live_options import (
     DEFAULT_MODEL,
@@ -16,9 +16,9 @@ from realtime_resumption.gemini.live_options import (
     sliding_window,
 )
 from realtime_resumption.gemini.live_transport import GeminiLiveTransport
-from realtime_resumption.gemini.outbox import OutboxLimits
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET
 from realtime_resumption.gemini.watchdog import DEFAULT_RESUME_WATCHDOG
+from realtime_resumption.outbox import OutboxLimits
 
 __all__ = [
     "DEFAULT_MODEL",

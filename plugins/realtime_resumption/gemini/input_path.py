@@ -1,6 +1,6 @@
 """The input path: every client message from the framework's send to a connection's socket.
 
-A send is *submitted* to the session's :class:`~realtime_resumption.gemini.outbox.Outbox`,
+A send is *submitted* to the session's :class:`~realtime_resumption.outbox.Outbox`,
 whatever the state of the connections, and *fed* to the current connection one message at a
 time: the next message is handed over only once the previous one was written. So the outbox
 knows exactly what each connection got, a message is never stranded in a dead connection's
@@ -19,8 +19,8 @@ from websockets.exceptions import ConnectionClosed
 
 from realtime_resumption.gemini.connection import LiveConnection
 from realtime_resumption.gemini.messages import ClientMessage, ToolResponse
-from realtime_resumption.gemini.outbox import Entry, MessageKind, Outbox, OutboxLimits, ReplayScope
-from realtime_resumption.gemini.silence import rms
+from realtime_resumption.outbox import Entry, MessageKind, Outbox, OutboxLimits, ReplayScope
+from realtime_resumption.silence import rms
 from realtime_resumption.transport import (
     InputStats,
     NotConnectedError,

@@ -13,12 +13,10 @@ from google import genai
 from google.genai import types
 from loguru import logger
 
+from realtime_resumption.failures import INVALID_ARGUMENT, RetryPolicy
 from realtime_resumption.gemini import validation
 from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
 from realtime_resumption.gemini.dialling import Dialler
-from realtime_resumption.gemini.failures import INVALID_ARGUMENT, RetryPolicy
-from realtime_resumption.gemini.handover import Handover
-from realtime_resumption.gemini.history import ConversationHistory, HistoryLimits
 from realtime_resumption.gemini.input_path import InputPath
 from realtime_resumption.gemini.live_models import ModelTraits, traits
 from realtime_resumption.gemini.live_options import (
@@ -34,12 +32,11 @@ from realtime_resumption.gemini.live_options import (
 )
 from realtime_resumption.gemini.messages import ClientMessage, context_updates_supported
 from realtime_resumption.gemini.observed import observed
-from realtime_resumption.gemini.outbox import OutboxLimits, ReplayScope
 from realtime_resumption.gemini.persistence import Persister, StoreStats
 from realtime_resumption.gemini.receive import Receiver
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET, Rotation
 from realtime_resumption.gemini.state import TransportState
-from realtime_resumption.gemini.tool_calls import ToolCallTracker
+from realtime_resumption.gemini.switchover import Handover
 from realtime_resumption.gemini.watchdog import (
     DEFAULT_RESUME_WATCHDOG,
     UserTurnRetainer,
@@ -52,17 +49,20 @@ from realtime_resumption.generation import (
     GenerationTracker,
 )
 from realtime_resumption.handles import HandleRef
-from realtime_resumption.moves import (
+from realtime_resumption.history import ConversationHistory, HistoryLimits
+from realtime_resumption.move_reports import (
     HandleKind,
     MoveOutcome,
     MoveReason,
     MoveReport,
 )
+from realtime_resumption.outbox import OutboxLimits, ReplayScope
 from realtime_resumption.redaction import filter_websockets_headers, secret
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.store import LeaseLostError, SessionStore, process_store
 from realtime_resumption.telemetry import AVAILABLE as _TELEMETRY_AVAILABLE
 from realtime_resumption.telemetry import SessionTelemetry, Telemetry, default_telemetry
+from realtime_resumption.tool_calls import ToolCallTracker
 from realtime_resumption.transport import (
     AudioFormatSpec,
     CancelResponseOptions,

@@ -51,11 +51,10 @@ from typing import Final
 
 from loguru import logger
 
-from realtime_resumption.gemini import move as m
-from realtime_resumption.gemini.failures import RetryPolicy, Stage
+from realtime_resumption import move_machine as m
+from realtime_resumption.failures import RetryPolicy, Stage
 from realtime_resumption.gemini.live_options import LiveOptions, StoreOptions
 from realtime_resumption.gemini.messages import ClientMessage
-from realtime_resumption.gemini.outbox import ReplayScope
 from realtime_resumption.gemini.state import TransportState
 from realtime_resumption.gemini.stored_session import (
     RecordCodec,
@@ -64,7 +63,8 @@ from realtime_resumption.gemini.stored_session import (
     Setup,
 )
 from realtime_resumption.handles import HandleRef
-from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason, MoveReport
+from realtime_resumption.move_reports import HandleKind, MoveOutcome, MoveReason, MoveReport
+from realtime_resumption.outbox import ReplayScope
 from realtime_resumption.redaction import redact
 from realtime_resumption.store import (
     LeaseHeldError,

@@ -5,7 +5,7 @@ feeds :class:`~realtime_resumption.resumption.SessionResumption` what the transp
 (handles, turns, ``goAway``) so the helper picks the moment and the handle, feeds the move's
 state machine (``gemini.move``, which holds every state and transition) and carries out the
 actions it returns: dial, settle, wait, switch (``gemini.handover``), give up. Every move ends
-with one outcome, reported as a :class:`~realtime_resumption.moves.MoveReport`:
+with one outcome, reported as a :class:`~realtime_resumption.move_reports.MoveReport`:
 
 - *Planned* (``goAway``; a config change; a reconnect the framework asked for): the replacement
   is dialled while the incumbent keeps serving and taking input (make-before-break); once it is
@@ -57,14 +57,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from loguru import logger
 
-from realtime_resumption.gemini import move as m
+from realtime_resumption import move_machine as m
+from realtime_resumption.failures import RetryPolicy, Stage
 from realtime_resumption.gemini import preopen
 from realtime_resumption.gemini.endpoints import ENDPOINTS
-from realtime_resumption.gemini.failures import RetryPolicy, Stage
 from realtime_resumption.gemini.preopen import SetupGate
 from realtime_resumption.gemini.tasks import cancel_and_wait
 from realtime_resumption.gemini.watchdog import ResumeWatchdog
-from realtime_resumption.moves import (
+from realtime_resumption.move_reports import (
     HandleKind,
     MoveInProgress,
     MoveLog,
@@ -91,8 +91,8 @@ from realtime_resumption.transport import (
 if TYPE_CHECKING:
     from realtime_resumption.gemini.connection import LiveConnection
     from realtime_resumption.gemini.dialling import Dialler
-    from realtime_resumption.gemini.handover import Handover
     from realtime_resumption.gemini.state import TransportState
+    from realtime_resumption.gemini.switchover import Handover
     from realtime_resumption.handles import HandleRef
 
 DEFAULT_RETRY_BUDGET: Final = 20

@@ -19,12 +19,9 @@ from typing import TYPE_CHECKING, Any, Final, ParamSpec, Protocol
 
 from loguru import logger
 
-from realtime_resumption.gemini.history import ConversationHistory
 from realtime_resumption.gemini.input_path import InputPath
 from realtime_resumption.gemini.live_models import ModelTraits, non_blocking_functions
 from realtime_resumption.gemini.live_options import LiveOptions
-from realtime_resumption.gemini.move import InputGate
-from realtime_resumption.gemini.tool_calls import ToolCallTracker
 from realtime_resumption.gemini.watchdog import UserTurnRetainer
 from realtime_resumption.generation import (
     Effect,
@@ -39,7 +36,10 @@ from realtime_resumption.generation import (
     TurnInterrupted,
 )
 from realtime_resumption.handles import HandleBook, HandleRef
+from realtime_resumption.history import ConversationHistory
+from realtime_resumption.move_machine import InputGate
 from realtime_resumption.redaction import redact
+from realtime_resumption.tool_calls import ToolCallTracker
 from realtime_resumption.transport import (
     ConnectionLifecycleEvent,
     GenerationClose,
@@ -51,7 +51,7 @@ from realtime_resumption.transport import (
 
 if TYPE_CHECKING:
     from realtime_resumption.gemini.connection import LiveConnection
-    from realtime_resumption.moves import HandleKind, MoveReason, MoveReport
+    from realtime_resumption.move_reports import HandleKind, MoveReason, MoveReport
 
 _P = ParamSpec("_P")
 

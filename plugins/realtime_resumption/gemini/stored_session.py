@@ -40,7 +40,7 @@ from google.genai import types
 from realtime_resumption.gemini.live_options import HANDLE_VALIDITY, LiveOptions
 from realtime_resumption.gemini.messages import ClientMessage, Content, ContextUpdate, ToolResponse
 from realtime_resumption.gemini.state import TransportState
-from realtime_resumption.moves import HandleKind
+from realtime_resumption.move_reports import HandleKind
 from realtime_resumption.redaction import redact
 from realtime_resumption.transport import (
     GenerationSettings,

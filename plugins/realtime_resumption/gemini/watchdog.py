@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Final
 
-from realtime_resumption.gemini.silence import rms
+from realtime_resumption.silence import rms
 from realtime_resumption.transport import RetainedUserTurn
 
 DEFAULT_RESUME_WATCHDOG: Final = 8.0

@@ -63,7 +63,7 @@ from realtime_resumption.frames import (
     SessionResumptionUpdateFrame,
 )
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.moves import HandleKind, MoveOutcome, MoveReason, MoveReport
+from realtime_resumption.move_reports import HandleKind, MoveOutcome, MoveReason, MoveReport
 from realtime_resumption.pipecat.transcription import FLUSH_AFTER, UserTranscript
 from realtime_resumption.transport import (
     GenerationEndReason,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from realtime_resumption.moves import MoveReport
+from realtime_resumption.move_reports import MoveReport
 
 SessionMoved = Literal["session_moved"]
 """``RealtimeSession`` emits ``session_moved`` with a :class:`SessionMovedEvent`."""

@@ -8,7 +8,7 @@ import time
 from livekit.agents.metrics import RealtimeModelMetrics
 from livekit.agents.metrics.base import Metadata
 
-from realtime_resumption.moves import MoveFigures, MoveReport
+from realtime_resumption.move_reports import MoveFigures, MoveReport
 from realtime_resumption.transport import RealtimeLLMUsage
 
 from .generations import Generation

@@ -25,7 +25,7 @@ from livekit.plugins.google.utils import create_tools_config
 from opentelemetry import context as otel_context
 
 from realtime_resumption import RecordError
-from realtime_resumption.moves import MoveOutcome, MoveReport
+from realtime_resumption.move_reports import MoveOutcome, MoveReport
 from realtime_resumption.redaction import Secret, secret
 from realtime_resumption.store import LeaseHeldError, StoreError
 from realtime_resumption.transport import (

@@ -36,7 +36,7 @@ from typing import Any, Final, Literal, Protocol
 
 from loguru import logger
 
-from ...moves import HandleKind, MoveReason, MoveReport
+from ...move_reports import HandleKind, MoveReason, MoveReport
 from ...transport import (
     ContentTurn,
     GenerationEndReason,

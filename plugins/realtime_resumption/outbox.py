@@ -142,9 +142,9 @@ from typing import Any, Generic, TypeVar
 
 from loguru import logger
 
-from realtime_resumption.gemini.silence import SILENCE_LEVEL
 from realtime_resumption.handles import HandleRef
 from realtime_resumption.redaction import redact
+from realtime_resumption.silence import SILENCE_LEVEL
 
 T = TypeVar("T")
 

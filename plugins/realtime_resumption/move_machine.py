@@ -6,7 +6,7 @@ pure, in the spirit of h11: no I/O, no asyncio, no clock of its own. The rotatio
 connection closed, a turn began — and carries out the :data:`Action` values it returns (dial,
 settle, wait, switch, give up). When to move (the resumable point after a ``goAway``, the
 deadline fallback) is decided by :class:`~realtime_resumption.resumption.SessionResumption`;
-what a failure means by :func:`~realtime_resumption.gemini.failures.classify`.
+what a failure means by :func:`~realtime_resumption.failures.classify`.
 
 States (:class:`Phase`) and their transitions::
 
@@ -77,7 +77,7 @@ from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import Final
 
-from realtime_resumption.gemini.failures import (
+from realtime_resumption.failures import (
     INVALID_ARGUMENT,
     REFUSED_OR_OVERLOADED,
     Budget,
@@ -88,7 +88,7 @@ from realtime_resumption.gemini.failures import (
     close_code,
 )
 from realtime_resumption.handles import HandleRef
-from realtime_resumption.moves import HandleKind, MoveReason
+from realtime_resumption.move_reports import HandleKind, MoveReason
 
 
 class InputGate(Enum):

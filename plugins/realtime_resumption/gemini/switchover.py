@@ -19,7 +19,7 @@ from loguru import logger
 
 from realtime_resumption.gemini.connection import CLOSE_TIMEOUT
 from realtime_resumption.gemini.messages import ClientMessage
-from realtime_resumption.moves import MoveInProgress, MoveOutcome, MoveReport
+from realtime_resumption.move_reports import MoveInProgress, MoveOutcome, MoveReport
 from realtime_resumption.transport import GenerationEndReason
 
 if TYPE_CHECKING:
