@@ -166,6 +166,18 @@ class MessageKind(StrEnum):
 
 
 _MEDIA = frozenset({MessageKind.AUDIO, MessageKind.VIDEO})
+_TURN_KINDS = frozenset(
+    {
+        MessageKind.AUDIO,
+        MessageKind.ACTIVITY_START,
+        MessageKind.ACTIVITY_END,
+        MessageKind.TEXT,
+        MessageKind.CONTENT,
+        MessageKind.TOOL_RESPONSE,
+        MessageKind.FILE,
+    }
+)
+"""The kinds that carry the user's turn (audio only when it is not silence)."""
 DEFAULT_MARGIN_KINDS = frozenset(
     {MessageKind.AUDIO, MessageKind.VIDEO, MessageKind.AUDIO_STREAM_END}
 )
@@ -253,6 +265,11 @@ class Replay:
     """Audio of ``replayed``."""
     audio_seconds_buffered: float = 0.0
     """Audio of ``buffered``."""
+    turn_input: int = 0
+    """Of the queued messages, those that carry the user's turn: audio louder than silence
+    (any audio when the outbox cannot tell), a text or content turn, a tool response, an
+    activity signal, a file. The new connection hears them after the switch: its session is
+    not idle, whatever it has said so far."""
 
     @property
     def queued(self) -> int:
@@ -1237,13 +1254,17 @@ class Outbox(Generic[T]):
                 return True
         return self._activity_open
 
-    @staticmethod
-    def _replay(needed: Sequence[Entry[T]], possibly_duplicated: int, lost: _Losses) -> Replay:
+    def _replay(
+        self, needed: Sequence[Entry[T]], possibly_duplicated: int, lost: _Losses
+    ) -> Replay:
         """What queuing ``needed`` means: entries written before are replayed, the others
         were held (never written)."""
         replayed = [entry for entry in needed if entry._conn is not None]
         buffered = [entry for entry in needed if entry._conn is None]
         return Replay(
+            turn_input=sum(
+                entry.kind in _TURN_KINDS and not self._silent(entry) for entry in needed
+            ),
             replayed=len(replayed),
             buffered=len(buffered),
             possibly_duplicated=possibly_duplicated,

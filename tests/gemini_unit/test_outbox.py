@@ -1207,3 +1207,25 @@ def test_a_foreign_handle_holds_nothing_until_the_session_issues_its_own() -> No
     outbox.record_handle("h-own", 2, 1.0, last_consumed_index=3)
     assert outbox.lacking("h-own") == []
     assert outbox.lacking("h-stored") == ["a-stored", "r-stored", "a-new"]
+
+
+def test_a_replay_counts_the_input_that_carries_the_users_turn() -> None:
+    """Speech, a typed turn and a tool result queued for the new connection are a turn it
+    hears after the switch; silence and video are not (the transport takes a connection that
+    got only those for one where nothing was said)."""
+    outbox: Outbox[str] = Outbox(
+        OutboxLimits(), audio_level=lambda m: 0.0 if "quiet" in m else 1000.0
+    )
+    wire = Wire(outbox)
+    outbox.attach_fresh(1, 0.0, round_trip=0.01)
+    outbox.record_handle("h1", 1, 0.1)
+    outbox.submit("a-quiet", MessageKind.AUDIO, 0.2, audio_seconds=CHUNK)
+    outbox.submit("v-frame", MessageKind.VIDEO, 0.2)
+    assert outbox.attach_resumed(2, "h1", 0.3).turn_input == 0
+    wire.flush(0.3)
+    outbox.record_handle("h2", 2, 0.4)
+    outbox.submit("a-speech", MessageKind.AUDIO, 0.5, audio_seconds=CHUNK)
+    outbox.submit("t-typed", MessageKind.TEXT, 0.5)
+    outbox.submit("r-result", MessageKind.TOOL_RESPONSE, 0.5)
+    outbox.submit("a-quiet-after", MessageKind.AUDIO, 0.5, audio_seconds=CHUNK)
+    assert outbox.attach_resumed(3, "h2", 0.6).turn_input == 3

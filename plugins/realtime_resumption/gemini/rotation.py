@@ -750,10 +750,12 @@ class Rotation:
         # first handle, above all) is delivered: a handle recorded after writes it never
         # saw would be taken to hold them.
         self._s.set_gate(m.InputGate.HELD)
-        report = self._handover.switch(conn, move, handle)
+        report, replay = self._handover.switch(conn, move, handle)
         resumed = report.outcome is MoveOutcome.RESUMED
         self._answered_deadline = self._deadline_at if resumed and self._go_away_seen else None
-        self._quiet = True
+        # Replayed speech is a turn the new connection hears after the switch: it may be
+        # answering before it says so.
+        self._quiet = replay.turn_input == 0
         self._ending = False
         self._deadline_at = None
         self._go_away_seen = False

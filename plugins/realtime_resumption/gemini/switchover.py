@@ -20,6 +20,7 @@ from loguru import logger
 from realtime_resumption.gemini.connection import CLOSE_TIMEOUT
 from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.move_reports import MoveInProgress, MoveOutcome, MoveReport
+from realtime_resumption.outbox import Replay
 from realtime_resumption.transport import GenerationEndReason
 
 if TYPE_CHECKING:
@@ -131,13 +132,13 @@ class Handover:
 
     def switch(
         self, conn: LiveConnection, move: MoveInProgress, handle: HandleRef | None
-    ) -> MoveReport:
+    ) -> tuple[MoveReport, Replay]:
         """Make ``conn`` (set up, settled; resumed from ``handle``, or a fresh session when
         None) the session's connection, in one step: the answer a switch cuts ends, calls the
         new session never issued are orphaned, the input it lacks is queued (after the
         history, for a fresh session), the incumbent is retired, and ``move`` finishes; its
-        report is returned (``on_move`` has it). What ``conn`` said while it settled stays
-        held until :meth:`release`."""
+        report (``on_move`` has it) and what was queued are returned. What ``conn`` said while
+        it settled stays held until :meth:`release`."""
         s = self._s
         now = s.now()
         old = s.current
@@ -189,7 +190,7 @@ class Handover:
             report.messages_replayed,
         )
         s.call(s.callbacks.on_move, report)
-        return report
+        return report, replay
 
     async def break_incumbent(self, conn: LiveConnection, move: MoveInProgress) -> None:
         """Break-before-make: close the incumbent before dialling (input is held meanwhile)."""
