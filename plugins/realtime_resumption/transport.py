@@ -1,9 +1,10 @@
 """The provider-connection interface (``LLMTransport``) and its value types.
 
 ``LLMTransport`` is what a realtime provider connection offers the framework above it: sends,
-callbacks and a paired generation lifecycle. Members that only some transports can honour are
-separate protocols (``SupportsCancelResponse``, ``SupportsQuiesce``, ...): check them with
-``isinstance`` and take the fallback their docstring names when a transport lacks one.
+callbacks and a paired generation lifecycle. Members that only some transports can honour (the
+seed's optional members) are separate protocols (``SupportsCancelResponse``, ``SupportsQuiesce``,
+...): check them with ``isinstance`` and take the fallback their docstring names when a
+transport lacks one.
 
 Conventions: audio is ``bytes`` (PCM16 little-endian), durations are seconds as ``float``,
 callbacks are plain functions (``None`` when unset) called on the event loop, and methods that
@@ -49,27 +50,6 @@ class ToolResult:
     name: str
     response: dict[str, Any] = field(default_factory=dict)
     scheduling: ToolResultScheduling | None = None
-
-
-@dataclass(frozen=True)
-class PendingToolCall:
-    """Snapshot of a tool call in flight, for recovery after a reconnect."""
-
-    id: str
-    """Transport-assigned call id (the key for de-duplication)."""
-    name: str
-    args: dict[str, Any]
-    status: Literal["executing", "completed"]
-    """Whether the tool still runs or has completed."""
-    started_at: float
-    """When execution started (seconds since the epoch)."""
-    result: dict[str, Any] | None = None
-    """The result, present only when ``status`` is ``completed``."""
-    timeout: float | None = None
-    """Longest execution time in seconds; a transport skips re-execution past it."""
-    execution: Literal["inline", "background"] = "inline"
-    agent_name: str = ""
-    """Name of the agent that owned the call when it was dispatched."""
 
 
 # --- Conversation content ---------------------------------------------------------------------
@@ -118,8 +98,6 @@ class ReconnectState:
     """Provider handle to resume the live session from, when the provider supports it."""
     conversation_history: tuple[ReplayItem, ...] = ()
     """The whole conversation, replayed into a session that has none."""
-    pending_tool_calls: tuple[PendingToolCall, ...] = ()
-    """Tool calls in flight to recover after the reconnect."""
 
     def __post_init__(self) -> None:
         # A handle the framework passes in is as secret as one the provider issued.
@@ -129,8 +107,7 @@ class ReconnectState:
     def __repr__(self) -> str:
         return (
             f"ReconnectState(resumption_handle={redact(self.resumption_handle)}, "
-            f"conversation_history=<{len(self.conversation_history)} items>, "
-            f"pending_tool_calls=<{len(self.pending_tool_calls)}>)"
+            f"conversation_history=<{len(self.conversation_history)} items>)"
         )
 
 
@@ -188,8 +165,10 @@ ReasoningEffort = Literal["minimal", "low", "medium", "high", "xhigh"]
 
 @dataclass(frozen=True)
 class GenerationOverrides:
-    """Per-response overrides for ``trigger_generation``; only honoured by transports whose
-    capabilities declare ``reasoning_effort``."""
+    """Per-response overrides for ``trigger_generation`` (the seed's interface declares them:
+    ``triggerGeneration``'s ``overrides``). Only transports whose capabilities declare
+    ``reasoning_effort`` honour one; the others refuse an override that is set with a
+    ``ValueError`` naming it, and send nothing."""
 
     reasoning_effort: ReasoningEffort | None = None
 
@@ -767,7 +746,9 @@ class LLMTransport(Protocol):
 @runtime_checkable
 class SupportsCancelResponse(Protocol):
     """Cancels the response in flight. Without it, the framework finalises the turn itself and
-    ignores the rest of the answer."""
+    ignores the rest of the answer.
+
+    The seed's ``LLMTransport`` declares it as an optional member: ``cancelResponse``."""
 
     async def cancel_response(self, options: CancelResponseOptions | None = None) -> None:
         """Cancel the in-flight response. Idempotent; never raises; never calls
@@ -779,7 +760,10 @@ class SupportsCancelResponse(Protocol):
 @runtime_checkable
 class SupportsQuiesce(Protocol):
     """Pauses the transport without disconnecting. Without it the framework guards audio
-    output itself."""
+    output itself.
+
+    The seed's ``LLMTransport`` declares them as optional members: ``quiesce`` and
+    ``unquiesce``."""
 
     async def quiesce(self) -> None:
         """Cancel any response in flight and suppress ``on_audio_output`` until ``unquiesce``;
@@ -793,7 +777,9 @@ class SupportsQuiesce(Protocol):
 
 @runtime_checkable
 class SupportsReplayHistory(Protocol):
-    """Prefills a session that has no server-side conversation."""
+    """Prefills a session that has no server-side conversation.
+
+    The seed's ``LLMTransport`` declares it as an optional member: ``replayHistory``."""
 
     def replay_history(self, items: Sequence[ReplayItem]) -> None:
         """Replay prior turns as quiet context (no response requested). Called after
@@ -804,7 +790,9 @@ class SupportsReplayHistory(Protocol):
 
 @runtime_checkable
 class SupportsReplayUserTurn(Protocol):
-    """Re-sends a retained user utterance, for a turn the provider never answered."""
+    """Re-sends a retained user utterance, for a turn the provider never answered.
+
+    The seed's ``LLMTransport`` declares it as an optional member: ``replayUserTurn``."""
 
     def replay_user_turn(self, turn: RetainedUserTurn) -> bool:
         """Send ``turn`` as a complete user turn that elicits a response. True when dispatched;
@@ -814,7 +802,9 @@ class SupportsReplayUserTurn(Protocol):
 
 @runtime_checkable
 class SupportsLiveText(Protocol):
-    """Sends generation-triggering text through the provider's realtime input."""
+    """Sends generation-triggering text through the provider's realtime input.
+
+    The seed's ``LLMTransport`` declares it as an optional member: ``sendLiveText``."""
 
     def send_live_text(self, turns: Sequence[ContentTurn]) -> bool:
         """True when dispatched or queued; False when it was not (no text, not connected, a
@@ -824,7 +814,9 @@ class SupportsLiveText(Protocol):
 
 @runtime_checkable
 class SupportsInlineFile(Protocol):
-    """Sends a file of any type inline in the conversation content."""
+    """Sends a file of any type inline in the conversation content.
+
+    The seed's ``LLMTransport`` declares it as an optional member: ``sendInlineFile``."""
 
     def send_inline_file(self, data: bytes, mime_type: str) -> None:
         """Add the file to the conversation without completing the turn. Without it, files go
@@ -834,7 +826,9 @@ class SupportsInlineFile(Protocol):
 
 @runtime_checkable
 class SupportsElicitResponse(Protocol):
-    """Re-elicits a response from the existing context without new content."""
+    """Re-elicits a response from the existing context without new content.
+
+    The seed's ``LLMTransport`` declares it as an optional member: ``elicitResponse``."""
 
     def elicit_response(self) -> None:
         """Best effort; only for providers that accept a content-less request. Without it,
@@ -844,7 +838,9 @@ class SupportsElicitResponse(Protocol):
 
 @runtime_checkable
 class SupportsClearInputAudio(Protocol):
-    """Clears a server-side append-then-commit input-audio buffer."""
+    """Clears a server-side append-then-commit input-audio buffer.
+
+    The seed's ``LLMTransport`` declares it as an optional member: ``clearInputAudio``."""
 
     def clear_input_audio(self) -> None:
         """Discard the provider's pending input audio; safe when it is empty."""
@@ -853,7 +849,9 @@ class SupportsClearInputAudio(Protocol):
 
 @runtime_checkable
 class SupportsClearResumption(Protocol):
-    """Forgets the session resumption handle."""
+    """Forgets the session resumption handle.
+
+    The seed's ``LLMTransport`` declares it as an optional member: ``clearResumption``."""
 
     def clear_resumption(self) -> None:
         """Drop every copy of the handle the transport holds, so the next dial opens a fresh
@@ -863,7 +861,9 @@ class SupportsClearResumption(Protocol):
 
 @runtime_checkable
 class SupportsServerTurns(Protocol):
-    """Models the provider's server turns explicitly."""
+    """Models the provider's server turns explicitly.
+
+    The seed's ``LLMTransport`` declares it as an optional member: ``getActiveServerTurnId``."""
 
     def get_active_server_turn_id(self) -> int | None:
         """The active server turn's id, or None when no server turn is active. Active-only:
@@ -874,7 +874,9 @@ class SupportsServerTurns(Protocol):
 
 @runtime_checkable
 class SupportsDiagnostics(Protocol):
-    """Counts what it sends."""
+    """Counts what it sends.
+
+    The seed's ``LLMTransport`` declares it as an optional member: ``getDiagnostics``."""
 
     def get_diagnostics(self) -> TransportDiagnostics:
         """A snapshot of the send counters and the transport generation."""
@@ -883,7 +885,10 @@ class SupportsDiagnostics(Protocol):
 
 @runtime_checkable
 class SupportsDialGenerations(Protocol):
-    """Fences connections by dial generation."""
+    """Fences connections by dial generation.
+
+    The seed's ``LLMTransport`` declares them as optional members: ``currentDialGen``,
+    ``currentTransportGeneration`` and ``abortIncumbent``."""
 
     @property
     def current_dial_gen(self) -> int:

@@ -1,5 +1,5 @@
-"""Text frames written without a coroutine (``gemini.direct_send``), on real ``websockets``
-connections: written when the socket takes them at once, declined (nothing written) whenever
+"""Text frames written without a coroutine (``gemini.sdk_internals.DirectSend``), on real
+``websockets`` connections: written when the socket takes them at once, declined (nothing written) whenever
 ``Connection.send`` would wait or fail, and used by the transport for every checked chunk after
 the first, over real TLS."""
 
@@ -17,7 +17,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection, serve
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.gemini.direct_send import DirectSend
+from realtime_resumption.gemini.sdk_internals import DirectSend
 
 from .transport_helpers import GRACE, MODEL, ScriptedServer
 

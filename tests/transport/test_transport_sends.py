@@ -8,6 +8,7 @@ from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.testing.emulator.ledger import ConnectionRecord
 from realtime_resumption.transport import (
     ContentTurn,
+    GenerationOverrides,
     RetainedUserTurn,
     SessionUpdate,
     ToolResult,
@@ -143,6 +144,24 @@ async def test_trigger_generation_with_instructions_elicits_an_answer(emu: Emula
     await transport.connect()
     transport.trigger_generation()  # nothing to send: Gemini rejects content-less requests
     transport.trigger_generation("greet the user")
+    await rec.wait_for("on_generation_end")
+    await transport.disconnect()
+    messages = _connection(emu).client_messages
+    assert [(m.kind, m.text) for m in messages[1:]] == [("client_content", "greet the user")]
+
+
+async def test_trigger_generation_refuses_overrides_gemini_cannot_honour(emu: Emulator) -> None:
+    # Gemini Live takes no per-response settings (its thinking is the session's): a reasoning
+    # effort is refused, naming it, and nothing is sent; overrides that set nothing are taken.
+    transport = make_transport(emu)
+    rec = Recorder(transport)
+    await transport.connect()
+    assert not transport.capabilities.reasoning_effort
+    with pytest.raises(ValueError, match=r"reasoning_effort='high'.*per-response"):
+        transport.trigger_generation("greet the user", GenerationOverrides(reasoning_effort="high"))
+    with pytest.raises(TypeError, match="GenerationOverrides"):
+        transport.trigger_generation("greet the user", {"reasoning_effort": "low"})  # type: ignore[arg-type]
+    transport.trigger_generation("greet the user", GenerationOverrides())
     await rec.wait_for("on_generation_end")
     await transport.disconnect()
     messages = _connection(emu).client_messages

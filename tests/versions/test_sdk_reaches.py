@@ -1,9 +1,10 @@
-"""The package's reaches into google-genai's and websockets' private members take on the
-versions installed (each cell of the CI matrix runs this file on its own pins): the gated
-``ws_connect`` (``gemini.preopen``), the session's socket and client (``_ws``,
-``_api_client``: the direct writer and the quick audio reader), and websockets' synchronous
-send core (``gemini.direct_send``). Each has a public fallback, tested where it is built; here
-a reach that silently fell back on some version fails, with the versions in its message."""
+"""The package's reaches into google-genai's and websockets' private members
+(``gemini.sdk_internals``) take on the versions installed (each cell of the CI matrix runs this
+file on its own pins): the gated ``ws_connect`` (``gemini.preopen``), the session's socket and
+client (``_ws``, ``_api_client``: the direct writer and the quick audio reader), and websockets'
+synchronous send core (``DirectSend``). Each has a public fallback, tested in
+``tests/gemini_unit/test_sdk_internals.py``; here a reach that silently fell back on some
+version fails, with the versions in its message."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import importlib.metadata
 import pytest
 from google.genai import live, types
 
-from realtime_resumption.gemini import messages, preopen, server_events
+from realtime_resumption.gemini import messages, preopen, sdk_internals, server_events
 from realtime_resumption.gemini.messages import ClientMessage, Writer
 from realtime_resumption.gemini.server_events import Reader
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
@@ -36,15 +37,23 @@ def _config() -> types.LiveConnectConfig:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_probes() -> None:
+def _fresh_probes(monkeypatch: pytest.MonkeyPatch) -> None:
     # Each test probes this process's SDK afresh, not an earlier test's ruling.
     messages._SPELLED_AS_SDK.clear()
     server_events._READ_AS_SDK.clear()
+    for reach in (sdk_internals.SESSION_MEMBERS, sdk_internals.WS_CONNECT):
+        monkeypatch.setattr(reach, "verdict", None)
+    monkeypatch.setattr(sdk_internals, "_GUARDS", {})
 
 
 def test_the_gated_ws_connect_is_installed() -> None:
     assert preopen.install(), f"google.genai.live has no ws_connect ({VERSIONS})"
-    assert getattr(live.ws_connect, "_gated", False)
+    assert sdk_internals.WS_CONNECT.verdict, VERSIONS
+    assert getattr(live.ws_connect, "_wrapped_by", None) is preopen._gated
+
+
+def test_the_sdk_session_keeps_its_socket_and_client_where_they_are_read() -> None:
+    assert sdk_internals.SESSION_MEMBERS.taken(), VERSIONS
 
 
 @pytest.mark.parametrize("vertex", [False, True])
@@ -65,6 +74,8 @@ async def test_audio_is_written_directly_and_read_quickly(
         client = emu.client(vertex=vertex)
         async with client.aio.live.connect(model=MODEL, config=_config()) as session:
             writer, reader = Writer(session), Reader(session)
+            guard = sdk_internals._GUARDS.get(type(sdk_internals.session_socket(session)))
+            assert guard in ("send_in_progress", "fragmented_send_waiter"), VERSIONS
             # The first chunk checks the spelling against the SDK's own; the next is written
             # with no coroutine.
             await writer.write(ClientMessage.audio(PCM))

@@ -24,7 +24,7 @@ from google.genai import errors, live, types
 from loguru import logger
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from realtime_resumption.gemini import loop_lag, server_events, tcp
+from realtime_resumption.gemini import loop_lag, sdk_internals, server_events, tcp
 from realtime_resumption.gemini.loop_lag import LoopLag
 from realtime_resumption.gemini.messages import ClientMessage, Writer
 from realtime_resumption.redaction import secret
@@ -388,8 +388,8 @@ class LiveConnection:
         return f"{'vertex' if self._client.vertexai else 'gemini'}:{host.lower()}"
 
     def _websocket(self) -> object:
-        # The SDK keeps its WebSocket private: reach it defensively (None if it moved).
-        return getattr(self._session, "_ws", None)
+        # The SDK keeps its WebSocket private (``sdk_internals``): None without it.
+        return sdk_internals.session_socket(self._session) if self._session is not None else None
 
     def start(self) -> None:
         """Start receiving and writing. Until then, server messages wait in the socket."""

@@ -1051,7 +1051,9 @@ class GeminiLiveTransport:
     ) -> None:
         """Ask for a response. With ``instructions`` they are sent as a user turn that
         elicits it; without, nothing is sent: Gemini answers input and tool results by itself
-        and rejects a content-less request. ``overrides`` are not supported by Gemini."""
+        and rejects a content-less request. Gemini takes no per-response settings: overrides
+        that set one raise ``ValueError`` naming it, and nothing is sent."""
+        validation.generation_overrides(overrides)
         if instructions:
             self.send_content([ContentTurn("user", instructions)], turn_complete=True)
         else:

@@ -16,7 +16,8 @@ from typing import Any, Final
 
 from google.genai import live, types
 
-from realtime_resumption.gemini.direct_send import DirectSend
+from realtime_resumption.gemini import sdk_internals
+from realtime_resumption.gemini.sdk_internals import DirectSend
 from realtime_resumption.transport import ReplayItem, SendKind, ToolResult
 
 _SCHEDULING: Final = {
@@ -290,7 +291,7 @@ _SPELLED_AS_SDK: dict[tuple[bool, SendKind], bool] = {}
 """(Vertex or not, kind) -> whether :func:`realtime_input_text` writes what this SDK writes."""
 
 
-async def _spelled_as_sdk(session: live.AsyncSession, vertex: bool, kind: SendKind) -> bool:
+async def _spelled_as_sdk(client: Any, vertex: bool, kind: SendKind) -> bool:
     """Whether this SDK writes ``kind`` as :func:`realtime_input_text` does, for this API flavour:
     checked once per process by having the SDK write a probe message into a recorder, so an
     SDK that changes its wire form gets its own path back, never a wrong frame."""
@@ -300,10 +301,7 @@ async def _spelled_as_sdk(session: live.AsyncSession, vertex: bool, kind: SendKi
         probe = _PROBES[kind]
         recorder = _Recorder()
         try:
-            sdk_session = live.AsyncSession(
-                api_client=session._api_client,
-                websocket=recorder,  # type: ignore[arg-type]
-            )
+            sdk_session = live.AsyncSession(api_client=client, websocket=recorder)  # type: ignore[arg-type]
             await _sdk_write(sdk_session, probe)
             [frame] = recorder.frames
             ours = realtime_input_text(probe)
@@ -326,14 +324,14 @@ class Writer:
     :meth:`write_now`, with no coroutine (``DirectSend``).
     """
 
-    __slots__ = ("_direct", "_session", "_vertex", "_ws")
+    __slots__ = ("_client", "_direct", "_session", "_vertex", "_ws")
 
     def __init__(self, session: live.AsyncSession) -> None:
         self._session = session
-        # The SDK keeps its WebSocket and client private: reach them defensively (None if
-        # they moved, and every message goes through the SDK).
-        ws: Any = getattr(session, "_ws", None)
-        client = getattr(session, "_api_client", None)
+        # The SDK keeps its WebSocket and client private (``sdk_internals``): without them,
+        # every message goes through the SDK.
+        ws = sdk_internals.session_socket(session)
+        client = self._client = sdk_internals.session_client(session)
         self._ws = ws if client is not None and callable(getattr(ws, "send", None)) else None
         self._direct = DirectSend.of(self._ws)
         # The SDK's own test: None and False both mean the Gemini API.
@@ -357,7 +355,7 @@ class Writer:
             if text is not None:
                 same = _SPELLED_AS_SDK.get((self._vertex, message.kind))
                 if same is None:
-                    same = await _spelled_as_sdk(self._session, self._vertex, message.kind)
+                    same = await _spelled_as_sdk(self._client, self._vertex, message.kind)
                 if same:
                     await ws.send(text)
                     return

@@ -2,17 +2,12 @@
 the transport's one seam for its telemetry.
 
 The framework sets the transport's ``on_*`` attributes; the parts (receiver, rotation,
-handover, ...) call them through the session's ``callbacks``. With an observer, ``callbacks``
-is an :func:`observed` view of the transport: reading one of the observer's ``on_*`` names
-gives a callable that calls the observer's method first, then the framework's callback (read
-at the call, so a framework may set it at any time); every other name reads the transport's
-own attributes. The transport's attributes themselves stay what the framework set (None by
+switchover, ...) call them through the session's ``callbacks``. With an observer, ``callbacks``
+is an :class:`Observed` object: for each ``on_*`` method of the observer it holds one composed
+callable, made once, that calls the observer's method and then the framework's callback, read
+from the transport at each call (so a framework may set it at any time); every other name reads
+the transport. The transport's attributes themselves stay what the framework set (None by
 default).
-
-The view shares the transport's instance dictionary, so reading a callback the observer does
-not watch (``on_audio_output``, for every chunk) costs what reading it on the transport does;
-the watched names are properties of the view's class, which take precedence over that
-dictionary.
 """
 
 from __future__ import annotations
@@ -23,18 +18,25 @@ from typing import Any
 from loguru import logger
 
 
-class _View:
-    __slots__ = ("__dict__", "_observer", "_owner")
+class Observed:
+    """``owner`` as its parts read it, each ``on_*`` callback that ``observer`` has a method
+    for preceded by that method; see the module documentation."""
+
+    __slots__ = ("_hooked", "_owner")
 
     def __init__(self, owner: object, observer: object) -> None:
         self._owner = owner
-        self._observer = observer
-        # The same dictionary, not a copy: what the framework sets later shows here at once.
-        self.__dict__ = owner.__dict__
+        kind = type(observer)
+        self._hooked: dict[str, _Composed] = {
+            name: _Composed(getattr(observer, name), owner, name)
+            for name in dir(kind)
+            if name.startswith("on_") and callable(getattr(kind, name))
+        }
 
     def __getattr__(self, name: str) -> Any:
-        # Only names the shared dictionary lacks: the transport's methods and properties.
-        return getattr(self._owner, name)
+        # Every name but the two slots: the composed callbacks, else the transport's own.
+        hooked = self._hooked.get(name)
+        return hooked if hooked is not None else getattr(self._owner, name)
 
     def __repr__(self) -> str:
         return repr(self._owner)
@@ -44,44 +46,26 @@ class _View:
 
 
 def observed(owner: object, observer: object) -> Any:
-    """``owner`` as its parts read it, each ``on_*`` callback that ``observer`` has a method
-    for preceded by that method; see the module documentation."""
-    kind = type(observer)
-    view = _VIEWS.get(kind)
-    if view is None:
-        # One view class per kind of observer: its ``on_*`` methods become properties.
-        names = [n for n in dir(kind) if n.startswith("on_") and callable(getattr(kind, n))]
-        watched = {name: property(_watched(name)) for name in names}
-        view = _VIEWS[kind] = type(
-            f"Observed{kind.__name__}", (_View,), {"__slots__": (), **watched}
-        )
-    return view(owner, observer)
+    """``owner`` with ``observer``'s hooks in front of its callbacks (:class:`Observed`)."""
+    return Observed(owner, observer)
 
 
-_VIEWS: dict[type, type[_View]] = {}
-
-
-def _watched(name: str) -> Callable[[_View], _Both]:
-    def read(view: _View) -> _Both:
-        return _Both(getattr(view._observer, name), view.__dict__.get(name))
-
-    return read
-
-
-class _Both:
+class _Composed:
     """The observer's hook, then the framework's callback (if any). An observer that raises
     is logged; the framework's callback still runs."""
 
-    __slots__ = ("_callback", "_tap")
+    __slots__ = ("_hook", "_name", "_owner")
 
-    def __init__(self, tap: Callable[..., None], callback: Callable[..., None] | None) -> None:
-        self._tap = tap
-        self._callback = callback
+    def __init__(self, hook: Callable[..., None], owner: object, name: str) -> None:
+        self._hook = hook
+        self._owner = owner
+        self._name = name
 
     def __call__(self, *args: Any) -> None:
         try:
-            self._tap(*args)
+            self._hook(*args)
         except Exception:
             logger.exception("an observer of the transport raised; ignored")
-        if self._callback is not None:
-            self._callback(*args)
+        callback: Callable[..., None] | None = getattr(self._owner, self._name)
+        if callback is not None:
+            callback(*args)

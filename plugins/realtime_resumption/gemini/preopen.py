@@ -7,11 +7,12 @@ the switch. Everything before the setup frame need not wait: the credential, the
 TLS and the WebSocket upgrade (three round trips or more on a real network). google-genai's
 ``live.connect`` opens the socket and sends the setup in one call, with no hook between the
 two; its WebSocket comes from the module-level name ``google.genai.live.ws_connect``. So for a
-dial made under a :class:`SetupGate`, :func:`install` puts a wrapper there that opens the
-socket, reports it open, and hands it to the SDK (which then sends the setup) only once the gate
-is released. Dials made without a gate, by this package or anything else in the process, go
-straight through. If a google-genai version no longer has that name, :func:`install` returns
-False and a move closes the old connection before dialling, as it would without this module.
+dial made under a :class:`SetupGate`, :func:`install` has a wrapper put there
+(``sdk_internals.wrap_ws_connect``) that opens the socket, reports it open, and hands it to the
+SDK (which then sends the setup) only once the gate is released. Dials made without a gate, by
+this package or anything else in the process, go straight through. If a google-genai version no
+longer has that name, :func:`install` returns False and a move closes the old connection before
+dialling, as it would without this module.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import asyncio
 from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, Final
+
+from realtime_resumption.gemini import sdk_internals
 
 _GATE: Final[ContextVar[SetupGate | None]] = ContextVar("realtime_resumption_setup_gate")
 
@@ -73,21 +76,11 @@ class _GatedConnect:
 
 
 def install() -> bool:
-    """Put the gated ``ws_connect`` in google-genai's live module (once); False when the SDK
-    has no such name (dials then send their setup as soon as the socket opens)."""
-    from google.genai import live
+    """Have google-genai's live module open its sockets through the gate (once); False when the
+    SDK has no such name (dials then send their setup as soon as the socket opens)."""
+    return sdk_internals.wrap_ws_connect(_gated)
 
-    original = getattr(live, "ws_connect", None)
-    if original is None:
-        return False
-    if getattr(original, "_gated", False):
-        return True
 
-    def ws_connect(*args: Any, **kwargs: Any) -> Any:
-        connect = original(*args, **kwargs)
-        gate = _GATE.get(None)
-        return connect if gate is None else _GatedConnect(connect, gate)
-
-    ws_connect._gated = True  # type: ignore[attr-defined]
-    setattr(live, "ws_connect", ws_connect)  # noqa: B010 (a name the SDK does not export)
-    return True
+def _gated(connect: Any) -> Any:
+    gate = _GATE.get(None)
+    return connect if gate is None else _GatedConnect(connect, gate)

@@ -23,6 +23,7 @@ from google.genai import live, types
 from pydantic import BaseModel
 
 from realtime_resumption.duration import parse_duration
+from realtime_resumption.gemini import sdk_internals
 from realtime_resumption.transport import ToolCall, UsageModalityBreakdown
 
 
@@ -407,10 +408,10 @@ class Reader:
 
     def __init__(self, session: live.AsyncSession) -> None:
         self._session = session
-        # The SDK keeps its WebSocket and client private: reach them defensively (without
-        # them, every frame goes through the SDK's own receive).
-        ws: Any = getattr(session, "_ws", None)
-        client: Any = getattr(session, "_api_client", None)
+        # The SDK keeps its WebSocket and client private (``sdk_internals``): without them,
+        # every frame goes through the SDK's own receive.
+        ws = sdk_internals.session_socket(session)
+        client = sdk_internals.session_client(session)
         self._ws = ws if client is not None and _takes_decode(getattr(ws, "recv", None)) else None
         self._vertex = bool(getattr(client, "vertexai", False))
         self._frame = _OneFrame()

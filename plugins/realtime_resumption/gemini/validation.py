@@ -18,6 +18,7 @@ from realtime_resumption.gemini import messages
 from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.transport import (
     ContentTurn,
+    GenerationOverrides,
     MessageTooLargeError,
     ReplayItem,
     ToolResult,
@@ -95,6 +96,23 @@ def replay_items(value: object) -> tuple[ReplayItem, ...]:
         if item.role not in _ROLES:
             raise ValueError(f"replay_history: a role is 'user' or 'model', not {item.role!r}")
     return tuple(value)
+
+
+def generation_overrides(value: object) -> None:
+    """Refuse overrides Gemini cannot honour: the Live API takes no per-response settings
+    (reasoning is the session's ``thinking``), so any override set is a ``ValueError`` that
+    names it; ``None`` and overrides that set nothing pass."""
+    if value is None:
+        return
+    if not isinstance(value, GenerationOverrides):
+        raise TypeError(f"trigger_generation takes GenerationOverrides or None, not {_kind(value)}")
+    if value.reasoning_effort is not None:
+        raise ValueError(
+            f"trigger_generation: Gemini Live cannot honour "
+            f"GenerationOverrides(reasoning_effort={value.reasoning_effort!r}): it takes no "
+            "per-response settings (capabilities.reasoning_effort is False); set the "
+            "session's thinking with SessionUpdate(generation=GenerationSettings(thinking=...))"
+        )
 
 
 def tool_result(value: object) -> ToolResult:
