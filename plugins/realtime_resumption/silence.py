@@ -1,11 +1,11 @@
 """Whether a chunk of user audio is silence: what a move need not replay.
 
-The replay rule cannot place a handle exactly in the input (``gemini.outbox``, *Arrival*), so
+The replay rule cannot always place a handle exactly in the input (``outbox``, *Arrival*), so
 audio written close to a handle's arrival may or may not be in its snapshot. Replaying speech
 there costs a few milliseconds heard twice, losing it costs the user's words; replaying silence
 costs the service a duplicate pause and saves nothing. So within that window only speech is
 replayed, and this module says which chunk is which: its loudness (RMS of PCM16) below
-:data:`SILENCE_LEVEL`. The outbox also holds speech rather than wall time (``gemini.outbox``,
+:data:`SILENCE_LEVEL`. The outbox also holds speech rather than wall time (``outbox``,
 *Held silence*), so it asks the level of every audio chunk once, as it is submitted: the test
 is on the audio path, and is kept cheap there (a stride, and the sum of squares in C).
 """
