@@ -21,7 +21,6 @@ if TYPE_CHECKING:
         GeminiLiveTransport,
     )
     from realtime_resumption.gemini.live_options import StoreOptions
-    from realtime_resumption.gemini.stored_session import RecordError
     from realtime_resumption.history import HistoryLimits
     from realtime_resumption.move_reports import (
         HandleKind,
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
         ResumptionOptions,
         SessionResumption,
     )
+    from realtime_resumption.session_record import RecordError
     from realtime_resumption.store import (
         LeaseHeldError,
         MemoryStore,
@@ -88,7 +88,7 @@ _EXPORTS: Final[dict[str, str]] = {
     "StoreError": "realtime_resumption.store",
     "LeaseHeldError": "realtime_resumption.store",
     "hand_over_on": "realtime_resumption.store",
-    "RecordError": "realtime_resumption.gemini.stored_session",
+    "RecordError": "realtime_resumption.session_record",
     # moves
     "MoveReport": "realtime_resumption.move_reports",
     "MoveOutcome": "realtime_resumption.move_reports",

@@ -1,7 +1,10 @@
 """The failure policy: what every failure of a connection means for the session.
 
-One function, :func:`classify`, maps a failure — an HTTP status at the handshake, a close code,
-an exception, and *when* it happened (:class:`Stage`) — to a :class:`Verdict`:
+One function, :func:`classify`, maps a failure — an HTTP status at the handshake, a close, an
+exception, and *when* it happened (:class:`Stage`) — to a :class:`Verdict`. A close code means
+what its provider says it means: the provider's transport reads it into a
+:class:`CloseMeaning` (a :data:`CloseReading`; Gemini's is ``gemini.close_codes``), and the
+policy rules on the meaning:
 
 =========================================  ===========================  ====================
 failure                                    stage                        verdict
@@ -9,10 +12,10 @@ failure                                    stage                        verdict
 HTTP 401 / 403                             dial                         fatal (credentials)
 other HTTP 4xx but 408 and 429             dial                         fatal (request)
 HTTP 408, 429, 5xx; no status              dial                         retry
-close 1007 / 1008                          dial, settling, probation    refused
-close 1011                                 dial, settling, probation    retry, then refused
+a close read as handle or request refused  dial, settling, probation    refused
+a close read as refused or overloaded      dial, settling, probation    retry, then refused
                                                                         at the 2nd strike
-other close codes (1000, 1001, 1006, ...)  dial, settling, probation    retry
+any other close                            dial, settling, probation    retry
 timeout, unreachable, TLS, other errors    dial                         retry
 ``SessionLostError``                       any                          fatal
 any close                                  serving                      move
@@ -43,16 +46,27 @@ from typing import Final
 
 from realtime_resumption.transport import ConnectError, SessionLostError
 
-HANDLE_REFUSED_CODES: Final = frozenset({1007, 1008})
-"""Close codes that mean the provider refused the handle itself (invalid or not found)."""
 
-INVALID_ARGUMENT: Final = 1007
-"""The close for a request the service cannot take: a refused handle, or a setup it refuses
-(an unknown voice, say)."""
+class CloseMeaning(StrEnum):
+    """What a close code says of the connection it ended, as its provider documents it."""
 
-REFUSED_OR_OVERLOADED: Final = 1011
-"""A close code that is either a refused resume or a transient failure: the first one with a
-given handle is retried, the second rebuilds."""
+    CLOSED = "closed"
+    """Nothing more than a close: the attempt may be retried."""
+    HANDLE_REFUSED = "handle_refused"
+    """The provider refused the resumption point itself (invalid or not found)."""
+    REQUEST_REFUSED = "request_refused"
+    """The provider cannot take the request: the resumption point, or the setup it came with
+    (an unknown voice, say). A fresh session refused it too means the setup is at fault."""
+    REFUSED_OR_OVERLOADED = "refused_or_overloaded"
+    """A refused resume or a transient failure, the provider does not say which: the first
+    with a given handle is retried, the second rebuilds; with an earlier connection of the
+    session still open, it is the provider refusing a resume while that one is open."""
+
+
+CloseReading = Callable[[int | None], CloseMeaning]
+"""A provider's reading of its close codes (None: the connection closed without one)."""
+
+_REFUSED: Final = frozenset({CloseMeaning.HANDLE_REFUSED, CloseMeaning.REQUEST_REFUSED})
 
 AUTH_STATUSES: Final = frozenset({401, 403})
 _RETRYABLE_4XX: Final = frozenset({408, 429})
@@ -62,7 +76,7 @@ class Stage(StrEnum):
     """When a failure happened, relative to the connection's life."""
 
     DIAL = "dial"
-    """Before ``setupComplete`` (handshake, setup)."""
+    """Before the provider confirmed the setup (handshake, setup)."""
     SETTLING = "settling"
     """Set up, before the session switched to it."""
     PROBATION = "probation"
@@ -89,13 +103,19 @@ class Ruling:
 
 
 def classify(
-    error: BaseException | None, stage: Stage, *, code: int | None = None, strikes: int = 0
+    error: BaseException | None,
+    stage: Stage,
+    *,
+    reading: CloseReading,
+    code: int | None = None,
+    strikes: int = 0,
 ) -> Ruling:
     """The verdict on one failure; see the module documentation for the table.
 
     ``error`` is what the attempt raised (a ``ConnectError`` carries the HTTP status or close
-    code), or None for a close; ``code`` a close code when there is no error; ``strikes`` the
-    1011 closes already seen with the same handle.
+    code), or None for a close; ``code`` a close code when there is no error; ``reading`` what
+    the provider's close codes mean; ``strikes`` the closes read as
+    :attr:`CloseMeaning.REFUSED_OR_OVERLOADED` already seen with the same handle.
     """
     if isinstance(error, SessionLostError):
         return Ruling(Verdict.FATAL, str(error) or "the session is over")
@@ -120,9 +140,10 @@ def classify(
     closed = code is not None or error is None
     if closed and stage is Stage.SERVING:
         return Ruling(Verdict.MOVE, _closed(stage, code))
-    if code in HANDLE_REFUSED_CODES:
+    meaning = reading(code)
+    if meaning in _REFUSED:
         return Ruling(Verdict.REFUSED, f"the provider refused the handle (code {code})")
-    if code == REFUSED_OR_OVERLOADED and strikes >= 1:
+    if meaning is CloseMeaning.REFUSED_OR_OVERLOADED and strikes >= 1:
         return Ruling(Verdict.REFUSED, f"the handle was refused twice (code {code})")
     if closed:
         return Ruling(Verdict.RETRY, _closed(stage, code))

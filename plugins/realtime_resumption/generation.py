@@ -1,8 +1,8 @@
 """Generation lifecycle bookkeeping shared by transports: pure state, no I/O, no clock.
 
 A *generation* is one answer of the model, the unit frameworks build per-answer state on. It is
-not the provider's turn: an answer whose tool call arrives just after the provider's
-``turnComplete`` is still one generation, and an answer that waits for a tool result spans two
+not the provider's turn: an answer whose tool call arrives just after the provider's end of
+turn is still one generation, and an answer that waits for a tool result spans two
 provider turns. A *server turn* is the provider's own turn, numbered so consumers can
 de-duplicate its completion.
 
@@ -10,12 +10,12 @@ The transport feeds provider facts in, each with the current time, and turns the
 effects into callbacks, in order. Time only matters for two bounds, both reported through
 ``next_deadline`` for the transport to schedule a ``tick``:
 
-- ``tool_call_grace``: after ``turnComplete`` with no tool call pending, the generation stays
+- ``tool_call_grace``: after the provider's end of turn with no tool call pending, the generation stays
   open this long, so a tool call that finishes the same answer joins it. Model output in that
   window is a new answer, and so is anything after the user began a new turn. A session that
   declares no function has no such call to wait for:
-  its answers end at ``turnComplete``. The answer's *output* ends at ``turnComplete`` either
-  way (``TurnCompleted``): that is what the frameworks show as the end of speech.
+  its answers end with the provider's turn. The answer's *output* ends with the provider's
+  turn either way (``TurnCompleted``): that is what the frameworks show as the end of speech.
 - ``cancel_bound``: a cancelled generation ends when the provider's turn ends, or after this.
 
 A generation cancelled while it waits for tool results (its provider turn over) ends at once;
@@ -28,7 +28,7 @@ The state belongs to the session, not to a connection: the transport only report
 switch between connections.
 
 Which tool calls are pending is not tracked here: the transport has one ledger of tool calls
-(``gemini.tool_calls``) and says, where it matters, whether any call still waits for its
+(``tool_calls``) and says, where it matters, whether any call still waits for its
 result (``tools_pending``).
 """
 
@@ -42,7 +42,7 @@ from typing import Final, Literal
 from realtime_resumption.transport import GenerationEndReason
 
 TOOL_CALL_GRACE: Final = 0.3
-"""Seconds a generation stays open after the provider's turnComplete, for a tool call that
+"""Seconds a generation stays open after the provider's end of turn, for a tool call that
 finishes the same answer."""
 
 CANCEL_BOUND: Final = 2.0
@@ -141,7 +141,7 @@ class _Generation:
         self.id = generation_id
         self.first_audio = False
         self.drain_deadline: float | None = None
-        """Set after turnComplete with no tool call pending: the grace window's end."""
+        """Set after the provider's end of turn with no tool call pending: the grace window's end."""
         self.awaiting_tools = False
         """The provider's turn completed with tool calls pending and no turn has opened since:
         the answer continues after their results."""
@@ -256,7 +256,7 @@ class GenerationTracker:
         return effects
 
     def tool_calls(self, now: float, call_ids: Sequence[str]) -> list[Effect]:
-        """The model asked for tool calls. A call after turnComplete, within the grace window,
+        """The model asked for tool calls. A call after the provider's end of turn, within the grace window,
         continues the same generation. While ``suppressing`` nothing happens: the calls belong
         to a cancelled answer and must not be answered."""
         effects = self._expire(now)
@@ -280,7 +280,7 @@ class GenerationTracker:
         return effects
 
     def generation_complete(self, now: float) -> list[Effect]:
-        """The model finished generating (the provider's turnComplete follows)."""
+        """The model finished generating (the provider's end of turn follows)."""
         effects = self._expire(now)
         self._text_done(effects)
         return effects

@@ -10,10 +10,10 @@ results, in order. :meth:`ConversationHistory.replay_items` renders them as
 
 Rules:
 
-- A turn is committed by :meth:`ConversationHistory.turn_complete` (the server's
-  turnComplete). The turn in progress is never replayed: the outbox replays the input sent
-  after the last completed turn instead.
-- A model answer that was cut (the server's ``interrupted``, or a move that broke it) is kept
+- A turn is committed by :meth:`ConversationHistory.turn_complete` (the server said the turn
+  ended). The turn in progress is never replayed: the outbox replays the input sent after the
+  rebuild point instead.
+- A model answer that was cut (the server said it was interrupted, or a move broke it) is kept
   as what was actually delivered, followed by ``HistoryLimits.interrupted_marker`` (an
   ellipsis by default), so the model sees that it did not finish.
 - User input arriving after the model's answer was interrupted, or typed text sent after the
@@ -21,7 +21,7 @@ Rules:
   arrives late, while the model already answers, stays with its question.
 - A tool call without its result, or a result without its call, is left out of the replay:
   a session cannot be seeded with half an exchange. The two may sit in different turns (a
-  call can arrive after turnComplete, or its result after the turn was committed); they are
+  call can arrive after the turn ended, or its result after the turn was committed); they are
   paired across the whole history.
 - Bounded: at most ``max_turns`` turns and ``max_chars`` characters (text, and tool
   arguments and results as JSON); the oldest turns are dropped first. The newest turn is
@@ -156,7 +156,7 @@ class ConversationHistory:
         return self._turn.answered
 
     def turn_complete(self) -> bool:
-        """The turn ended (turnComplete): commit it. Returns False when it held nothing."""
+        """The turn ended (the server said so): commit it. Returns False when it held nothing."""
         turn, self._turn, self._next = self._turn, self._next, _Turn()
         committed = self._commit(turn)
         if committed is None:

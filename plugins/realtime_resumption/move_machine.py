@@ -1,17 +1,20 @@
 """Every move of a session between connections, as one state machine.
 
 Read this file top to bottom to see every move the transport makes. :class:`MoveMachine` is
-pure, in the spirit of h11: no I/O, no asyncio, no clock of its own. The rotation
-(``gemini.rotation``) feeds it :data:`Event` values — a move became due, a dial set up, a
-connection closed, a turn began — and carries out the :data:`Action` values it returns (dial,
-settle, wait, switch, give up). When to move (the resumable point after a ``goAway``, the
-deadline fallback) is decided by :class:`~realtime_resumption.resumption.SessionResumption`;
-what a failure means by :func:`~realtime_resumption.failures.classify`.
+pure, in the spirit of h11: no I/O, no asyncio, no clock of its own, and no provider: the
+provider's transport (Gemini's rotation, ``gemini.rotation``) feeds it :data:`Event` values — a
+move became due, a dial set up, a connection closed, a turn began — and carries out the
+:data:`Action` values it returns (dial, settle, wait, switch, give up). When to move (the
+resumable point after the provider's notice that the connection ends, the deadline fallback) is
+decided by :class:`~realtime_resumption.resumption.SessionResumption`; what a failure means by
+:func:`~realtime_resumption.failures.classify`, over the provider's reading of its close codes
+(the ``reading`` the machine is built with).
 
 States (:class:`Phase`) and their transitions::
 
-    IDLE ──Wanted──► WAITING                 goAway or a setup change: wait for a resumable
-                                             point (or the deadline); the incumbent serves
+    IDLE ──Wanted──► WAITING                 the provider's notice of the end, or a setup
+                                             change: wait for a resumable point (or the
+                                             deadline); the incumbent serves
     IDLE, WAITING ──Due──► DIALLING          the helper chose the handle (or none: rebuild);
                                              the incumbent keeps serving (make-before-break)
                    └─Due (break first)─► DIALLING, after Break: close the incumbent first
@@ -24,15 +27,16 @@ States (:class:`Phase`) and their transitions::
                                              it is on probation for ``RetryPolicy.probation``
                                              (Served: an answered turn ends it early)
     DIALLING, SETTLING ──Failed──►           per the failure policy:
-        1007 at the setup of a fresh session (no handle), with a setup other than the last
+        request refused at the setup of a fresh session (no handle), with a setup other than the last
         one that worked (an update the service refuses whatever the session, such as an
         unknown voice; a refusal with a handle rebuilt first, since some models refuse a new
         instruction only on a resume) ─► DIALLING with the working setup and the move's first
         handle again (RollBack): no failed attempt
         retry    ─► BACKOFF ──BackoffOver──► DIALLING (same handle, next delay, jittered)
         refused  ─► DIALLING (no handle: rebuild from the history)
-        1011 with the incumbent open (before or after setupComplete: the provider refuses a
-        resume while an earlier connection of the session is open), once ─► DIALLING after
+        refused or overloaded with the incumbent open (before or after the setup's
+        confirmation: the provider refuses a resume while an earlier connection of the
+        session is open), once ─► DIALLING after
         Break (break-before-make from now on, for the endpoint: RefusedWhileOpen); it is no
         strike against the handle and no failed attempt
         attempts spent on a takeover's handle ─► DIALLING (no handle: rebuild)
@@ -55,12 +59,13 @@ States (:class:`Phase`) and their transitions::
 A move is *lost* while it runs with no incumbent (``incumbent`` is False: input is held),
 and *rebuilding* while its handle is None.
 
-No stall. A planned move (``goAway`` or a setup change, at a resumable point) never delays the
+No stall. A planned move (the provider's notice or a setup change, at a resumable point) never
+delays the
 user: while the replacement dials and settles, the incumbent takes all input, and the first
 sign of a turn on it (user speech, a typed turn, voice activity, model output) gives the
 replacement up — its snapshot, taken before the turn, would lack it — so the turn is heard,
 answered and finished on the incumbent; the move then resumes from the next resumable point,
-as one move (one report, its attempts counting every dial). Limits: the ``goAway`` deadline
+as one move (one report, its attempts counting every dial). Limits: the notice's deadline
 bounds the wait (the deadline fallback forces the move, mid-turn if it must, and a forced move
 holds input for the replacement instead of yielding); a user who keeps talking until the
 deadline therefore meets a forced move; each yielded dial costs a setup on the provider; a
@@ -78,9 +83,9 @@ from enum import Enum, StrEnum
 from typing import Final
 
 from realtime_resumption.failures import (
-    INVALID_ARGUMENT,
-    REFUSED_OR_OVERLOADED,
     Budget,
+    CloseMeaning,
+    CloseReading,
     RetryPolicy,
     Stage,
     Verdict,
@@ -107,16 +112,16 @@ SETTLE: Final = 0.5
 """Seconds a replacement may stay silent after its setup before it counts as accepted, while
 the incumbent serves.
 
-Gemini may refuse a resume right after ``setupComplete`` (a close 1011 while the incumbent is
-still open, or 1007/1008 for a handle it no longer knows); a connection that says anything
-first was accepted, so the switch happens as soon as it does. The incumbent keeps serving
+A provider may refuse a resume right after it confirmed the setup (a resume while the incumbent
+is still open, or a handle it no longer knows: Gemini's closes for those are read in
+``gemini.close_codes``); a connection that says anything first was accepted, so the switch happens as soon as it does. The incumbent keeps serving
 meanwhile, so on a planned move the wait costs no input gap."""
 
 SETTLE_HELD: Final = 0.05
 """The settle while input is held (the incumbent is gone, or a forced move holds it).
 
 Every moment of it is silence for the user, and a service that says nothing after its setup
-would make :data:`SETTLE` the gap. So only a close that follows ``setupComplete`` at once is
+would make :data:`SETTLE` the gap. So only a close that follows the setup's confirmation at once is
 waited for; a later refusal closes the installed connection on probation, which counts as a
 failed attempt of the move (a second report, the next attempt backed off), and what was
 replayed to it is replayed again from the handle.
@@ -124,7 +129,7 @@ replayed to it is replayed again from the handle.
 A move that closed the incumbent itself (break-before-make) does not settle at all: input has
 been held since the Break, and the refusal the settle is for (a resume while the incumbent is
 open) cannot come with the incumbent closed; a handle refused after the setup is caught on
-probation all the same. The switch follows ``setupComplete``."""
+probation all the same. The switch follows the setup's confirmation."""
 
 
 class Phase(StrEnum):
@@ -152,7 +157,8 @@ MOVING = frozenset({Phase.DIALLING, Phase.SETTLING, Phase.BACKOFF})
 
 @dataclass(frozen=True)
 class Wanted:
-    """A ``goAway`` or a setup change: move at the next resumable point."""
+    """The provider's notice that the connection ends, or a setup change: move at the next
+    resumable point."""
 
 
 @dataclass(frozen=True)
@@ -171,7 +177,7 @@ class Due:
     """The deadline or a loss forced the move: a turn in progress is cut."""
     break_first: bool = False
     """The endpoint is known to refuse a resume while an earlier connection of the session is
-    open (:mod:`~realtime_resumption.gemini.endpoints`): close the incumbent first."""
+    open (the transport keeps what each endpoint refuses): close the incumbent first."""
     rebuild_when_spent: bool = False
     """When the attempts with the handle are spent, rebuild rather than give up (a takeover:
     the stopped process's connection may keep the session open longer than they last)."""
@@ -191,7 +197,8 @@ class Settled:
 
 @dataclass(frozen=True)
 class Failed:
-    """The attempt failed at ``stage``: ``error`` raised, or the connection closed (``code``)."""
+    """The attempt failed at ``stage``: ``error`` raised, or the connection closed (``code``,
+    read by the machine's ``reading``)."""
 
     now: float
     stage: Stage
@@ -256,7 +263,7 @@ class Begin:
 class Break:
     """Close the incumbent before the replacement's setup is sent (the provider refuses a
     resume while it is open), holding input from then on; always followed by the
-    :class:`Dial` whose socket may open first (``gemini.preopen``)."""
+    :class:`Dial`, whose socket the transport may open first."""
 
 
 @dataclass(frozen=True)
@@ -386,11 +393,13 @@ class MoveMachine:
     """The session's moves; see the module documentation.
 
     ``delays`` are the pauses before each attempt of a streak of failures (the resumption
-    options' ``retry_delays``: one attempt per entry); ``policy`` the retry budget and jitter.
+    options' ``retry_delays``: one attempt per entry); ``policy`` the retry budget and jitter;
+    ``reading`` what the provider's close codes mean (Gemini's: ``gemini.close_codes``).
     """
 
     delays: tuple[float, ...]
     policy: RetryPolicy
+    reading: CloseReading
     phase: Phase = Phase.IDLE
     move: Move | None = None
     break_first: bool = False
@@ -401,7 +410,7 @@ class MoveMachine:
     refused: set[HandleRef] = field(default_factory=set)
     """Handles the provider refused: a move with one rebuilds."""
     strikes: dict[HandleRef, int] = field(default_factory=dict)
-    """1011 closes per handle."""
+    """Closes read as refused or overloaded, per handle."""
 
     def __post_init__(self) -> None:
         self.budget = Budget(self.policy)
@@ -487,12 +496,15 @@ class MoveMachine:
         assert move is not None
         handle = move.handle
         strikes = self.strikes.get(handle, 0) if handle is not None else 0
-        ruling = classify(event.error, event.stage, code=event.code, strikes=strikes)
+        ruling = classify(
+            event.error, event.stage, reading=self.reading, code=event.code, strikes=strikes
+        )
         if ruling.verdict is Verdict.FATAL:
             return self._give_up(ruling.why)
         code = close_code(event.error, event.code)
+        meaning = self.reading(code)
         if (
-            code == INVALID_ARGUMENT
+            meaning is CloseMeaning.REQUEST_REFUSED
             and event.stage is Stage.DIAL
             and event.setup_changed
             and handle is None
@@ -505,18 +517,18 @@ class MoveMachine:
             why = f"a fresh session was refused it too (code {code})"
             return [RollBack(why), *self._attempt()]
         if (
-            code == REFUSED_OR_OVERLOADED
+            meaning is CloseMeaning.REFUSED_OR_OVERLOADED
             and handle is not None
             and move.incumbent
             and not self.break_first
         ):
             # The provider refuses a resume while an earlier connection of the session is
-            # open, with a 1011 right after the setup frame or right after setupComplete.
+            # open, right after the setup frame or right after it confirmed the setup.
             # That says nothing about the handle: no strike, no failed attempt. The
             # incumbent is closed first, now and from now on.
             self.break_first = True
             return [RefusedWhileOpen(), Retried(ruling.why), *self._attempt()]
-        if code == REFUSED_OR_OVERLOADED and handle is not None:
+        if meaning is CloseMeaning.REFUSED_OR_OVERLOADED and handle is not None:
             self.strikes[handle] = strikes + 1
         if ruling.verdict is Verdict.REFUSED and handle is not None:
             self.refused.add(handle)
@@ -536,7 +548,7 @@ class MoveMachine:
         if self._on_probation(event.now):
             # The connection the last move installed died right away: a failed attempt of
             # that move, so the next one waits the next delay and the budget pays for it.
-            ruling = classify(None, Stage.PROBATION, code=event.code)
+            ruling = classify(None, Stage.PROBATION, reading=self.reading, code=event.code)
             if ruling.verdict is Verdict.REFUSED and handle is not None:
                 self.refused.add(handle)
             lost = self.budget.charge(event.now)

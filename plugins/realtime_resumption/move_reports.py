@@ -32,8 +32,8 @@ class MoveReason(StrEnum):
     """Why a move happened (the one spelling, shared with the resumption helper)."""
 
     PLANNED = "planned"
-    """The provider announced the connection's end (goAway) and the move came at a resumable
-    point."""
+    """The provider announced the connection's end (its notice: ``on_go_away``) and the move
+    came at a resumable point."""
     DEADLINE = "deadline"
     """The provider announced the connection's end and no resumable point came before the
     deadline: the move resumed from the latest handle, cutting the turn in progress."""
@@ -164,10 +164,10 @@ class MoveReport:
     audio_ms_replayed: float = 0.0
     """Of ``messages_replayed``: the audio, in ms."""
     go_away_notice_ms: float | None = None
-    """The notice of the ``goAway`` that announced the old connection's end (its
-    ``timeLeft``); None when no goAway came before the move."""
+    """The time left that the provider's notice of the old connection's end gave
+    (``on_go_away``); None when no notice came before the move."""
     go_away_to_switch_ms: float | None = None
-    """From that ``goAway`` to the move's end (the switch)."""
+    """From that notice to the move's end (the switch)."""
 
     def __post_init__(self) -> None:
         if self.number < 1:
@@ -295,7 +295,7 @@ class MoveInProgress:
         self._incumbent_gone = True
 
     def go_away(self, notice: float | None, now: float) -> None:
-        """The ``goAway`` that announced the old connection's end came at ``now`` with
+        """The provider's notice of the old connection's end came at ``now`` with
         ``notice`` seconds (None: no figure). The first one counts."""
         if self._go_away is None:
             self._go_away = (notice, now)

@@ -1,47 +1,53 @@
 """The client-message log that lets a session move to a new connection without losing input.
 
-A resumption handle is a snapshot of the server session: whatever the server received after
-it was taken is gone when a new connection resumes from it. The ``Outbox`` is the transport's
-send queue and the log of what it sent, so after a move it can answer which messages the
-resumed session cannot have, and queue them again, in order, exactly once.
+A new session holds what the server confirmed it had: a resumption point the provider placed in
+the input (a handle, a snapshot of the server session), or an acknowledgement up to a message
+(the server committed the input into the conversation a rebuilt session is seeded with).
+Whatever the server received after that point is gone when a new connection resumes from it or
+is rebuilt. The ``Outbox`` is the transport's send queue and the log of what it sent, so after a
+move it can answer which messages the new session cannot have, and queue them again, in order,
+exactly once. It knows no provider: each transport feeds it what its provider confirms.
 
 It never touches a socket. The transport tells it:
 
 - what the framework asked to send (:meth:`Outbox.submit`);
 - what it wrote, to which connection, at which per-connection index
   (:meth:`Outbox.mark_sent`; the setup message is index 0, client messages count from 1 and the
-  count restarts on each connection, as Vertex ``transparent`` mode counts them), and what a
-  failed write did not deliver (:meth:`Outbox.mark_unsent`);
-- which resumption handles arrived, on which connection, when, and with which
-  ``lastConsumedClientMessageIndex`` (:meth:`Outbox.record_handle`), and which handle of a
-  session it never wrote to a new connection resumes from (:meth:`Outbox.record_foreign_handle`:
-  that session holds none of the log);
-- when a turn completed (:meth:`Outbox.turn_completed`), for the rebuild path;
+  count restarts on each connection: the indexes a provider's acknowledgements name), and what
+  a failed write did not deliver (:meth:`Outbox.mark_unsent`);
+- which resumption handles arrived, on which connection, when, and up to which message index
+  their session consumed the input, when the provider says (:meth:`Outbox.record_handle`), and
+  which handle of a session it never wrote to a new connection resumes from
+  (:meth:`Outbox.record_foreign_handle`: that session holds none of the log);
+- what the conversation a rebuilt session is seeded with holds, for the rebuild path: the input
+  up to a message the server acknowledged (:meth:`Outbox.confirmed`, exact), or, where the
+  provider acknowledges nothing, what was written when a turn completed
+  (:meth:`Outbox.turn_completed`);
 - when a connection went away (:meth:`Outbox.detach`) and when a new one took over, resumed
   from a handle (:meth:`Outbox.attach_resumed`) or as a fresh session
   (:meth:`Outbox.attach_fresh`).
 
 Replay rules
 ------------
-*Exact* (the handle carries ``lastConsumedClientMessageIndex``, Vertex ``transparent`` mode):
+*Exact* (the handle comes with the index of the last message its session consumed):
 the resumed session holds exactly the messages consumed up to that index on the connection that
 issued the handle (and whatever that connection's own session started from). Everything else
 is queued again: the messages after the index, those sent on later connections, and those
 buffered while no connection was live.
 
-*Arrival* (no index, the Gemini API): the service does not say where in the input its snapshot
-was taken, so the outbox places it by the network round trip. The server took the snapshot
+*Arrival* (no index): the provider does not say where in the input its snapshot was taken, so
+the outbox places it by the network round trip. The server took the snapshot
 about half a round trip before the handle arrived; a message written less than half a round
 trip before that was still on its way. So the session holds exactly the messages written at
 least one round trip ``rtt`` before the handle arrived: those written later are queued again.
-``rtt`` is the kernel's round-trip estimate for the connection's socket (``gemini.tcp``; never
-a WebSocket ping, whose pong the service may send seconds late), given by
+``rtt`` is the kernel's round-trip estimate for the connection's socket (the transport reads
+it; never a WebSocket ping, whose pong the service may send seconds late), given by
 :meth:`Outbox.round_trip_measured`; it is never the setup time, which is the server's work, not
 the network's. Write times are taken when
 the write completed (:meth:`Outbox.mark_written`), so a message that waited in a queue is not
 counted as on the wire before it was. Lost audio is expensive (the user's words are gone) and a
 duplicated frame cheap, so messages of the kinds in ``OutboxLimits.margin_kinds`` (audio,
-video frames, audioStreamEnd by default) written within ``OutboxLimits.round_trip_tolerance``
+video frames, the end of the audio stream by default) written within ``OutboxLimits.round_trip_tolerance``
 before that boundary, or within the measured jitter when it is larger, are queued again too
 (counted as possibly duplicated). A handle a busy event loop kept waiting (``late_by`` of
 :meth:`Outbox.record_handle`) is placed that much earlier, and its margin is at least as
@@ -105,13 +111,13 @@ audio is released and counted as above (a move reports it), never silently.
 
 Activity
 --------
-With automatic activity detection off, the client marks the user's speech with
-``activityStart``/``activityEnd``. An open activity belongs to a connection, not to the
+With the service's activity detection off, the client marks the start and the end of the
+user's speech (:attr:`MessageKind.ACTIVITY_START`, :attr:`MessageKind.ACTIVITY_END`). An open activity belongs to a connection, not to the
 snapshot: a resumed (or rebuilt) session starts with none open, and audio it receives outside
 an activity is not heard as speech. So when the user's activity is open at the point a new
 connection's session starts from (the first marker queued for it is an ``activityEnd``, or
 none is queued while the activity is open), :attr:`Outbox.activity_to_reopen` asks the writer
-to send one ``activityStart`` before anything else, and :meth:`Outbox.activity_reopened`
+to send one start of activity before anything else, and :meth:`Outbox.activity_reopened`
 records it.
 
 Writes
@@ -122,13 +128,16 @@ lands during the await sees the entry as written; when the write raises, call
 
 Rebuild
 -------
-After a fresh session seeded with the conversation history (a refused or expired handle), the
-history carries every turn up to the last completed one. :meth:`Outbox.attach_fresh` queues
-what came after the last :meth:`Outbox.turn_completed` (the messages written since, and those
-never written), except tool responses: they answer calls of the old session, which the new one
-never issued, so they are discarded and counted. The boundary is the last message written on
-the connection that reported the turn complete; an utterance begun before that moment (a
-barge-in) is carried only as far as the history has it.
+After a fresh session seeded with the conversation history (a refused or expired handle, or a
+provider without handles), the history carries what the server confirmed.
+:meth:`Outbox.attach_fresh` queues what came after the rebuild point (the messages written
+since, and those never written), except tool responses: they answer calls of the old session,
+which the new one never issued, so they are discarded and counted. The rebuild point is the
+latest of the server's acknowledgements (:meth:`Outbox.confirmed`: exact, every message up to
+the one acknowledged, in order, is held) and of the completed turns
+(:meth:`Outbox.turn_completed`: the last message written on the connection that reported the
+turn complete; an utterance begun before that moment, a barge-in, is carried only as far as
+the history has it).
 """
 
 from __future__ import annotations
@@ -207,7 +216,7 @@ class OutboxLimits:
     """Arrival rule with a measured round trip: margin-kind messages written up to this much
     (or the measured jitter, when larger) earlier than one round trip before a handle arrived
     are replayed too. The round trip does not see how long the service takes a frame in after it
-    arrived: Gemini takes audio in as tokens of 1/32 s, so a snapshot may lack up to one
+    arrived: a service that takes audio in as tokens (Gemini's are 1/32 s) may lack up to one
     token's worth of audio that had arrived, and a busy service or event loop takes longer.
     40 ms covers one token and a loaded loop, at the cost of about two 20 ms frames heard
     twice per move while the user speaks; 15 ms lost a 50 ms chunk now and then on a loaded
@@ -472,9 +481,10 @@ class _Losses:
 
 @dataclass(eq=False)
 class _Point:
-    """A handle as a resumption point: the session state it captured."""
+    """A point the server confirmed: the session state a handle captured, or an
+    acknowledgement (no handle)."""
 
-    handle: HandleRef = field(repr=False)
+    handle: HandleRef | None = field(repr=False)
     conn: _ConnectionLog = field(repr=False)
     limit: int
     """Entries written on ``conn`` at an index up to this are in the snapshot."""
@@ -526,7 +536,9 @@ class Outbox(Generic[T]):
         self._live: _ConnectionLog | None = None
         self._last_conn: _ConnectionLog | None = None
         self._handles: OrderedDict[HandleRef, _Point] = OrderedDict()
-        self._turn_mark = 0
+        self._rebuild_through = 0
+        """Entries up to this seq are in the conversation a rebuild is seeded with (the
+        latest acknowledgement or completed turn: see *Rebuild*)."""
         self._frontier = 0
         self._held: set[HandleRef] = set()
         self._activity_open = False
@@ -610,12 +622,12 @@ class Outbox(Generic[T]):
 
     @property
     def activity_to_reopen(self) -> bool:
-        """The live connection must get an ``activityStart`` before anything queued for it:
+        """The live connection must get a start of activity before anything queued for it:
         the user's activity was open at the point its session starts from (see *Activity*)."""
         return self._reopen_activity and self._live is not None
 
     def activity_reopened(self, connection: int, index: int) -> None:
-        """An ``activityStart`` that no entry carries was written to the live ``connection``
+        """A start of activity that no entry carries was written to the live ``connection``
         at ``index``, reopening the user's activity there."""
         live = self._live
         if live is None or live.id != connection:
@@ -708,7 +720,7 @@ class Outbox(Generic[T]):
             for point in held:
                 if self._in_state(entry, point) is not True:
                     point.lost.add(entry)
-            if entry.seq <= self._turn_mark:
+            if entry.seq <= self._rebuild_through:
                 self._rebuild_lost.add(entry)
             return
         entry._undeliver(delivery)
@@ -718,7 +730,7 @@ class Outbox(Generic[T]):
         for point in self._points():
             point.prunable_through = min(point.prunable_through, entry.seq - 1)
         delivery.conn.last_sent_seq = min(delivery.conn.last_sent_seq, entry.seq - 1)
-        self._turn_mark = min(self._turn_mark, entry.seq - 1)
+        self._rebuild_through = min(self._rebuild_through, entry.seq - 1)
         self._refresh()
         if not entry._in_log:
             self._reinsert(entry)
@@ -771,6 +783,7 @@ class Outbox(Generic[T]):
             arrived_at = now - late_by
             margin = self._margin(live.round_trip, max(live.jitter, late_by))
         self._add_point(
+            handle,
             _Point(
                 handle,
                 live,
@@ -780,7 +793,7 @@ class Outbox(Generic[T]):
                 margin,
                 live.round_trip,
                 live.answered_through,
-            )
+            ),
         )
         return True
 
@@ -794,7 +807,7 @@ class Outbox(Generic[T]):
         takeover replayed first: the session resumed from it again lacks them all."""
         # A connection no entry is ever written to, whose session every entry came after.
         elsewhere = _ConnectionLog(-1, 0, None, 0, False, 0.0)
-        self._add_point(_Point(handle, elsewhere, 0, True, self._clock, 0.0, None))
+        self._add_point(handle, _Point(handle, elsewhere, 0, True, self._clock, 0.0, None))
 
     def hold(self, handle: HandleRef) -> bool:
         """Keep ``handle``'s resumption point, however many newer handles arrive, until the
@@ -805,13 +818,42 @@ class Outbox(Generic[T]):
         self._held.add(handle)
         return True
 
+    def confirmed(self, connection: int, index: int) -> None:
+        """The server acknowledged that the conversation holds every message written to
+        ``connection`` up to ``index`` (an exact acknowledgement, where the provider gives
+        one: the input committed into a conversation item), so a rebuild seeded with that
+        conversation need not replay them, nor a stored record keep them (see *Rebuild*).
+        An acknowledgement on a connection other than the live or the last one, or short of
+        the rebuild point, changes nothing; an index past the last message written counts up
+        to that message."""
+        if index < 0:
+            raise ValueError(f"index must be >= 0, got {index}")
+        conn = next(
+            (c for c in (self._live, self._last_conn) if c is not None and c.id == connection),
+            None,
+        )
+        if conn is None:
+            return
+        point = _Point(None, conn, min(index, conn.last_index), True, self._clock, 0.0, None)
+        through = self._rebuild_through
+        for entry in self._log.values():
+            if entry.seq <= through or entry.scope is ReplayScope.CONNECTION:
+                continue
+            if self._in_state(entry, point) is not True:
+                break
+            through = entry.seq
+        if through > self._rebuild_through:
+            self._rebuild_through = through
+            self._rebuild_lost = _Losses()
+            self._refresh()
+
     def turn_completed(self) -> None:
-        """A turn completed (turnComplete) and the history committed it: a rebuild need not
+        """A turn completed (the provider said so) and the history committed it: a rebuild need not
         replay what was written up to now. Also call it when the history commits an answer
         a lost connection cut."""
         conn = self._live or self._last_conn
-        if conn is not None and conn.last_sent_seq > self._turn_mark:
-            self._turn_mark = conn.last_sent_seq
+        if conn is not None and conn.last_sent_seq > self._rebuild_through:
+            self._rebuild_through = conn.last_sent_seq
             self._rebuild_lost = _Losses()
             self._refresh()
 
@@ -873,7 +915,7 @@ class Outbox(Generic[T]):
         discarded: list[Entry[T]] = []
         scopes = (ReplayScope.SESSION,) if seeded else (ReplayScope.SESSION, ReplayScope.RESUMED)
         for entry in self._log.values():
-            if entry.seq <= self._turn_mark or entry.scope not in scopes:
+            if entry.seq <= self._rebuild_through or entry.scope not in scopes:
                 continue
             if entry.kind is MessageKind.TOOL_RESPONSE:
                 discarded.append(entry)
@@ -888,7 +930,7 @@ class Outbox(Generic[T]):
         )
         self._handles.clear()
         self._switch(
-            self._connection(connection, None, self._turn_mark, seeded, round_trip),
+            self._connection(connection, None, self._rebuild_through, seeded, round_trip),
             needed,
         )
         logger.debug("connection {} opened a fresh session: {}", connection, replay)
@@ -905,7 +947,7 @@ class Outbox(Generic[T]):
             return [
                 entry.message
                 for entry in self._log.values()
-                if entry.seq > self._turn_mark
+                if entry.seq > self._rebuild_through
                 and entry.scope is ReplayScope.SESSION
                 and entry.kind is not MessageKind.TOOL_RESPONSE
             ]
@@ -1059,12 +1101,12 @@ class Outbox(Generic[T]):
                 middle._withdrawn = True
                 self._remove(middle)
 
-    def _add_point(self, point: _Point) -> None:
-        """Keep ``point`` as the newest resumption point (a repeated handle moves up), within
-        ``max_handles`` but the held ones."""
+    def _add_point(self, handle: HandleRef, point: _Point) -> None:
+        """Keep ``point`` as the newest resumption point, ``handle``'s (a repeated handle
+        moves up), within ``max_handles`` but the held ones."""
         point.prunable_through = self._prunable_through(point)
-        self._handles.pop(point.handle, None)
-        self._handles[point.handle] = point
+        self._handles.pop(handle, None)
+        self._handles[handle] = point
         for old in list(self._handles)[: -self._limits.max_handles]:
             if old not in self._held:
                 del self._handles[old]
@@ -1082,7 +1124,7 @@ class Outbox(Generic[T]):
 
     def _refresh(self) -> None:
         """Resumption points changed: recompute what every one of them holds, and prune."""
-        frontier = self._turn_mark
+        frontier = self._rebuild_through
         for point in self._points():
             frontier = min(frontier, point.prunable_through)
         self._frontier = frontier
@@ -1151,7 +1193,7 @@ class Outbox(Generic[T]):
                 # within the arrival margin the session may lack it: count it as lost
                 if self._in_state(entry, point) is not True:
                     point.lost.add(entry)
-            if entry.seq > self._turn_mark:
+            if entry.seq > self._rebuild_through:
                 self._rebuild_lost.add(entry)
         self._remove(entry)
 

@@ -1,6 +1,6 @@
 """Whether a chunk of user audio is silence: what a move need not replay.
 
-The replay rule cannot place a handle exactly in the input (``outbox``, *Arrival*), so
+The replay rule cannot always place a handle exactly in the input (``outbox``, *Arrival*), so
 audio written close to a handle's arrival may or may not be in its snapshot. Replaying speech
 there costs a few milliseconds heard twice, losing it costs the user's words; replaying silence
 costs the service a duplicate pause and saves nothing. So within that window only speech is

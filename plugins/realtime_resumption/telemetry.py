@@ -8,7 +8,7 @@ configures an SDK (or Pipecat's or LiveKit's tracing) sees every move.
 The transport feeds a :class:`SessionTelemetry` from the facts it already reports (the
 ``on_move_started``, ``on_move``, ``on_connection_lifecycle``, ``on_generation_start``/``end``,
 ``on_go_away``, ``on_resumption_update`` and ``on_close`` callbacks), whatever callbacks the
-framework set; see ``GeminiLiveTransport(telemetry=...)``.
+framework set; see the transport's ``telemetry`` option (``GeminiLiveTransport(telemetry=...)``).
 
 Spans (the names are documented in the README's table):
 
@@ -227,7 +227,10 @@ class Telemetry:
             go_away_to_switch=m.create_histogram(
                 METRIC_GO_AWAY_TO_SWITCH,
                 unit="s",
-                description="From the provider's goAway to the switch to the new connection",
+                description=(
+                    "From the provider's notice of the connection's end to the switch to the "
+                    "new connection"
+                ),
                 explicit_bucket_boundaries_advisory=_SECONDS_BUCKETS,
             ),
             moving=m.create_up_down_counter(

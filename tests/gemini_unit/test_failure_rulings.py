@@ -11,7 +11,15 @@ from __future__ import annotations
 
 import pytest
 
-from realtime_resumption.failures import Budget, RetryPolicy, Stage, Verdict, classify
+from realtime_resumption.failures import (
+    Budget,
+    CloseMeaning,
+    RetryPolicy,
+    Stage,
+    Verdict,
+    classify,
+)
+from realtime_resumption.gemini.close_codes import read_close
 from realtime_resumption.transport import ConnectError, ConnectFailure, SessionLostError
 
 
@@ -25,7 +33,7 @@ def closed(code: int) -> ConnectError:
 
 @pytest.mark.parametrize("status", [401, 403])
 def test_refused_credentials_say_to_check_the_key(status: int) -> None:
-    ruling = classify(http(status), Stage.DIAL)
+    ruling = classify(http(status), Stage.DIAL, reading=read_close)
     assert ruling.verdict is Verdict.FATAL
     assert ruling.why == (
         f"the provider refused the credentials (HTTP {status}): check the API key, "
@@ -35,15 +43,15 @@ def test_refused_credentials_say_to_check_the_key(status: int) -> None:
 
 @pytest.mark.parametrize("status", [500, 501, 502, 503, 504])
 def test_every_server_error_is_retried(status: int) -> None:
-    ruling = classify(http(status), Stage.DIAL)
-    assert ruling == classify(http(status), Stage.DIAL)
+    ruling = classify(http(status), Stage.DIAL, reading=read_close)
+    assert ruling == classify(http(status), Stage.DIAL, reading=read_close)
     assert ruling.verdict is Verdict.RETRY
     assert ruling.why == f"the provider refused the connection (HTTP {status})"
 
 
 @pytest.mark.parametrize("status", [400, 404, 499])
 def test_a_refused_request_is_fatal_and_says_so(status: int) -> None:
-    ruling = classify(http(status), Stage.DIAL)
+    ruling = classify(http(status), Stage.DIAL, reading=read_close)
     assert ruling.verdict is Verdict.FATAL
     assert ruling.why == f"the provider refused the request (HTTP {status}): check the setup"
 
@@ -61,14 +69,14 @@ def test_a_close_before_serving_is_retried_and_says_when(
     stage: Stage, when: str, code: int
 ) -> None:
     expected = f"the connection closed {when} (code {code})"
-    by_code = classify(None, stage, code=code)
-    by_error = classify(closed(code), stage)
+    by_code = classify(None, stage, reading=read_close, code=code)
+    by_error = classify(closed(code), stage, reading=read_close)
     assert (by_code.verdict, by_code.why) == (Verdict.RETRY, expected)
     assert (by_error.verdict, by_error.why) == (Verdict.RETRY, expected)
 
 
 def test_a_close_without_a_code_is_retried_and_says_it_had_none() -> None:
-    ruling = classify(None, Stage.SETTLING)
+    ruling = classify(None, Stage.SETTLING, reading=read_close)
     assert (ruling.verdict, ruling.why) == (
         Verdict.RETRY,
         "the connection closed right after its setup (no close code)",
@@ -76,7 +84,7 @@ def test_a_close_without_a_code_is_retried_and_says_it_had_none() -> None:
 
 
 def test_any_close_while_serving_starts_a_move_even_without_a_code() -> None:
-    ruling = classify(None, Stage.SERVING)
+    ruling = classify(None, Stage.SERVING, reading=read_close)
     assert (ruling.verdict, ruling.why) == (Verdict.MOVE, "the connection closed (no close code)")
 
 
@@ -86,8 +94,8 @@ def test_a_first_1011_is_retried_and_a_second_with_the_same_handle_refuses_it(
 ) -> None:
     """1011 is a refused resume or a passing failure: no strike counted unless the caller
     says so (the probation's ruling does not), so the first is retried."""
-    assert classify(None, stage, code=1011).verdict is Verdict.RETRY
-    refused = classify(None, stage, code=1011, strikes=1)
+    assert classify(None, stage, reading=read_close, code=1011).verdict is Verdict.RETRY
+    refused = classify(None, stage, reading=read_close, code=1011, strikes=1)
     assert (refused.verdict, refused.why) == (
         Verdict.REFUSED,
         "the handle was refused twice (code 1011)",
@@ -95,13 +103,16 @@ def test_a_first_1011_is_retried_and_a_second_with_the_same_handle_refuses_it(
 
 
 def test_a_close_while_serving_starts_a_move_and_names_its_code() -> None:
-    assert classify(None, Stage.SERVING, code=1001).why == "the connection closed (code 1001)"
-    assert classify(closed(1006), Stage.SERVING).verdict is Verdict.MOVE
+    assert (
+        classify(None, Stage.SERVING, reading=read_close, code=1001).why
+        == "the connection closed (code 1001)"
+    )
+    assert classify(closed(1006), Stage.SERVING, reading=read_close).verdict is Verdict.MOVE
 
 
 @pytest.mark.parametrize("code", [1007, 1008])
 def test_a_refused_handle_names_its_code(code: int) -> None:
-    ruling = classify(None, Stage.SETTLING, code=code)
+    ruling = classify(None, Stage.SETTLING, reading=read_close, code=code)
     assert (ruling.verdict, ruling.why) == (
         Verdict.REFUSED,
         f"the provider refused the handle (code {code})",
@@ -109,14 +120,20 @@ def test_a_refused_handle_names_its_code(code: int) -> None:
 
 
 def test_other_errors_are_retried_with_their_own_words_or_their_type() -> None:
-    assert classify(OSError("network is unreachable"), Stage.DIAL).why == "network is unreachable"
-    assert classify(TimeoutError(), Stage.DIAL).why == "TimeoutError"
-    assert classify(TimeoutError(), Stage.DIAL).verdict is Verdict.RETRY
+    assert (
+        classify(OSError("network is unreachable"), Stage.DIAL, reading=read_close).why
+        == "network is unreachable"
+    )
+    assert classify(TimeoutError(), Stage.DIAL, reading=read_close).why == "TimeoutError"
+    assert classify(TimeoutError(), Stage.DIAL, reading=read_close).verdict is Verdict.RETRY
 
 
 def test_a_lost_session_keeps_its_reason_or_says_it_is_over() -> None:
-    assert classify(SessionLostError("budget spent"), Stage.SERVING).why == "budget spent"
-    ruling = classify(SessionLostError(), Stage.DIAL)
+    assert (
+        classify(SessionLostError("budget spent"), Stage.SERVING, reading=read_close).why
+        == "budget spent"
+    )
+    ruling = classify(SessionLostError(), Stage.DIAL, reading=read_close)
     assert (ruling.verdict, ruling.why) == (Verdict.FATAL, "the session is over")
 
 
@@ -151,3 +168,12 @@ def test_a_budget_of_one_attempt_and_the_jitter_bounds_are_accepted() -> None:
         RetryPolicy(within="120")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="retry_budget must be an int >= 1"):
         RetryPolicy(attempts=2.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("code", [1007, 1008])
+def test_a_close_code_means_only_what_the_providers_reading_says(code: int) -> None:
+    """The policy knows no provider's codes: a close Gemini's reading makes a refused handle
+    is a plain close, retried, under a reading that gives it no meaning."""
+    assert classify(None, Stage.SETTLING, reading=read_close, code=code).verdict is Verdict.REFUSED
+    ruling = classify(None, Stage.SETTLING, reading=lambda _: CloseMeaning.CLOSED, code=code)
+    assert ruling.verdict is Verdict.RETRY

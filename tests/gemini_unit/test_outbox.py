@@ -69,7 +69,7 @@ def test_nothing_is_written_without_a_live_connection() -> None:
     assert outbox.next_unsent() is None
     assert outbox.stats.pending == 2
     replay = outbox.attach_fresh(1, 0.1)
-    assert replay == Replay(buffered=2, audio_seconds_buffered=CHUNK)
+    assert replay == Replay(buffered=2, audio_seconds_buffered=CHUNK, turn_input=2)
     assert wire.flush(0.1) == ["t1", "a1"]
     assert outbox.stats.pending == 0
 
@@ -1229,3 +1229,50 @@ def test_a_replay_counts_the_input_that_carries_the_users_turn() -> None:
     outbox.submit("r-result", MessageKind.TOOL_RESPONSE, 0.5)
     outbox.submit("a-quiet-after", MessageKind.AUDIO, 0.5, audio_seconds=CHUNK)
     assert outbox.attach_resumed(3, "h2", 0.6).turn_input == 3
+
+
+# -- acknowledgements: a provider that says up to which message the conversation holds ----
+
+
+def test_a_rebuild_replays_exactly_what_the_server_did_not_acknowledge() -> None:
+    outbox, wire = make()
+    outbox.attach_fresh(1, 0.0)
+    send(outbox, wire, 0.0, "a1", "a2", "t1", "a3")
+    outbox.confirmed(1, 2)  # a1, a2 committed into an item; t1 and a3 not yet
+    assert outbox.lacking(None) == ["t1", "a3"]
+    outbox.detach(1)
+    send(outbox, wire, 0.1, "a4")  # during the gap: never written
+    replay = outbox.attach_fresh(2, 0.2)
+    assert wire.flush(0.2) == ["t1", "a3", "a4"]
+    assert (replay.replayed, replay.buffered) == (2, 1)
+
+
+def test_an_acknowledgement_places_a_failed_write_where_it_was_written_again() -> None:
+    outbox, wire = make()
+    outbox.attach_fresh(1, 0.0)
+    send(outbox, wire, 0.0, "a1")
+    a2 = outbox.submit("a2", A, 0.1, audio_seconds=CHUNK)
+    outbox.mark_sent(a2, 1, 2, 0.1)
+    wire.index[1] = 2
+    send(outbox, wire, 0.1, "a3")  # written at index 3 while a2's write is in flight
+    outbox.mark_unsent(a2, 1)  # a2 never got there: written again, at index 4
+    assert wire.flush(0.2) == ["a2"]
+    outbox.confirmed(1, 3)  # a1 and a3 are held, a2 is not: the input is one ordered stream
+    assert outbox.lacking(None) == ["a2", "a3"]
+    outbox.confirmed(1, 4)
+    assert outbox.lacking(None) == []
+
+
+def test_an_acknowledgement_on_another_connection_or_behind_the_rebuild_point_is_ignored() -> None:
+    outbox, wire = make()
+    outbox.attach_fresh(1, 0.0)
+    send(outbox, wire, 0.0, "t1", "t2")
+    outbox.turn_completed()
+    outbox.confirmed(1, 1)
+    outbox.confirmed(7, 5)
+    assert outbox.lacking(None) == []
+    send(outbox, wire, 0.1, "t3")
+    outbox.confirmed(1, 99)  # past the last message written: up to it
+    assert outbox.lacking(None) == []
+    with pytest.raises(ValueError, match="index"):
+        outbox.confirmed(1, -1)

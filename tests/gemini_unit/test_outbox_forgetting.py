@@ -249,7 +249,7 @@ def test_a_late_failed_write_does_not_revive_a_message_of_a_cleared_session() ->
     outbox.clear()
     outbox.mark_unsent(old, 1)
     outbox.submit("t-new", TXT, 1.0)
-    assert outbox.attach_fresh(2, 1.0) == Replay(buffered=1)
+    assert outbox.attach_fresh(2, 1.0) == Replay(buffered=1, turn_input=1)
     assert wire.flush(1.0) == ["t-new"]
 
 

@@ -338,7 +338,7 @@ def test_the_first_session_is_sent_the_history_nothing_seeded_it_with() -> None:
     outbox, wire = make()
     outbox.submit("history", MessageKind.CONTENT, 0.0, scope=ReplayScope.RESUMED)
     send(outbox, wire, 0.0, "t1")
-    assert outbox.attach_fresh(1, 0.1, seeded=False) == Replay(buffered=2)
+    assert outbox.attach_fresh(1, 0.1, seeded=False) == Replay(buffered=2, turn_input=2)
     assert wire.flush(0.1) == ["history", "t1"]
 
 

@@ -194,3 +194,56 @@ def test_no_two_modules_share_a_name() -> None:
         if path.name not in ("__init__.py", "__main__.py")
     ]
     assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+GEMINI_SDK = "google.genai"
+GEMINI_KIT = ("realtime_resumption.testing.emulator", "realtime_resumption.testing.pytest_plugin")
+"""The testing kit's Gemini Live emulator and its fixtures (a google-genai client pointed at
+it): they speak Gemini's wire as the SDK does."""
+
+
+def _names_imported(path: Path) -> Iterator[str]:
+    """Every name an import in ``path`` reaches, in full: ``from google import genai`` reaches
+    ``google.genai`` (``TYPE_CHECKING`` blocks and imports inside functions included)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def _imports_gemini_sdk(path: Path) -> bool:
+    return any(
+        name == GEMINI_SDK or name.startswith(GEMINI_SDK + ".") for name in _names_imported(path)
+    )
+
+
+def test_only_gemini_packages_import_google_genai() -> None:
+    """The core (the move machine, the failure policy, the replay rules, history, the store
+    record, telemetry, the generation lifecycle) and the adapters' framework code know no
+    provider's SDK: what is Gemini's lives in a ``gemini`` package."""
+    outside = sorted(
+        name
+        for name, path in MODULES.items()
+        if "gemini" not in name.split(".")
+        and not name.startswith(GEMINI_KIT)
+        and _imports_gemini_sdk(path)
+    )
+    assert outside == []
+
+
+def test_the_sdk_rule_sees_every_form_of_import(tmp_path: Path) -> None:
+    forms = {
+        "import google.genai": True,
+        "from google import genai": True,
+        "from google.genai import types": True,
+        "if TYPE_CHECKING:\n    from google.genai.types import Content": True,
+        "def f():\n    import google.genai.live": True,
+        "from google import auth": False,
+        "from . import genai": False,
+    }
+    for code, found in forms.items():
+        module = tmp_path / "module.py"
+        module.write_text(code + "\n")
+        assert _imports_gemini_sdk(module) is found, code

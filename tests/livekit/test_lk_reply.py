@@ -8,7 +8,7 @@ import logging
 import pytest
 from livekit.agents import Agent
 from livekit.plugins import realtime_resumption as rr
-from livekit.plugins.realtime_resumption import session as rr_session
+from livekit.plugins.realtime_resumption.gemini import session as rr_session
 
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 

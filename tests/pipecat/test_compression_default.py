@@ -9,7 +9,7 @@ import pytest
 from pipecat.services.google.gemini_live.llm import ContextWindowCompressionParams, InputParams
 
 from realtime_resumption.pipecat import GeminiLiveLLMService
-from realtime_resumption.pipecat import settings as settings_map
+from realtime_resumption.pipecat.gemini import settings as settings_map
 from realtime_resumption.testing.emulator import Emulator
 
 from ..transport.setups import compression, received_setups

@@ -23,7 +23,8 @@ from pipecat.services.google.gemini_live.vertex.llm import (
 
 from realtime_resumption.frames import SessionMovedFrame
 from realtime_resumption.gemini import Credential
-from realtime_resumption.pipecat import GeminiLiveLLMService, GeminiLiveVertexLLMService, vertex
+from realtime_resumption.pipecat import GeminiLiveLLMService, GeminiLiveVertexLLMService
+from realtime_resumption.pipecat.gemini import vertex
 from realtime_resumption.testing.emulator import Emulator
 
 from .rig import FAST, MODEL, Rig, emulator_config

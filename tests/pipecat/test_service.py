@@ -39,7 +39,7 @@ from realtime_resumption.frames import (
 )
 from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.pipecat import GeminiLiveLLMService
-from realtime_resumption.pipecat.output import search_response, token_usage
+from realtime_resumption.pipecat.gemini.output import search_response, token_usage
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator import Emulator, user_audio
 from realtime_resumption.transport import GenerationEndReason

@@ -16,6 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from realtime_resumption import move_machine as m
 from realtime_resumption.failures import RetryPolicy, Stage, Verdict, classify
+from realtime_resumption.gemini.close_codes import read_close
 from realtime_resumption.move_machine import InputGate
 from realtime_resumption.move_reports import HandleKind, MoveReason
 from realtime_resumption.transport import ConnectError, ConnectFailure, SessionLostError
@@ -26,7 +27,7 @@ H1 = "handle-one-0123456789abcdef"
 
 def machine(**policy: object) -> m.MoveMachine:
     policy.setdefault("random", random.Random(7).random)
-    return m.MoveMachine(DELAYS, RetryPolicy(**policy))  # type: ignore[arg-type]
+    return m.MoveMachine(DELAYS, RetryPolicy(**policy), read_close)  # type: ignore[arg-type]
 
 
 def due(
@@ -190,7 +191,7 @@ def test_a_transient_failure_retries_the_same_handle_after_a_jittered_delay() ->
 
 
 def test_a_takeover_rebuilds_once_the_attempts_with_its_handle_are_spent() -> None:
-    mm = m.MoveMachine((0.0, 0.5, 1.0), RetryPolicy(random=lambda: 0.5))
+    mm = m.MoveMachine((0.0, 0.5, 1.0), RetryPolicy(random=lambda: 0.5), read_close)
     takeover = m.Due(
         0.0,
         MoveReason.TAKEOVER,
@@ -220,7 +221,7 @@ def test_a_takeover_rebuilds_once_the_attempts_with_its_handle_are_spent() -> No
     )
     assert H1 in mm.refused and mm.phase is m.Phase.DIALLING
     # A move without the flag gives up there.
-    plain = m.MoveMachine((0.0, 0.5, 1.0), RetryPolicy(random=lambda: 0.5))
+    plain = m.MoveMachine((0.0, 0.5, 1.0), RetryPolicy(random=lambda: 0.5), read_close)
     plain.send(m.Due(0.0, MoveReason.LOST, H1, HandleKind.AFTER_TURN, False, True, True))
     for _ in range(2):
         plain.send(m.Failed(1.0, Stage.DIAL, http(503)))
@@ -364,7 +365,7 @@ def test_a_connection_that_dies_on_probation_is_a_failed_attempt_of_its_move() -
 def test_the_shipped_probation_is_one_second(after: float, failed: bool) -> None:
     """The README's figure (Limits: a connection that dies within ``RetryPolicy.probation``,
     1 s, of its switch is a failed attempt of its move), with the shipped policy."""
-    mm = m.MoveMachine(DELAYS, RetryPolicy(random=lambda: 0.5))
+    mm = m.MoveMachine(DELAYS, RetryPolicy(random=lambda: 0.5), read_close)
     mm.send(due())
     switch(mm, 10.0)
     actions = mm.send(lost(10.0 + after))
@@ -423,7 +424,7 @@ def test_the_budget_bounds_a_session_in_count() -> None:
 
 
 def test_the_budget_bounds_a_session_in_time() -> None:
-    mm = m.MoveMachine((0.0,) * 50, RetryPolicy(within=30.0))
+    mm = m.MoveMachine((0.0,) * 50, RetryPolicy(within=30.0), read_close)
     mm.send(due())
     now = 0.0
     actions: list[m.Action] = []
@@ -552,7 +553,7 @@ def test_a_move_after_a_lasting_connection_starts_a_fresh_streak() -> None:
 def test_every_retry_and_give_up_says_why() -> None:
     """The reasons reach the logs and the lost session's error: each names its cause."""
     # A transient failure, retried; the streak spent, the session lost.
-    mm = m.MoveMachine((0.0, 0.5), RetryPolicy(random=lambda: 0.5))
+    mm = m.MoveMachine((0.0, 0.5), RetryPolicy(random=lambda: 0.5), read_close)
     mm.send(due())
     retried = mm.send(m.Failed(1.0, Stage.DIAL, http(503)))[0]
     assert isinstance(retried, m.Retried) and "HTTP 503" in retried.why
@@ -626,7 +627,7 @@ def test_jitter_spreads_delays_and_keeps_zero_at_zero() -> None:
 def test_the_failure_policy_table(
     error: BaseException | None, stage: Stage, code: int | None, strikes: int, verdict: Verdict
 ) -> None:
-    assert classify(error, stage, code=code, strikes=strikes).verdict is verdict
+    assert classify(error, stage, reading=read_close, code=code, strikes=strikes).verdict is verdict
 
 
 def test_retry_policy_validates_its_fields() -> None:

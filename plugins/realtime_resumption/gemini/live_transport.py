@@ -13,8 +13,9 @@ from google import genai
 from google.genai import types
 from loguru import logger
 
-from realtime_resumption.failures import INVALID_ARGUMENT, RetryPolicy
+from realtime_resumption.failures import RetryPolicy
 from realtime_resumption.gemini import validation
+from realtime_resumption.gemini.close_codes import INVALID_ARGUMENT
 from realtime_resumption.gemini.connection import ConnectionHooks, LiveConnection
 from realtime_resumption.gemini.dialling import Dialler
 from realtime_resumption.gemini.input_path import InputPath

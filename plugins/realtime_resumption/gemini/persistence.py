@@ -53,6 +53,7 @@ from loguru import logger
 
 from realtime_resumption import move_machine as m
 from realtime_resumption.failures import RetryPolicy, Stage
+from realtime_resumption.gemini.close_codes import read_close
 from realtime_resumption.gemini.live_options import LiveOptions, StoreOptions
 from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.gemini.state import TransportState
@@ -325,7 +326,7 @@ class Persister:
         """Dial the stored handle as the move machine says (its failure policy: retried,
         refused, or fatal); whether the session resumed, the dials made and the last error."""
         s = self._s
-        machine = m.MoveMachine(TAKEOVER_RETRY_DELAYS, self._policy)
+        machine = m.MoveMachine(TAKEOVER_RETRY_DELAYS, self._policy, read_close)
         due = m.Due(
             s.now(),
             MoveReason.TAKEOVER,

@@ -60,6 +60,7 @@ from loguru import logger
 from realtime_resumption import move_machine as m
 from realtime_resumption.failures import RetryPolicy, Stage
 from realtime_resumption.gemini import preopen
+from realtime_resumption.gemini.close_codes import read_close
 from realtime_resumption.gemini.endpoints import ENDPOINTS
 from realtime_resumption.gemini.preopen import SetupGate
 from realtime_resumption.gemini.tasks import cancel_and_wait
@@ -195,7 +196,7 @@ class Rotation:
     def _forget_session(self) -> None:
         """What one server session accumulates: the machine (refusals, the budget spent, the
         break-first mode) and the reasons' flags."""
-        self._machine = m.MoveMachine(self._options.retry_delays, self._policy)
+        self._machine = m.MoveMachine(self._options.retry_delays, self._policy, read_close)
         self._pending: LiveConnection | None = None
         self._config_pending = False
         self._requested = False
@@ -433,7 +434,7 @@ class Rotation:
         self._drop_pending()
         self._finish_lost(why)
         self._helper.forget()
-        self._machine = m.MoveMachine(self._options.retry_delays, self._policy)
+        self._machine = m.MoveMachine(self._options.retry_delays, self._policy, read_close)
         self._s.set_gate(m.InputGate.OPEN)
         return tasks
 

@@ -57,9 +57,12 @@ its pair. ``GenerationLifecycleProcessor`` gives the same paired lifecycle behin
 realtime service.
 """
 
+from realtime_resumption.pipecat.gemini.service import GeminiLiveLLMService
+from realtime_resumption.pipecat.gemini.vertex import (
+    GeminiLiveVertexLLMService,
+    ServiceAccountTokens,
+)
 from realtime_resumption.pipecat.lifecycle import GenerationLifecycleProcessor
-from realtime_resumption.pipecat.service import GeminiLiveLLMService
-from realtime_resumption.pipecat.vertex import GeminiLiveVertexLLMService, ServiceAccountTokens
 
 __all__ = [
     "GeminiLiveLLMService",

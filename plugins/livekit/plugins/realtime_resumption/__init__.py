@@ -17,10 +17,10 @@ span under the session's.
 from livekit.agents import Plugin
 
 from .events import SessionMovedEvent
+from .gemini.model import RealtimeModel
+from .gemini.session import RealtimeSession
 from .log import logger
 from .metrics import SessionMoveMetrics
-from .model import RealtimeModel
-from .session import RealtimeSession
 from .version import __version__
 
 __all__ = [

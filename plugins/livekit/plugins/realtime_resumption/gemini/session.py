@@ -47,14 +47,14 @@ from realtime_resumption.transport import (
     UnknownToolCallError,
 )
 
-from .audio_input import InputAudio
+from ..audio_input import InputAudio
+from ..events import SessionMoved, SessionMovedEvent
+from ..generations import Generation, GenerationStreams
+from ..log import logger
+from ..metrics import answer_metrics, move_metrics
+from ..transcripts import Utterance
 from .chat_mirror import ChatMirror
-from .events import SessionMoved, SessionMovedEvent
-from .generations import Generation, GenerationStreams
-from .log import logger
-from .metrics import answer_metrics, move_metrics
 from .options import Options, warn_vertex_scheduling_unsupported
-from .transcripts import Utterance
 
 GENERATE_REPLY_TIMEOUT = 5.0
 """Seconds ``generate_reply`` waits for its generation once the request can reach the

@@ -26,7 +26,7 @@ from realtime_resumption.gemini import DEFAULT_MODEL, StoreOptions, sliding_wind
 from realtime_resumption.store import SessionStore
 from realtime_resumption.transport import GenerationSettings
 
-from .log import logger
+from ..log import logger
 from .options import DEFAULT_IMAGE_ENCODE_OPTIONS, Options, warn_vertex_scheduling_unsupported
 
 if TYPE_CHECKING:

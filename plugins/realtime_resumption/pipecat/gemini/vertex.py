@@ -32,7 +32,7 @@ from realtime_resumption.gemini import (
     RetryPolicy,
     StoreOptions,
 )
-from realtime_resumption.pipecat.service import GeminiLiveLLMService
+from realtime_resumption.pipecat.gemini.service import GeminiLiveLLMService
 from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.store import SessionStore
 

@@ -18,7 +18,7 @@ from pipecat.services.google.gemini_live.llm import GeminiLiveLLMSettings, Gemin
 from pipecat.utils.types import is_given
 
 from realtime_resumption.gemini import LiveOptions
-from realtime_resumption.pipecat import settings as settings_map
+from realtime_resumption.pipecat.gemini import settings as settings_map
 
 MAX_INSTRUCTION_BYTES: Final = 15 * 2**20
 """The largest system instruction (as JSON on the wire) a setup carries. The service closes a

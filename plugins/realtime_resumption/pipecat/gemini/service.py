@@ -74,9 +74,9 @@ from realtime_resumption.gemini import (
     StoreOptions,
     model_version,
 )
-from realtime_resumption.pipecat import settings as settings_map
-from realtime_resumption.pipecat import updates
-from realtime_resumption.pipecat.output import ResponseFrames
+from realtime_resumption.pipecat.gemini import settings as settings_map
+from realtime_resumption.pipecat.gemini import updates
+from realtime_resumption.pipecat.gemini.output import ResponseFrames
 from realtime_resumption.pipecat.user_input import (
     PREROLL,
     PREROLL_MARGIN,

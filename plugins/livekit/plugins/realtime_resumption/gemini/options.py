@@ -18,7 +18,7 @@ from realtime_resumption.store import SessionStore
 from realtime_resumption.telemetry import Telemetry
 from realtime_resumption.transport import GenerationSettings
 
-from .log import logger
+from ..log import logger
 
 DEFAULT_IMAGE_ENCODE_OPTIONS = images.EncodeOptions(
     format="JPEG",

@@ -22,7 +22,7 @@ from livekit.plugins.google.utils import get_tool_results_for_realtime
 
 from realtime_resumption.transport import ContentTurn, ToolResult, ToolResultScheduling
 
-from .log import logger
+from ..log import logger
 
 _SCHEDULING: dict[types.FunctionResponseScheduling, ToolResultScheduling] = {
     types.FunctionResponseScheduling.INTERRUPT: "interrupt",
