@@ -36,7 +36,7 @@ from realtime_resumption.gemini.persistence import Persister, StoreStats
 from realtime_resumption.gemini.receive import Receiver
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET, Rotation
 from realtime_resumption.gemini.state import TransportState
-from realtime_resumption.gemini.switchover import Handover
+from realtime_resumption.gemini.switchover import Switchover
 from realtime_resumption.gemini.watchdog import (
     DEFAULT_RESUME_WATCHDOG,
     UserTurnRetainer,
@@ -318,7 +318,7 @@ class GeminiLiveTransport:
             setup_timeout=setup_timeout,
             transparent=transparent,
         )
-        self._handover = Handover(
+        self._switchover = Switchover(
             self._s, self._dialler, deliver=self._deliver, turn_cut=self._turn_cut
         )
         policy = (
@@ -329,7 +329,7 @@ class GeminiLiveTransport:
         self._rotation = Rotation(
             self._s,
             self._dialler,
-            self._handover,
+            self._switchover,
             options=resumption if resumption is not None else ResumptionOptions(),
             policy=policy,
             resume_watchdog=resume_watchdog,
@@ -657,8 +657,8 @@ class GeminiLiveTransport:
             await self._retire(conn, "closed by the client")
         elif self._active:
             self._s.close(1000, "closed by the client")
-        for candidate in self._handover.settling:
-            self._handover.drop(candidate)
+        for candidate in self._switchover.settling:
+            self._switchover.drop(candidate)
         self._s.cancel_timers()
         self._s.release_waiters()
         while self._s.tasks:
@@ -722,7 +722,7 @@ class GeminiLiveTransport:
         conn = s.strand()
         if conn is not None:
             self._stranded.add(conn)
-        self._stranded.update(self._handover.settling)
+        self._stranded.update(self._switchover.settling)
         moves = self._rotation.abandon("the incumbent was aborted during the move")
         s.deactivate()
         self._input.clear()
@@ -1241,7 +1241,7 @@ class GeminiLiveTransport:
     # --- what connections report --------------------------------------------------------------
 
     def _on_message(self, conn: LiveConnection, message: types.LiveServerMessage) -> None:
-        if self._handover.hold(conn, message):
+        if self._switchover.hold(conn, message):
             return
         if conn is self._current:
             self._receiver.message(conn, message)
@@ -1298,18 +1298,18 @@ class GeminiLiveTransport:
             self._refused_as_too_big(conn, too_big)
         if conn in self._stranded:
             self._stranded.discard(conn)
-            self._handover.forget(conn)
+            self._switchover.forget(conn)
             return
         self._s.report_generation_close(conn, code, reason)
         self._s.forget_close(conn)
-        if self._handover.closed(conn, code, reason):
+        if self._switchover.closed(conn, code, reason):
             return
         if conn is not self._current:
-            self._handover.forget(conn)
+            self._switchover.forget(conn)
             logger.debug("{}: {} closed after it stopped counting", self, conn.attempt_id)
             return
         # What it said before closing still counts.
-        self._handover.release(conn)
+        self._switchover.release(conn)
         if conn is self._current:
             self._lost(conn, code, reason)
 
@@ -1339,7 +1339,7 @@ class GeminiLiveTransport:
         if not self._rotation.enabled:
             self._s.close(code, reason)
             return
-        cut = self._handover.cut_turn(self._now(), GenerationEndReason.DISCONNECTED)
+        cut = self._switchover.cut_turn(self._now(), GenerationEndReason.DISCONNECTED)
         self._rotation.connection_lost(code, reason, turn_cut=cut)
 
     def _deliver(self, conn: LiveConnection, message: types.LiveServerMessage) -> None:

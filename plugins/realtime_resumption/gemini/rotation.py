@@ -3,8 +3,8 @@
 :class:`Rotation` belongs to one :class:`~realtime_resumption.gemini.GeminiLiveTransport`. It
 feeds :class:`~realtime_resumption.resumption.SessionResumption` what the transport sees
 (handles, turns, ``goAway``) so the helper picks the moment and the handle, feeds the move's
-state machine (``gemini.move``, which holds every state and transition) and carries out the
-actions it returns: dial, settle, wait, switch (``gemini.handover``), give up. Every move ends
+state machine (``move_machine``, which holds every state and transition) and carries out the
+actions it returns: dial, settle, wait, switch (``gemini.switchover``), give up. Every move ends
 with one outcome, reported as a :class:`~realtime_resumption.move_reports.MoveReport`:
 
 - *Planned* (``goAway``; a config change; a reconnect the framework asked for): the replacement
@@ -24,7 +24,7 @@ with one outcome, reported as a :class:`~realtime_resumption.move_reports.MoveRe
   whose deadline is no later than the one its move answered means the server session is
   ending (the 15-minute cap): the next move rebuilds rather than resume into it.
 
-Failures follow one policy (``gemini.failures``): retried with the same handle after a
+Failures follow one policy (``failures``): retried with the same handle after a
 jittered delay, rebuilt, or fatal (401/403 at once). A connection that dies within the
 probation after its switch is a failed attempt of its move. The session's budget bounds the
 failed attempts in count and in time; when it, or the attempts of a streak (one per
@@ -32,7 +32,7 @@ failed attempts in count and in time; when it, or the attempts of a streak (one 
 session is lost: ``on_move`` (outcome ``lost``), then ``on_error`` (``SessionLostError``), then
 ``on_close``.
 
-Input across a move: every send goes to the session's outbox (``gemini.outbox``), which
+Input across a move: every send goes to the session's outbox (``outbox``), which
 replays what the resumed session lacks by the rules its module states (*Exact*, *Arrival*,
 *Answered*; silence is not replayed). While a move is under way the incumbent takes only audio
 and video: a text turn or a tool result waits for the new connection, so the incumbent starts
@@ -92,7 +92,7 @@ if TYPE_CHECKING:
     from realtime_resumption.gemini.connection import LiveConnection
     from realtime_resumption.gemini.dialling import Dialler
     from realtime_resumption.gemini.state import TransportState
-    from realtime_resumption.gemini.switchover import Handover
+    from realtime_resumption.gemini.switchover import Switchover
     from realtime_resumption.handles import HandleRef
 
 DEFAULT_RETRY_BUDGET: Final = 20
@@ -123,7 +123,7 @@ class Rotation:
         self,
         session: TransportState,
         dialler: Dialler,
-        handover: Handover,
+        switchover: Switchover,
         *,
         options: ResumptionOptions,
         policy: RetryPolicy,
@@ -133,7 +133,7 @@ class Rotation:
     ) -> None:
         self._s = session
         self._dialler = dialler
-        self._handover = handover
+        self._switchover = switchover
         self._options = options
         self._policy = policy
         self._enabled = enabled
@@ -163,7 +163,7 @@ class Rotation:
 
     @property
     def phase(self) -> m.Phase:
-        """Where the move stands (``gemini.move``)."""
+        """Where the move stands (``move_machine``)."""
         return self._machine.phase
 
     @property
@@ -593,7 +593,7 @@ class Rotation:
             [settle] = self._machine.send(m.SetupOk())
             assert isinstance(settle, m.Settle)
             stage = Stage.SETTLING
-            close = await self._handover.settle(conn, settle.seconds)
+            close = await self._switchover.settle(conn, settle.seconds)
         except TimeoutError:
             self._drop_pending()
             error = TimeoutError(f"the setup did not complete within attempt_timeout ({timeout} s)")
@@ -647,7 +647,7 @@ class Rotation:
         if self._epoch == epoch:
             self._s.set_gate(m.InputGate.HELD)
             if incumbent is not None:
-                await self._handover.break_incumbent(incumbent, move)
+                await self._switchover.break_incumbent(incumbent, move)
 
     def _failed(
         self, stage: Stage, error: BaseException | None, code: int | None = None
@@ -685,7 +685,7 @@ class Rotation:
     def _drop_pending(self) -> None:
         conn, self._pending = self._pending, None
         if conn is not None:
-            self._handover.drop(conn)
+            self._switchover.drop(conn)
 
     # --- the moves ------------------------------------------------------------------------------
 
@@ -750,7 +750,7 @@ class Rotation:
         # first handle, above all) is delivered: a handle recorded after writes it never
         # saw would be taken to hold them.
         self._s.set_gate(m.InputGate.HELD)
-        report = self._handover.switch(conn, move, handle)
+        report = self._switchover.switch(conn, move, handle)
         resumed = report.outcome is MoveOutcome.RESUMED
         self._answered_deadline = self._deadline_at if resumed and self._go_away_seen else None
         self._quiet = True
@@ -772,7 +772,7 @@ class Rotation:
     def _release(self, conn: LiveConnection) -> None:
         """After a switch: deliver what ``conn`` said while held (now the move is recorded,
         its first handle counts as a resumable point), then open its input."""
-        self._handover.release(conn)
+        self._switchover.release(conn)
         if self._closed:
             return
         if not self.moving:  # (a delivered handle may have begun the next move, gated)

@@ -1,6 +1,6 @@
 """The state of one transport's session, shared by the parts that serve it.
 
-:class:`TransportState` is handed to the receiver, the dialler, the handover and the rotation
+:class:`TransportState` is handed to the receiver, the dialler, the switchover and the rotation
 instead of the transport itself: it holds the connection the session runs on, the session's
 resumption handles (their texts in its ``HandleBook``, the one place a handle's text is kept; the
 other parts hold ``HandleRef`` numbers) and which is the latest resumable one, the bookkeeping every part feeds (generations, tool calls, history, input) and the few
@@ -117,7 +117,7 @@ class TransportState:
         self.answers_prove_input = True
         """Whether the model's output on the current connection shows it took in the tool
         results written before it: no function its setup declared lets the model talk on
-        while it runs (``gemini.outbox``, *Answered*)."""
+        while it runs (``outbox``, *Answered*)."""
         self.tool_calls_possible = True
         """The current connection's setup declares functions: a tool call may still finish
         an answer after the provider's turnComplete (``GenerationTracker``'s grace)."""

@@ -1,6 +1,6 @@
-"""Handing the session from one connection to the next.
+"""Switching the session from one connection to the next.
 
-:class:`Handover` belongs to one transport. It lets a freshly set-up connection *settle* (its
+:class:`Switchover` belongs to one transport. It lets a freshly set-up connection *settle* (its
 first message shows the provider accepted it; a close right after the setup means it refused
 it), holding whatever the connection says meanwhile; *switches* the session to it in one step
 (the cut answer ends, input the new session lacks is queued, the incumbent is retired, the move
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 Close = tuple[int | None, str | None]
 
 
-class Handover:
+class Switchover:
     """Settles, switches to and retires connections; see the module documentation.
 
     ``deliver`` applies a message of the current connection (the receiver); ``turn_cut``
