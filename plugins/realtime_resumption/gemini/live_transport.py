@@ -915,7 +915,7 @@ class GeminiLiveTransport:
             # the new connection.
             self._submit(ClientMessage.audio(pcm))
             if self._rotation.switching and is_speech(pcm):
-                self._rotation.hold_input()
+                self._rotation.turn_during_move()
             self._s.feed()
             self._user_turn.audio(pcm)
             # Speech counts as the user's turn while a resumed connection has not answered
@@ -934,7 +934,7 @@ class GeminiLiveTransport:
         input; an activity open at a move is reopened on the new connection before the
         audio replayed to it."""
         if self._rotation.switching:
-            self._rotation.hold_input()
+            self._rotation.turn_during_move()
         self._send(ClientMessage.activity_start())
         self._s.apply_and_schedule(self._tracker.user_turn(self._now()))
         self._rotation.user_turn()
@@ -1241,7 +1241,7 @@ class GeminiLiveTransport:
     # --- what connections report --------------------------------------------------------------
 
     def _on_message(self, conn: LiveConnection, message: types.LiveServerMessage) -> None:
-        if self._switchover.hold(conn, message):
+        if self._switchover.defer(conn, message):
             return
         if conn is self._current:
             self._receiver.message(conn, message)

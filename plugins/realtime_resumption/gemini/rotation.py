@@ -176,11 +176,6 @@ class Rotation:
         """A move began and has not switched connections yet (nor ended)."""
         return self._machine.moving
 
-    @property
-    def holding(self) -> bool:
-        """A move is under way and input waits for the new connection."""
-        return self._machine.moving and self._s.gate is m.InputGate.HELD
-
     def stats(self) -> MoveStats:
         """The move log, for diagnostics."""
         log = self.log
@@ -246,9 +241,9 @@ class Rotation:
         """A sign of a turn (user input, a turn the client sent, model output, a tool call)."""
         self._quiet = False
         self._helper.turn_started()
-        self.hold_input()
+        self.turn_during_move()
 
-    def hold_input(self) -> None:
+    def turn_during_move(self) -> None:
         """A turn began while a move is under way (user speech, or a sign of the turn that
         arrived after the move chose its handle): more input could end that turn on the
         incumbent and start an answer the switch would cut. Until the switch, input waits
@@ -478,7 +473,7 @@ class Rotation:
                 m.Due(
                     self._s.now(),
                     reason,
-                    self._holdable(handle),
+                    self._pinned(handle),
                     kind,
                     incumbent=self._s.current is not None,
                     can_rebuild=self._s.can_rebuild(),
@@ -488,8 +483,8 @@ class Rotation:
             )
         )
 
-    def _holdable(self, handle: HandleRef | None) -> HandleRef | None:
-        if handle is not None and not self._s.input.outbox.hold(handle):
+    def _pinned(self, handle: HandleRef | None) -> HandleRef | None:
+        if handle is not None and not self._s.input.outbox.pin(handle):
             logger.warning(
                 "{}: handle {} is no longer a resumption point of the input buffer; rebuilding",
                 self._s.callbacks,
@@ -499,7 +494,7 @@ class Rotation:
         return handle
 
     def _lost_event(self, code: int | None, handle: HandleRef | None, kind: HandleKind) -> m.Lost:
-        return m.Lost(self._s.now(), code, self._holdable(handle), kind, self._s.can_rebuild())
+        return m.Lost(self._s.now(), code, self._pinned(handle), kind, self._s.can_rebuild())
 
     # --- carrying out the machine's actions -----------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 :class:`Switchover` belongs to one transport. It lets a freshly set-up connection *settle* (its
 first message shows the provider accepted it; a close right after the setup means it refused
-it), holding whatever the connection says meanwhile; *switches* the session to it in one step
+it), deferring whatever the connection says meanwhile; *switches* the session to it in one step
 (the cut answer ends, input the new session lacks is queued, the incumbent is retired, the move
 finishes); and *breaks* the incumbent first when the provider will not resume while it is open.
 """
@@ -50,7 +50,7 @@ class Switchover:
         self._dialler = dialler
         self._deliver = deliver
         self._turn_cut = turn_cut
-        self._held: dict[LiveConnection, list[types.LiveServerMessage]] = {}
+        self._deferred: dict[LiveConnection, list[types.LiveServerMessage]] = {}
         self._settling: dict[LiveConnection, asyncio.Future[None]] = {}
         self._closes: dict[LiveConnection, Close] = {}
 
@@ -61,13 +61,13 @@ class Switchover:
 
     # --- what connections report --------------------------------------------------------------
 
-    def hold(self, conn: LiveConnection, message: types.LiveServerMessage) -> bool:
-        """Keep ``message`` when ``conn``'s messages are held (settling, or switched to but
-        not released yet); False when they are not."""
-        held = self._held.get(conn)
-        if held is None:
+    def defer(self, conn: LiveConnection, message: types.LiveServerMessage) -> bool:
+        """Keep ``message`` when ``conn``'s messages are deferred (settling, or switched to
+        but not released yet); False when they are not."""
+        deferred = self._deferred.get(conn)
+        if deferred is None:
             return False
-        held.append(message)
+        deferred.append(message)
         signal = self._settling.get(conn)
         if signal is not None and not signal.done():
             signal.set_result(None)
@@ -84,12 +84,12 @@ class Switchover:
         return True
 
     def forget(self, conn: LiveConnection) -> None:
-        """Drop what ``conn`` said that is still held (it no longer counts)."""
-        self._held.pop(conn, None)
+        """Drop what ``conn`` said that is still deferred (it no longer counts)."""
+        self._deferred.pop(conn, None)
 
     def release(self, conn: LiveConnection) -> None:
-        """Deliver what ``conn`` said while held, in order, if it is the current connection."""
-        for message in self._held.pop(conn, None) or ():
+        """Deliver what ``conn`` said while deferred, in order, if it is the current connection."""
+        for message in self._deferred.pop(conn, None) or ():
             if conn is not self._s.current:
                 return
             self._deliver(conn, message)
@@ -99,9 +99,9 @@ class Switchover:
     async def settle(self, conn: LiveConnection, seconds: float) -> Close | None:
         """Let a new connection prove it was accepted: None once it sent its first message
         (or stayed open ``seconds``); its close code and reason when it closed first. What it
-        sends meanwhile is held for the switch."""
+        sends meanwhile is deferred to the switch."""
         signal: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._held[conn] = []
+        self._deferred[conn] = []
         self._settling[conn] = signal
         try:
             conn.start_receiving()
@@ -121,7 +121,7 @@ class Switchover:
 
     def drop(self, conn: LiveConnection) -> None:
         """Give up a connection that was dialled for a move and not switched to."""
-        self._held.pop(conn, None)
+        self._deferred.pop(conn, None)
         self._closes.pop(conn, None)
         self._dialler.forget(conn)
         if not conn.closed:
@@ -137,7 +137,7 @@ class Switchover:
         new session never issued are orphaned, the input it lacks is queued (after the
         history, for a fresh session), the incumbent is retired, and ``move`` finishes; its
         report is returned (``on_move`` has it). What ``conn`` said while it settled stays
-        held until :meth:`release`."""
+        deferred until :meth:`release`."""
         s = self._s
         now = s.now()
         old = s.current
