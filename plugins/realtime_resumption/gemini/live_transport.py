@@ -914,7 +914,7 @@ class GeminiLiveTransport:
             # connection after the move has had its say: speech during a move waits for
             # the new connection.
             self._submit(ClientMessage.audio(pcm))
-            if self._rotation.switching and is_speech(pcm):
+            if self._rotation.moving and is_speech(pcm):
                 self._rotation.turn_during_move()
             self._s.feed()
             self._user_turn.audio(pcm)
@@ -933,7 +933,7 @@ class GeminiLiveTransport:
         automatic activity detection disabled. Held and replayed across moves like any
         input; an activity open at a move is reopened on the new connection before the
         audio replayed to it."""
-        if self._rotation.switching:
+        if self._rotation.moving:
             self._rotation.turn_during_move()
         self._send(ClientMessage.activity_start())
         self._s.apply_and_schedule(self._tracker.user_turn(self._now()))
@@ -1141,7 +1141,7 @@ class GeminiLiveTransport:
             or working is None
             or self._s.setup_stale
             or self._s.current is None
-            or self._rotation.switching
+            or self._rotation.moving
         ):
             return False
         instruction = options.system_instruction

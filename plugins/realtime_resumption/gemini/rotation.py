@@ -171,11 +171,6 @@ class Rotation:
         """A move is in progress."""
         return self._machine.moving
 
-    @property
-    def switching(self) -> bool:
-        """A move began and has not switched connections yet (nor ended)."""
-        return self._machine.moving
-
     def stats(self) -> MoveStats:
         """The move log, for diagnostics."""
         log = self.log
