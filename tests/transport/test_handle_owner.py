@@ -89,7 +89,7 @@ async def test_only_the_book_keeps_a_handle_text(emu: Emulator) -> None:
         "state": (s, [s.secrets, s.callbacks]),
         "helper": (rotation._helper, []),
         "move machine": (rotation._machine, []),
-        "outbox": (s.input.outbox, []),
+        "outbox": (transport._input._outbox, []),
         "tool calls": (s.tools, []),
     }
     for name, (part, skip) in parts.items():

@@ -761,21 +761,18 @@ class GeminiLiveTransport:
         finally:
             self._connecting = False
         self._tools.connected(conn.dial_gen, resumed_from=None)
-        outbox = self._input.outbox
         if handle is None:
             self._s.forget_handle()
             # Nothing seeds this session: history replayed while it dialled goes to it as sent.
-            outbox.attach_fresh(
-                conn.dial_gen, self._now(), round_trip=conn.round_trip, seeded=False
-            )
+            self._input.attach_fresh(conn, self._now(), seeded=False)
         else:
             # Until the session issues a handle of its own, the one it resumed from is its
             # latest, as after a move: a store saves it, a move or another takeover resumes
             # from it, and either replays everything sent since (that session lacks it all).
             self._s.resumable(handle)
             self._tools.handle_recorded(handle, conn.dial_gen)
-            outbox.record_foreign_handle(handle)
-            outbox.attach_resumed(conn.dial_gen, handle, self._now(), round_trip=conn.round_trip)
+            self._input.record_foreign_handle(handle)
+            self._input.attach_resumed(conn, handle, self._now())
             self._rotation.resumed_from(handle)
         self._s.activate()
         self._s.install(conn, *self._dialler.take(conn))

@@ -153,7 +153,7 @@ class Receiver:
         s = self._s
         s.apply(s.tracker.model_output(now, kind))
         if kind in ("audio", "text") and s.current is not None and s.answers_prove_input:
-            s.input.outbox.model_answered(s.current.dial_gen)
+            s.input.model_answered(s.current)
         # An output transcription trailing a finished turn is no sign of a new one.
         if kind != "transcript" or s.tracker.active_server_turn_id is not None:
             self._rotation.turn_started()
@@ -164,7 +164,7 @@ class Receiver:
         self._odd_byte = b""
         busy = s.tools.busy
         s.history.turn_complete()
-        s.input.outbox.turn_completed()
+        s.input.turn_completed()
         s.user_turn.clear()
         self._rotation.answered()
         s.apply(
@@ -237,11 +237,10 @@ class Receiver:
             handle = s.handles.enter(text)
             if resumable:
                 s.resumable(handle)
-            s.input.outbox.record_handle(
+            s.input.record_handle(
                 handle,
-                conn.dial_gen,
+                conn,
                 now,
-                late_by=conn.late_by(now),
                 resumable=resumable,
                 last_consumed_index=event.last_consumed_client_message_index,
             )

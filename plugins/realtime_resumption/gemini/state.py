@@ -332,7 +332,7 @@ class TransportState:
         if conn is not self._current:
             return False
         self._current = None
-        self.input.outbox.detach(conn.dial_gen)
+        self.input.detach(conn)
         self.cancel_expiry()
         return True
 

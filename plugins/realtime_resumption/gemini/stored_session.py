@@ -158,7 +158,7 @@ class SessionSnapshot:
         answered = {call.id for call in calls}
         pending = tuple(
             message
-            for message in s.input.outbox.lacking(latest)
+            for message in s.input.lacking(latest)
             # A result is replayed only to the session that issued its call.
             if not isinstance(message.payload, ToolResponse)
             or all(r.id in known and r.id not in answered for r in message.payload.responses)

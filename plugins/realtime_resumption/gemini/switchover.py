@@ -146,11 +146,10 @@ class Switchover:
         orphaned = s.tools.connected(conn.dial_gen, resumed_from=handle)
         for call_id in orphaned:
             s.input.withdraw_result(call_id)
-        outbox = s.input.outbox
         if handle is not None:
-            replay = outbox.attach_resumed(conn.dial_gen, handle, now, round_trip=conn.round_trip)
+            replay = s.input.attach_resumed(conn, handle, now)
         else:
-            replay = outbox.attach_fresh(conn.dial_gen, now, round_trip=conn.round_trip)
+            replay = s.input.attach_fresh(conn, now)
             s.forget_handle()  # the old session's handles resume nothing any more
             history = ClientMessage.history(list(s.seeded) + s.history.replay_items())
             if history is not None:
@@ -234,6 +233,6 @@ class Switchover:
         if history.answer_started:
             history.interrupted()
             history.turn_complete()
-            s.input.outbox.turn_completed()
+            s.input.turn_completed()
         self._turn_cut()
         return True
