@@ -329,7 +329,7 @@ def test_a_held_audio_chunk_costs_the_garbage_collector_two_objects() -> None:
     """README (*Many calls in one process*): a session holds seconds of audio for replay, and
     a full collection walks every object held; a written chunk waiting for a handle to cover
     it is its entry and its message, nothing more (the bytes are not walked)."""
-    path = InputPath()
+    path = InputPath(written=lambda conn, message, results: None)
     outbox = path._outbox  # written as a connection would, without one
     outbox.attach_fresh(1, 0.0)
     speech = b"\x00\x40" * 320  # loud: held whole (silence past its padding is not)

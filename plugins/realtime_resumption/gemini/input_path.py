@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, get_args
 
 from loguru import logger
@@ -20,6 +20,7 @@ from websockets.exceptions import ConnectionClosed
 from realtime_resumption.gemini.connection import LiveConnection
 from realtime_resumption.gemini.messages import ClientMessage, ToolResponse
 from realtime_resumption.handles import HandleRef
+from realtime_resumption.move_machine import InputGate
 from realtime_resumption.outbox import (
     Entry,
     MessageKind,
@@ -38,11 +39,16 @@ from realtime_resumption.transport import (
 )
 
 _MEDIA: Final = frozenset({MessageKind.AUDIO, MessageKind.VIDEO})
+_MEDIA_SENDS: Final[frozenset[SendKind]] = frozenset({"audio", "video"})
 _LARGE: Final = 64 * 1024
 """Payload bytes from which a message may be the one a connection refused as too big (1009):
 far above any audio chunk, far below any limit a service sets."""
 
 SEND_KINDS: Final[tuple[SendKind, ...]] = get_args(SendKind)
+
+Written = Callable[[LiveConnection, ClientMessage, list[ToolResult]], None]
+"""Hears of a message other than audio and video once it reached a connection's socket,
+with the tool results it carried to the current connection (their calls' results are sent)."""
 
 
 class _Counter:
@@ -78,11 +84,18 @@ class InputPath:
 
     The outbox is its own: what the other parts need of it (a handle's place in the input,
     what a new session lacks, a turn's end) they ask of the input path, in connections
-    rather than the outbox's numbers.
+    rather than the outbox's numbers. It knows the connection it feeds and how much of the
+    input the gate lets through, so a connection reports each write (:meth:`written`) here
+    and the next message goes out in the same step. ``written`` hears of the writes that
+    matter beyond the input (:data:`Written`).
     """
 
-    def __init__(self, limits: OutboxLimits | None = None) -> None:
+    def __init__(self, limits: OutboxLimits | None = None, *, written: Written) -> None:
         self._limits = limits
+        self._report = written
+        self._conn: LiveConnection | None = None
+        """The connection fed: the session's current one."""
+        self._gate = InputGate.OPEN
         self._outbox: Outbox[ClientMessage] = Outbox(limits, audio_level=audio_level)
         self._in_flight: dict[LiveConnection, Entry[ClientMessage]] = {}
         self._results: dict[str, tuple[Entry[ClientMessage], ToolResult]] = {}
@@ -101,9 +114,25 @@ class InputPath:
         """Counters since the transport was made."""
         return {kind: counter.snapshot() for kind, counter in self._total.items()}
 
-    def new_connection(self) -> None:
-        """A new connection became current: its counters start at zero."""
+    def connected(self, conn: LiveConnection) -> None:
+        """``conn`` became the current connection: it is fed from now on, and its counters
+        start at zero."""
+        self._conn = conn
         self._sends = _counters()
+
+    def stop_feeding(self) -> None:
+        """The session has no current connection any more (stranded, or closed)."""
+        self._conn = None
+
+    @property
+    def gate(self) -> InputGate:
+        """How much of the input the current connection takes (the move decides)."""
+        return self._gate
+
+    def set_gate(self, gate: InputGate) -> None:
+        """Let the current connection take ``gate``'s share of the input (no feed: the
+        caller feeds when the moment is right)."""
+        self._gate = gate
 
     def refuse(self, kind: SendKind, error: Exception) -> Exception:
         """Count a send refused with ``error``; returns it to raise."""
@@ -244,17 +273,22 @@ class InputPath:
     def detach(self, conn: LiveConnection) -> None:
         """``conn``, the current connection, is gone: input waits (within the bounds) for the
         next one."""
+        if conn is self._conn:
+            self._conn = None
         self._outbox.detach(conn.dial_gen)
 
     # --- the writer's side --------------------------------------------------------------------
 
-    def feed(self, conn: LiveConnection | None, now: float, *, media_only: bool = False) -> None:
-        """Hand the next message to ``conn`` (the current connection) if it is idle. With
-        ``media_only`` (a move is about to replace ``conn``) a message that could end the
-        user's turn waits, with everything after it, for the next connection: an answer
-        the old connection started would be cut by the switch."""
-        if conn is None or not conn.accepting or conn.busy:
+    def feed(self, now: float) -> None:
+        """Hand the current connection its next message if it is idle, as far as the gate
+        lets it: none while the gate holds input; with ``MEDIA_ONLY`` (a move is about to
+        replace the connection) a message that could end the user's turn waits, with
+        everything after it, for the next connection: an answer the old connection started
+        would be cut by the switch."""
+        gate, conn = self._gate, self._conn
+        if gate is InputGate.HELD or conn is None or not conn.accepting or conn.busy:
             return
+        media_only = gate is InputGate.MEDIA_ONLY
         outbox = self._outbox
         reopen = outbox.activity_to_reopen
         entry = None if reopen else outbox.next_unsent()
@@ -283,20 +317,30 @@ class InputPath:
         # Last: the write may be reported (``written``) before this returns.
         conn.write_soon()
 
-    def written(
-        self, conn: LiveConnection, message: ClientMessage, *, current: bool
-    ) -> list[ToolResult]:
-        """``message`` reached ``conn``'s socket. Returns the tool results it carried when
-        ``conn`` is the current connection (their calls' results are now sent)."""
+    def written(self, conn: LiveConnection, message: ClientMessage) -> None:
+        """``message`` reached ``conn``'s socket (the connection's report): it is counted and
+        marked written, ``written`` hears of it unless it is audio or video, and the current
+        connection is handed its next message."""
+        now = asyncio.get_running_loop().time()
+        current = conn is self._conn
         entry = self._in_flight.pop(conn, None)
         if entry is not None and entry.message is not message:
             self._in_flight[conn] = entry  # a message written outside the outbox (history)
         elif entry is not None:
-            self._outbox.mark_written(entry, conn.dial_gen, asyncio.get_running_loop().time())
+            self._outbox.mark_written(entry, conn.dial_gen, now)
         for counters in (self._sends, self._total) if current else (self._total,):
             counters[message.kind].sent += 1
             counters[message.kind].bytes += message.size
-        if not current or not isinstance(message.payload, ToolResponse):
+        if message.kind not in _MEDIA_SENDS:
+            self._report(conn, message, self._results_sent(entry, message) if current else [])
+        if current:
+            self.feed(now)
+
+    def _results_sent(
+        self, entry: Entry[ClientMessage] | None, message: ClientMessage
+    ) -> list[ToolResult]:
+        """The tool results ``message`` (``entry``'s, if from the outbox) carried."""
+        if not isinstance(message.payload, ToolResponse):
             return []
         results = []
         for response in message.payload.responses:

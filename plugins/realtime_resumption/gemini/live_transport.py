@@ -275,7 +275,7 @@ class GeminiLiveTransport:
         self._secrets: set[str] = {api_key} if api_key else set()
         self._secrets.update(secret(s) for s in secrets if s)
         self._tracker = GenerationTracker(tool_call_grace=tool_call_grace)
-        self._input = InputPath(input_buffer)
+        self._input = InputPath(input_buffer, written=self._on_written)
         self._tools = ToolCallTracker()
         self._history = ConversationHistory(history_limits)
         self._user_turn = UserTurnRetainer(INPUT_SAMPLE_RATE)
@@ -305,7 +305,7 @@ class GeminiLiveTransport:
         self._hooks = ConnectionHooks(
             message=self._on_message,
             receive_error=self._on_receive_error,
-            written=self._on_written,
+            written=self._input.written,
             write_failed=self._on_write_failed,
             closed=self._on_closed,
         )
@@ -1249,15 +1249,15 @@ class GeminiLiveTransport:
         logger.warning("{}: unreadable server frame skipped ({})", self, type(error).__name__)
         self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
 
-    def _on_written(self, conn: LiveConnection, message: ClientMessage) -> None:
+    def _on_written(
+        self, conn: LiveConnection, message: ClientMessage, results: list[ToolResult]
+    ) -> None:
+        """A message other than audio and video was written (the input path's report)."""
         if message.kind == "context_update":
             self._updated_in_session = conn
-        current = conn is self._current
-        for result in self._input.written(conn, message, current=current):
+        for result in results:
             self._tools.result_sent(result.id)
             self._history.tool_result(result)
-        if current:
-            self._s.feed()
 
     def _on_write_failed(
         self, conn: LiveConnection, messages: Sequence[ClientMessage], error: Exception

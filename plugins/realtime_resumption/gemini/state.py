@@ -121,7 +121,6 @@ class TransportState:
         self.tool_calls_possible = True
         """The current connection's setup declares functions: a tool call may still finish
         an answer after the provider's turnComplete (``GenerationTracker``'s grace)."""
-        self._gate = InputGate.OPEN
         self._credential_expired = credential_expired
         self._tasks: set[asyncio.Task[Any]] = set()
         self._tick: asyncio.TimerHandle | None = None
@@ -170,12 +169,12 @@ class TransportState:
     @property
     def gate(self) -> InputGate:
         """How much of the input the current connection takes (the move decides)."""
-        return self._gate
+        return self.input.gate
 
     def set_gate(self, gate: InputGate) -> None:
         """Let the current connection take ``gate``'s share of the input (no feed: the
         caller feeds when the moment is right)."""
-        self._gate = gate
+        self.input.set_gate(gate)
 
     def update_setup(self, options: LiveOptions) -> bool:
         """The next connection's setup is ``options``; True when that changes the setup of
@@ -231,6 +230,7 @@ class TransportState:
         """Detach the current connection at once and forget the handle (``abort_incumbent``:
         a recovery dial must not resume a wedged turn); returns the connection."""
         conn, self._current = self._current, None
+        self.input.stop_feeding()
         self._handle = None
         return conn
 
@@ -303,9 +303,7 @@ class TransportState:
 
     def feed(self) -> None:
         """Hand the current connection its next message, as far as the gate lets it."""
-        if self._gate is InputGate.HELD:
-            return
-        self.input.feed(self._current, self.now(), media_only=self._gate is InputGate.MEDIA_ONLY)
+        self.input.feed(self.now())
 
     # --- connections --------------------------------------------------------------------------
 
@@ -315,7 +313,7 @@ class TransportState:
         """Make ``conn`` the session's connection: it delivers and takes sends from now on."""
         self._current = conn
         self._working = dialled_with
-        self.input.new_connection()
+        self.input.connected(conn)
         self._setup_stale = dialled_with != self._options
         self._declare_calls(dialled_with)
         conn.start()
@@ -356,8 +354,9 @@ class TransportState:
         ``on_close`` reports it (once)."""
         was_active = self._active
         self._active = False
-        self._gate = InputGate.OPEN
+        self.input.set_gate(InputGate.OPEN)
         conn, self._current = self._current, None
+        self.input.stop_feeding()
         if conn is not None:
             self.spawn_close(conn)
         self.cancel_timers()
