@@ -233,18 +233,13 @@ class Receiver:
         text, resumable = event.handle, event.resumable
         handle = None
         if text is not None:
-            s.secrets.add(text)
-            handle = s.handles.enter(text)
-            if resumable:
-                s.resumable(handle)
-            s.input.record_handle(
-                handle,
+            handle = s.handle_issued(
+                text,
                 conn,
                 now,
                 resumable=resumable,
                 last_consumed_index=event.last_consumed_client_message_index,
             )
-            s.tools.handle_recorded(handle, conn.dial_gen, resumable=resumable)
         s.call(
             s.callbacks.on_resumption_update,
             text,

@@ -218,6 +218,29 @@ class TransportState:
         """The provider marked ``handle`` resumable: a new connection may resume from it."""
         self._handle = handle
 
+    def handle_issued(
+        self,
+        text: str,
+        conn: LiveConnection,
+        now: float,
+        *,
+        resumable: bool,
+        last_consumed_index: int | None,
+    ) -> HandleRef:
+        """``conn``, the current connection, issued the handle ``text`` (handled at ``now``):
+        every owner learns of it in this one step. Its text is a secret, kept in the book
+        alone; the input places it, the tool calls note which calls its session issued, and
+        a resumable one becomes :attr:`latest`. Returns its reference."""
+        self.secrets.add(text)
+        handle = self.handles.enter(text)
+        if resumable:
+            self._handle = handle
+        self.input.record_handle(
+            handle, conn, now, resumable=resumable, last_consumed_index=last_consumed_index
+        )
+        self.tools.handle_recorded(handle, conn.dial_gen, resumable=resumable)
+        return handle
+
     def forget_handle(self) -> None:
         """The server session's handles resume nothing any more (rebuilt, cleared, aborted)."""
         self._handle = None
