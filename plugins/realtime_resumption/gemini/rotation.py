@@ -479,7 +479,7 @@ class Rotation:
         )
 
     def _pinned(self, handle: HandleRef | None) -> HandleRef | None:
-        if handle is not None and not self._s.input.pin(handle):
+        if handle is not None and not self._s.pin(handle):
             logger.warning(
                 "{}: handle {} is no longer a resumption point of the input buffer; rebuilding",
                 self._s.callbacks,
