@@ -90,7 +90,7 @@ async def test_only_the_book_keeps_a_handle_text(emu: Emulator) -> None:
         "helper": (rotation._helper, []),
         "move machine": (rotation._machine, []),
         "outbox": (transport._input._outbox, []),
-        "tool calls": (s.tools, []),
+        "tool calls": (transport._tools, []),
     }
     for name, (part, skip) in parts.items():
         assert not _strings(part, skip=skip) & texts, f"the {name} keeps a handle's text"

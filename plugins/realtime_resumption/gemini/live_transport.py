@@ -319,7 +319,14 @@ class GeminiLiveTransport:
             transparent=transparent,
         )
         self._switchover = Switchover(
-            self._s, self._dialler, deliver=self._deliver, turn_cut=self._turn_cut
+            self._s,
+            self._dialler,
+            tracker=self._tracker,
+            input_path=self._input,
+            tools=self._tools,
+            history=self._history,
+            deliver=self._deliver,
+            turn_cut=self._turn_cut,
         )
         policy = (
             retry_budget
@@ -336,7 +343,15 @@ class GeminiLiveTransport:
             enabled=rotation,
             replay_turn=self._replay_retained_turn,
         )
-        self._receiver = Receiver(self._s, self._rotation)
+        self._receiver = Receiver(
+            self._s,
+            self._rotation,
+            tracker=self._tracker,
+            input_path=self._input,
+            tools=self._tools,
+            history=self._history,
+            user_turn=self._user_turn,
+        )
         self._persister = (
             Persister(
                 self._s,

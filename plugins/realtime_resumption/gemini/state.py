@@ -104,11 +104,6 @@ class TransportState:
         self._tools = tools
         self._history = history
         self._user_turn = user_turn
-        self.tracker = tracker
-        self.input = input_path
-        self.tools = tools
-        self.history = history
-        self.user_turn = user_turn
         self.seeded: tuple[ReplayItem, ...] = ()
         """History the client replayed: a rebuilt session is seeded with it."""
         self.without_id: set[str] = set()

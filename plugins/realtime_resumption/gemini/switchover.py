@@ -25,8 +25,12 @@ from realtime_resumption.transport import GenerationEndReason
 if TYPE_CHECKING:
     from realtime_resumption.gemini.connection import LiveConnection
     from realtime_resumption.gemini.dialling import Dialler
+    from realtime_resumption.gemini.input_path import InputPath
     from realtime_resumption.gemini.state import TransportState
+    from realtime_resumption.generation import GenerationTracker
     from realtime_resumption.handles import HandleRef
+    from realtime_resumption.history import ConversationHistory
+    from realtime_resumption.tool_calls import ToolCallTracker
 
 Close = tuple[int | None, str | None]
 
@@ -43,11 +47,19 @@ class Switchover:
         session: TransportState,
         dialler: Dialler,
         *,
+        tracker: GenerationTracker,
+        input_path: InputPath,
+        tools: ToolCallTracker,
+        history: ConversationHistory,
         deliver: Callable[[LiveConnection, types.LiveServerMessage], None],
         turn_cut: Callable[[], None],
     ) -> None:
         self._s = session
         self._dialler = dialler
+        self._tracker = tracker
+        self._input = input_path
+        self._tools = tools
+        self._history = history
         self._deliver = deliver
         self._turn_cut = turn_cut
         self._deferred: dict[LiveConnection, list[types.LiveServerMessage]] = {}
@@ -143,15 +155,15 @@ class Switchover:
         old = s.current
         if old is not None and self.cut_turn(now, GenerationEndReason.MOVED):
             move.turn_was_cut()
-        orphaned = s.tools.connected(conn.dial_gen, resumed_from=handle)
+        orphaned = self._tools.connected(conn.dial_gen, resumed_from=handle)
         for call_id in orphaned:
-            s.input.withdraw_result(call_id)
+            self._input.withdraw_result(call_id)
         if handle is not None:
-            replay = s.input.attach_resumed(conn, handle, now)
+            replay = self._input.attach_resumed(conn, handle, now)
         else:
-            replay = s.input.attach_fresh(conn, now)
+            replay = self._input.attach_fresh(conn, now)
             s.forget_handle()  # the old session's handles resume nothing any more
-            history = ClientMessage.history(list(s.seeded) + s.history.replay_items())
+            history = ClientMessage.history(s.conversation())
             if history is not None:
                 # Before anything else reaches the fresh session (Gemini 3.x takes history
                 # only before the first realtime input).
@@ -214,12 +226,12 @@ class Switchover:
         belong to): their results are never sent, the framework hears them cancelled, and
         their answer ends as ``tool_call_orphaned``. True when an answer was cut."""
         s = self._s
-        tracker, tools = s.tracker, s.tools
+        tracker, tools = self._tracker, self._tools
         cut = tracker.answer_in_progress
         open_calls = tools.orphan(tools.pending_ids() + tools.unsent_ids())
         if open_calls:
             for call_id in open_calls:
-                s.input.withdraw_result(call_id)
+                self._input.withdraw_result(call_id)
             reason = GenerationEndReason.TOOL_CALL_ORPHANED
         s.apply(tracker.connection_lost(now, reason))
         if open_calls:
@@ -229,10 +241,10 @@ class Switchover:
             s.call(s.callbacks.on_tool_call_cancel, open_calls)
         if not cut:
             return False
-        history = s.history
+        history = self._history
         if history.answer_started:
             history.interrupted()
             history.turn_complete()
-            s.input.turn_completed()
+            self._input.turn_completed()
         self._turn_cut()
         return True
