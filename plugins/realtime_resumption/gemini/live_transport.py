@@ -278,7 +278,7 @@ class GeminiLiveTransport:
         self._input = InputPath(input_buffer, written=self._on_written)
         self._tools = ToolCallTracker()
         self._history = ConversationHistory(history_limits)
-        self._user_turn = UserTurnRetainer(INPUT_SAMPLE_RATE)
+        self._retained_turn = UserTurnRetainer(INPUT_SAMPLE_RATE)
         self._s = TransportState(
             # The parts call the framework's callbacks through the session: with telemetry,
             # its hooks see each call first (the transport's attributes stay the framework's).
@@ -289,7 +289,7 @@ class GeminiLiveTransport:
             input_path=self._input,
             tools=self._tools,
             history=self._history,
-            user_turn=self._user_turn,
+            retained_turn=self._retained_turn,
             credential_expired=self._credential_expired,
         )
         self._s.traits = traits(
@@ -350,7 +350,7 @@ class GeminiLiveTransport:
             input_path=self._input,
             tools=self._tools,
             history=self._history,
-            user_turn=self._user_turn,
+            retained_turn=self._retained_turn,
         )
         self._persister = (
             Persister(
@@ -761,7 +761,7 @@ class GeminiLiveTransport:
         self._rotation.reset()
         self._input.clear()
         self._tools.clear()
-        self._user_turn.clear()
+        self._retained_turn.clear()
         self._realtime_sent = False
         self._disconnected = False
         self._connecting = True
@@ -822,11 +822,11 @@ class GeminiLiveTransport:
 
     def _replay_retained_turn(self) -> bool:
         """Re-send the user's unanswered turn (resume watchdog); False when there is none."""
-        text = self._user_turn.text_turn
+        text = self._retained_turn.text_turn
         if text is not None:
             self._send(ClientMessage.content((_user_content(text),), True), ReplayScope.CONNECTION)
             return True
-        turn = self._user_turn.audio_turn(self._now())
+        turn = self._retained_turn.audio_turn(self._now())
         return turn is not None and self.replay_user_turn(turn)
 
     async def _close_stranded(
@@ -904,7 +904,7 @@ class GeminiLiveTransport:
         self._s.apply_and_schedule(self._tracker.user_turn(self._now()))
         if text:
             self._history.user_text(text)
-            self._user_turn.text(text)
+            self._retained_turn.text(text)
         self._rotation.turn_started()
         self._rotation.user_turn()
 
@@ -929,7 +929,7 @@ class GeminiLiveTransport:
             if self._rotation.moving and is_speech(pcm):
                 self._rotation.turn_during_move()
             self._s.feed()
-            self._user_turn.audio(pcm)
+            self._retained_turn.audio(pcm)
             # Speech counts as the user's turn while a resumed connection has not answered
             # (the watchdog), or the connection a move installed has heard nothing yet.
             if (self._rotation.watching or self._rotation.quiet) and is_speech(pcm):

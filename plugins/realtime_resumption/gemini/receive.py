@@ -61,7 +61,7 @@ class Receiver:
         input_path: InputPath,
         tools: ToolCallTracker,
         history: ConversationHistory,
-        user_turn: UserTurnRetainer,
+        retained_turn: UserTurnRetainer,
     ) -> None:
         self._s = session
         self._rotation = rotation
@@ -69,7 +69,7 @@ class Receiver:
         self._input = input_path
         self._tools = tools
         self._history = history
-        self._user_turn = user_turn
+        self._retained_turn = retained_turn
         self._translator = server_events.Translator()
         self._interrupted = False
         """The server turn in progress was interrupted: user input began a new turn."""
@@ -185,7 +185,7 @@ class Receiver:
         busy = self._tools.busy
         self._history.turn_complete()
         self._input.turn_completed()
-        self._user_turn.clear()
+        self._retained_turn.clear()
         self._rotation.answered()
         s.apply(
             self._tracker.turn_complete(

@@ -8,7 +8,7 @@ operations more than one part needs — calling the framework's callbacks, apply
 effects, installing and detaching connections, taking in a new handle, closing the session.
 
 The bookkeeping (the generation tracker, the input path, the tool calls, the history, the
-user's turn) is the owners' own: the state keeps them private and answers what the other
+retained user turn) is the owners' own: the state keeps them private and answers what the other
 parts ask of them through its methods; the receiver and the switchover, which feed them,
 are handed the ones they feed. The transport owns the state; the other parts read it and
 change it only through its methods.
@@ -92,7 +92,7 @@ class TransportState:
         input_path: InputPath,
         tools: ToolCallTracker,
         history: ConversationHistory,
-        user_turn: UserTurnRetainer,
+        retained_turn: UserTurnRetainer,
         credential_expired: Callable[[LiveConnection], None],
     ) -> None:
         self._callbacks = callbacks
@@ -103,7 +103,7 @@ class TransportState:
         self._input = input_path
         self._tools = tools
         self._history = history
-        self._user_turn = user_turn
+        self._retained_turn = retained_turn
         self.seeded: tuple[ReplayItem, ...] = ()
         """History the client replayed: a rebuilt session is seeded with it."""
         self.without_id: set[str] = set()
@@ -438,7 +438,7 @@ class TransportState:
         self.release_waiters()
         self._input.clear()
         self._tools.clear()
-        self._user_turn.clear()
+        self._retained_turn.clear()
         if was_active:
             self.call(self._callbacks.on_close, code, self.clean(reason))
 
