@@ -232,7 +232,7 @@ class OutboxLimits:
     utterance end as it did, and leads into the next one as it began."""
     max_handles: int = 2
     """Handles kept as resumption points: the newest, and the one before it (a move may have
-    started from it just before the newer one arrived). :meth:`Outbox.hold` keeps one longer.
+    started from it just before the newer one arrived). :meth:`Outbox.pin` keeps one longer.
     A resume from a handle no longer kept raises."""
 
     def __post_init__(self) -> None:
@@ -540,7 +540,7 @@ class Outbox(Generic[T]):
         """Entries up to this seq are in the conversation a rebuild is seeded with (the
         latest acknowledgement or completed turn: see *Rebuild*)."""
         self._frontier = 0
-        self._held: set[HandleRef] = set()
+        self._pinned: set[HandleRef] = set()
         self._activity_open = False
         self._reopen_activity = False
         self._clock = -math.inf
@@ -809,13 +809,13 @@ class Outbox(Generic[T]):
         elsewhere = _ConnectionLog(-1, 0, None, 0, False, 0.0)
         self._add_point(handle, _Point(handle, elsewhere, 0, True, self._clock, 0.0, None))
 
-    def hold(self, handle: HandleRef) -> bool:
+    def pin(self, handle: HandleRef) -> bool:
         """Keep ``handle``'s resumption point, however many newer handles arrive, until the
         next attach. Call it when a dial with ``handle`` starts (make-before-break: the live
         connection may issue newer handles meanwhile). Returns False for an unknown handle."""
         if handle not in self._handles:
             return False
-        self._held.add(handle)
+        self._pinned.add(handle)
         return True
 
     def confirmed(self, connection: int, index: int) -> None:
@@ -973,7 +973,7 @@ class Outbox(Generic[T]):
         self._audio_seconds = 0.0
         self._video_frames = 0
         self._handles.clear()
-        self._held.clear()
+        self._pinned.clear()
         self._live = self._last_conn = None
         self._activity_open = self._reopen_activity = False
         self._silence_kept = self._silence_tail_seconds = 0.0
@@ -1103,12 +1103,12 @@ class Outbox(Generic[T]):
 
     def _add_point(self, handle: HandleRef, point: _Point) -> None:
         """Keep ``point`` as the newest resumption point, ``handle``'s (a repeated handle
-        moves up), within ``max_handles`` but the held ones."""
+        moves up), within ``max_handles`` but the pinned ones."""
         point.prunable_through = self._prunable_through(point)
         self._handles.pop(handle, None)
         self._handles[handle] = point
         for old in list(self._handles)[: -self._limits.max_handles]:
-            if old not in self._held:
+            if old not in self._pinned:
                 del self._handles[old]
         self._refresh()
 
@@ -1283,7 +1283,7 @@ class Outbox(Generic[T]):
         self._reopen_activity = self._activity_open_before(needed)
         self._live = conn
         self._gap_dropped = _Losses()
-        self._held.clear()
+        self._pinned.clear()
         self._refresh()
 
     def _activity_open_before(self, needed: list[Entry[T]]) -> bool:

@@ -447,8 +447,8 @@ def test_a_held_handle_outlives_newer_ones_until_the_next_attach() -> None:
     outbox.attach_fresh(1, 0.0)
     send(outbox, wire, 0.0, "t1")
     outbox.record_handle("h1", 1, 0.5)
-    assert outbox.hold("h1")
-    assert not outbox.hold("never-recorded")
+    assert outbox.pin("h1")
+    assert not outbox.pin("never-recorded")
     for n in range(2, 5):  # the incumbent keeps issuing handles while the dial runs
         send(outbox, wire, n, f"t{n}")
         outbox.record_handle(f"h{n}", 1, n + 0.5)

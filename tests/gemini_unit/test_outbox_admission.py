@@ -236,7 +236,7 @@ def test_a_write_the_old_connection_completes_after_the_switch_counts_from_then(
     text = outbox.submit("t-slow", TXT, 0.1)
     _write(wire, text, 0.1)  # handed to the socket; the write waits
     outbox.record_handle("h1", 1, 1.0)
-    assert outbox.hold("h0")
+    assert outbox.pin("h0")
     outbox.attach_resumed(2, "h0", 1.1, round_trip=0.01)
     assert wire.flush(1.1) == ["t-slow"]
     outbox.mark_written(text, 1, 1.2)  # the incumbent's write completes late

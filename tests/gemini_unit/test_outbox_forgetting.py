@@ -329,17 +329,18 @@ def test_a_held_audio_chunk_costs_the_garbage_collector_two_objects() -> None:
     """README (*Many calls in one process*): a session holds seconds of audio for replay, and
     a full collection walks every object held; a written chunk waiting for a handle to cover
     it is its entry and its message, nothing more (the bytes are not walked)."""
-    path = InputPath()
-    path.outbox.attach_fresh(1, 0.0)
+    path = InputPath(written=lambda conn, message, results: None)
+    outbox = path._outbox  # written as a connection would, without one
+    outbox.attach_fresh(1, 0.0)
     speech = b"\x00\x40" * 320  # loud: held whole (silence past its padding is not)
     gc.collect()
     before = len(gc.get_objects())
     for index in range(1, 501):
         now = index * CHUNK
         entry = path.submit(ClientMessage.audio(speech), now)
-        path.outbox.mark_sent(entry, 1, index, now)
-        path.outbox.mark_written(entry, 1, now + 0.001)
+        outbox.mark_sent(entry, 1, index, now)
+        outbox.mark_written(entry, 1, now + 0.001)
     gc.collect()
-    assert path.outbox.stats.pending == 0
-    assert len(path.outbox.lacking(None)) == 500  # all held: no handle covers them
+    assert outbox.stats.pending == 0
+    assert len(path.lacking(None)) == 500  # all held: no handle covers them
     assert len(gc.get_objects()) - before <= 2 * 500

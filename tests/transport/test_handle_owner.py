@@ -89,8 +89,8 @@ async def test_only_the_book_keeps_a_handle_text(emu: Emulator) -> None:
         "state": (s, [s.secrets, s.callbacks]),
         "helper": (rotation._helper, []),
         "move machine": (rotation._machine, []),
-        "outbox": (s.input.outbox, []),
-        "tool calls": (s.tools, []),
+        "outbox": (transport._input._outbox, []),
+        "tool calls": (transport._tools, []),
     }
     for name, (part, skip) in parts.items():
         assert not _strings(part, skip=skip) & texts, f"the {name} keeps a handle's text"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, get_args
 
 from loguru import logger
@@ -19,7 +19,16 @@ from websockets.exceptions import ConnectionClosed
 
 from realtime_resumption.gemini.connection import LiveConnection
 from realtime_resumption.gemini.messages import ClientMessage, ToolResponse
-from realtime_resumption.outbox import Entry, MessageKind, Outbox, OutboxLimits, ReplayScope
+from realtime_resumption.handles import HandleRef
+from realtime_resumption.move_machine import InputGate
+from realtime_resumption.outbox import (
+    Entry,
+    MessageKind,
+    Outbox,
+    OutboxLimits,
+    Replay,
+    ReplayScope,
+)
 from realtime_resumption.silence import rms
 from realtime_resumption.transport import (
     InputStats,
@@ -30,11 +39,16 @@ from realtime_resumption.transport import (
 )
 
 _MEDIA: Final = frozenset({MessageKind.AUDIO, MessageKind.VIDEO})
+_MEDIA_SENDS: Final[frozenset[SendKind]] = frozenset({"audio", "video"})
 _LARGE: Final = 64 * 1024
 """Payload bytes from which a message may be the one a connection refused as too big (1009):
 far above any audio chunk, far below any limit a service sets."""
 
 SEND_KINDS: Final[tuple[SendKind, ...]] = get_args(SendKind)
+
+Written = Callable[[LiveConnection, ClientMessage, list[ToolResult]], None]
+"""Hears of a message other than audio and video once it reached a connection's socket,
+with the tool results it carried to the current connection (their calls' results are sent)."""
 
 
 class _Counter:
@@ -66,11 +80,23 @@ def audio_level(message: ClientMessage) -> float:
 
 
 class InputPath:
-    """The session's outbox, the feed to the current connection, and the send counters."""
+    """The session's outbox, the feed to the current connection, and the send counters.
 
-    def __init__(self, limits: OutboxLimits | None = None) -> None:
+    The outbox is its own: what the other parts need of it (a handle's place in the input,
+    what a new session lacks, a turn's end) they ask of the input path, in connections
+    rather than the outbox's numbers. It knows the connection it feeds and how much of the
+    input the gate lets through, so a connection reports each write (:meth:`written`) here
+    and the next message goes out in the same step. ``written`` hears of the writes that
+    matter beyond the input (:data:`Written`).
+    """
+
+    def __init__(self, limits: OutboxLimits | None = None, *, written: Written) -> None:
         self._limits = limits
-        self.outbox: Outbox[ClientMessage] = Outbox(limits, audio_level=audio_level)
+        self._report = written
+        self._conn: LiveConnection | None = None
+        """The connection fed: the session's current one."""
+        self._gate = InputGate.OPEN
+        self._outbox: Outbox[ClientMessage] = Outbox(limits, audio_level=audio_level)
         self._in_flight: dict[LiveConnection, Entry[ClientMessage]] = {}
         self._results: dict[str, tuple[Entry[ClientMessage], ToolResult]] = {}
         self._largest: dict[LiveConnection, Entry[ClientMessage]] = {}
@@ -88,9 +114,25 @@ class InputPath:
         """Counters since the transport was made."""
         return {kind: counter.snapshot() for kind, counter in self._total.items()}
 
-    def new_connection(self) -> None:
-        """A new connection became current: its counters start at zero."""
+    def connected(self, conn: LiveConnection) -> None:
+        """``conn`` became the current connection: it is fed from now on, and its counters
+        start at zero."""
+        self._conn = conn
         self._sends = _counters()
+
+    def stop_feeding(self) -> None:
+        """The session has no current connection any more (stranded, or closed)."""
+        self._conn = None
+
+    @property
+    def gate(self) -> InputGate:
+        """How much of the input the current connection takes (the move decides)."""
+        return self._gate
+
+    def set_gate(self, gate: InputGate) -> None:
+        """Let the current connection take ``gate``'s share of the input (no feed: the
+        caller feeds when the moment is right)."""
+        self._gate = gate
 
     def refuse(self, kind: SendKind, error: Exception) -> Exception:
         """Count a send refused with ``error``; returns it to raise."""
@@ -101,7 +143,7 @@ class InputPath:
 
     def stats(self) -> InputStats:
         """The outbox's figures, for diagnostics."""
-        stats = self.outbox.stats
+        stats = self._outbox.stats
         return InputStats(
             buffered=stats.pending,
             submitted=stats.submitted,
@@ -122,7 +164,7 @@ class InputPath:
         """Queue ``message`` for the current connection (or the next one). Raises
         ValueError (counted as refused) for a message the input bounds cannot hold."""
         try:
-            entry = self.outbox.submit(
+            entry = self._outbox.submit(
                 message,
                 MessageKind(message.kind),
                 now,
@@ -142,7 +184,7 @@ class InputPath:
     def withdraw_result(self, call_id: str) -> bool:
         """Never send (or replay) the result of ``call_id``; False when none was held."""
         held = self._results.pop(call_id, None)
-        return held is not None and self.outbox.withdraw(held[0])
+        return held is not None and self._outbox.withdraw(held[0])
 
     def take_results(self, messages: Sequence[ClientMessage]) -> set[str]:
         """Forget the tool results ``messages`` carried (they were dropped unsent, or refused
@@ -164,26 +206,97 @@ class InputPath:
         big) the largest message handed to it is dropped from the outbox, so no later
         connection gets it again, and returned; None when there was none to drop."""
         largest = self._largest.pop(conn, None)
-        if not too_big or largest is None or not self.outbox.withdraw(largest):
+        if not too_big or largest is None or not self._outbox.withdraw(largest):
             return None
         return largest.message
 
+    # --- the connections' sessions -------------------------------------------------------------
+
+    def record_handle(
+        self,
+        handle: HandleRef,
+        conn: LiveConnection,
+        now: float,
+        *,
+        resumable: bool,
+        last_consumed_index: int | None,
+    ) -> None:
+        """``handle`` arrived on ``conn`` (handled at ``now``): a resumption point in the
+        input, placed as much earlier as the event loop may have kept it waiting."""
+        self._outbox.record_handle(
+            handle,
+            conn.dial_gen,
+            now,
+            late_by=conn.late_by(now),
+            resumable=resumable,
+            last_consumed_index=last_consumed_index,
+        )
+
+    def record_foreign_handle(self, handle: HandleRef) -> None:
+        """``handle`` is the snapshot of a session this input never went to (a stored call
+        taken over, or a ``connect`` that resumes): a session resumed from it lacks it all."""
+        self._outbox.record_foreign_handle(handle)
+
+    def pin(self, handle: HandleRef) -> bool:
+        """Keep ``handle``'s place in the input until the next connection attaches (a dial
+        from it started); False when the input no longer knows it."""
+        return self._outbox.pin(handle)
+
+    def lacking(self, handle: HandleRef | None) -> list[ClientMessage]:
+        """What a session resumed from ``handle`` (rebuilt, for None or a handle no longer
+        known) would lack, in order; changes nothing."""
+        return self._outbox.lacking(handle)
+
+    def model_answered(self, conn: LiveConnection) -> None:
+        """The model's audio or text arrived on ``conn``: its session took in the input up to
+        the last tool result written to it."""
+        self._outbox.model_answered(conn.dial_gen)
+
+    def turn_completed(self) -> None:
+        """A turn completed and the history holds it: a rebuilt session need not be given the
+        input written up to now."""
+        self._outbox.turn_completed()
+
+    def attach_resumed(self, conn: LiveConnection, handle: HandleRef, now: float) -> Replay:
+        """``conn`` resumed the session from ``handle`` and takes every write from now; what
+        the resumed session lacks is queued for it."""
+        return self._outbox.attach_resumed(conn.dial_gen, handle, now, round_trip=conn.round_trip)
+
+    def attach_fresh(self, conn: LiveConnection, now: float, *, seeded: bool = True) -> Replay:
+        """``conn`` opened a fresh session and takes every write from now; what came after the
+        last completed turn is queued for it (``seeded=False``: nothing seeds the session,
+        so input that only a resumed session would lack is queued too)."""
+        return self._outbox.attach_fresh(
+            conn.dial_gen, now, round_trip=conn.round_trip, seeded=seeded
+        )
+
+    def detach(self, conn: LiveConnection) -> None:
+        """``conn``, the current connection, is gone: input waits (within the bounds) for the
+        next one."""
+        if conn is self._conn:
+            self._conn = None
+        self._outbox.detach(conn.dial_gen)
+
     # --- the writer's side --------------------------------------------------------------------
 
-    def feed(self, conn: LiveConnection | None, now: float, *, media_only: bool = False) -> None:
-        """Hand the next message to ``conn`` (the current connection) if it is idle. With
-        ``media_only`` (a move is about to replace ``conn``) a message that could end the
-        user's turn waits, with everything after it, for the next connection: an answer
-        the old connection started would be cut by the switch."""
-        if conn is None or not conn.accepting or conn.busy:
+    def feed(self, now: float) -> None:
+        """Hand the current connection its next message if it is idle, as far as the gate
+        lets it: none while the gate holds input; with ``MEDIA_ONLY`` (a move is about to
+        replace the connection) a message that could end the user's turn waits, with
+        everything after it, for the next connection: an answer the old connection started
+        would be cut by the switch."""
+        gate, conn = self._gate, self._conn
+        if gate is InputGate.HELD or conn is None or not conn.accepting or conn.busy:
             return
-        outbox = self.outbox
+        media_only = gate is InputGate.MEDIA_ONLY
+        outbox = self._outbox
         reopen = outbox.activity_to_reopen
         entry = None if reopen else outbox.next_unsent()
         if not reopen and (entry is None or (media_only and entry.kind not in _MEDIA)):
             return
-        # Measured before each handover, so handles are placed by the estimate current when
-        # the input they follow was written (nothing to hand over: nothing to place).
+        # Measured before each message is handed over, so handles are placed by the estimate
+        # current when the input they follow was written (nothing to hand over: nothing to
+        # place).
         measure = conn.round_trip_measure(now)
         if measure is not None:
             outbox.round_trip_measured(conn.dial_gen, *measure)
@@ -194,7 +307,7 @@ class InputPath:
             return
         assert entry is not None
         index = conn.enqueue(entry.message, wake=False)
-        self.outbox.mark_sent(entry, conn.dial_gen, index, now)
+        self._outbox.mark_sent(entry, conn.dial_gen, index, now)
         self._in_flight[conn] = entry
         size = entry.message.size
         if size >= _LARGE:
@@ -204,20 +317,30 @@ class InputPath:
         # Last: the write may be reported (``written``) before this returns.
         conn.write_soon()
 
-    def written(
-        self, conn: LiveConnection, message: ClientMessage, *, current: bool
-    ) -> list[ToolResult]:
-        """``message`` reached ``conn``'s socket. Returns the tool results it carried when
-        ``conn`` is the current connection (their calls' results are now sent)."""
+    def written(self, conn: LiveConnection, message: ClientMessage) -> None:
+        """``message`` reached ``conn``'s socket (the connection's report): it is counted and
+        marked written, ``written`` hears of it unless it is audio or video, and the current
+        connection is handed its next message."""
+        now = asyncio.get_running_loop().time()
+        current = conn is self._conn
         entry = self._in_flight.pop(conn, None)
         if entry is not None and entry.message is not message:
             self._in_flight[conn] = entry  # a message written outside the outbox (history)
         elif entry is not None:
-            self.outbox.mark_written(entry, conn.dial_gen, asyncio.get_running_loop().time())
+            self._outbox.mark_written(entry, conn.dial_gen, now)
         for counters in (self._sends, self._total) if current else (self._total,):
             counters[message.kind].sent += 1
             counters[message.kind].bytes += message.size
-        if not current or not isinstance(message.payload, ToolResponse):
+        if message.kind not in _MEDIA_SENDS:
+            self._report(conn, message, self._results_sent(entry, message) if current else [])
+        if current:
+            self.feed(now)
+
+    def _results_sent(
+        self, entry: Entry[ClientMessage] | None, message: ClientMessage
+    ) -> list[ToolResult]:
+        """The tool results ``message`` (``entry``'s, if from the outbox) carried."""
+        if not isinstance(message.payload, ToolResponse):
             return []
         results = []
         for response in message.payload.responses:
@@ -247,20 +370,20 @@ class InputPath:
                 self._in_flight[conn] = entry
             return False
         if isinstance(error, ConnectionClosed | OSError | NotConnectedError):
-            self.outbox.mark_unsent(entry, conn.dial_gen)
+            self._outbox.mark_unsent(entry, conn.dial_gen)
             return False
         logger.warning(
             "a {} message was refused by the SDK ({}); it is dropped",
             entry.kind.value,
             type(error).__name__,
         )
-        self.outbox.withdraw(entry)
+        self._outbox.withdraw(entry)
         return True
 
     def clear(self) -> None:
         """The session is over: forget every message."""
-        self.outbox.clear()
-        self.outbox = Outbox(self._limits, audio_level=audio_level)
+        self._outbox.clear()
+        self._outbox = Outbox(self._limits, audio_level=audio_level)
         self._in_flight.clear()
         self._results.clear()
         self._largest.clear()

@@ -37,7 +37,7 @@ from realtime_resumption.gemini.persistence import Persister, StoreStats
 from realtime_resumption.gemini.receive import Receiver
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET, Rotation
 from realtime_resumption.gemini.state import TransportState
-from realtime_resumption.gemini.switchover import Handover
+from realtime_resumption.gemini.switchover import Switchover
 from realtime_resumption.gemini.watchdog import (
     DEFAULT_RESUME_WATCHDOG,
     UserTurnRetainer,
@@ -276,10 +276,10 @@ class GeminiLiveTransport:
         self._secrets: set[str] = {api_key} if api_key else set()
         self._secrets.update(secret(s) for s in secrets if s)
         self._tracker = GenerationTracker(tool_call_grace=tool_call_grace)
-        self._input = InputPath(input_buffer)
+        self._input = InputPath(input_buffer, written=self._on_written)
         self._tools = ToolCallTracker()
         self._history = ConversationHistory(history_limits)
-        self._user_turn = UserTurnRetainer(INPUT_SAMPLE_RATE)
+        self._retained_turn = UserTurnRetainer(INPUT_SAMPLE_RATE)
         self._s = TransportState(
             # The parts call the framework's callbacks through the session: with telemetry,
             # its hooks see each call first (the transport's attributes stay the framework's).
@@ -290,7 +290,7 @@ class GeminiLiveTransport:
             input_path=self._input,
             tools=self._tools,
             history=self._history,
-            user_turn=self._user_turn,
+            retained_turn=self._retained_turn,
             credential_expired=self._credential_expired,
         )
         self._s.traits = traits(
@@ -306,7 +306,7 @@ class GeminiLiveTransport:
         self._hooks = ConnectionHooks(
             message=self._on_message,
             receive_error=self._on_receive_error,
-            written=self._on_written,
+            written=self._input.written,
             write_failed=self._on_write_failed,
             closed=self._on_closed,
         )
@@ -319,8 +319,15 @@ class GeminiLiveTransport:
             setup_timeout=setup_timeout,
             transparent=transparent,
         )
-        self._handover = Handover(
-            self._s, self._dialler, deliver=self._deliver, turn_cut=self._turn_cut
+        self._switchover = Switchover(
+            self._s,
+            self._dialler,
+            tracker=self._tracker,
+            input_path=self._input,
+            tools=self._tools,
+            history=self._history,
+            deliver=self._deliver,
+            turn_cut=self._turn_cut,
         )
         policy = (
             retry_budget
@@ -330,14 +337,22 @@ class GeminiLiveTransport:
         self._rotation = Rotation(
             self._s,
             self._dialler,
-            self._handover,
+            self._switchover,
             options=resumption if resumption is not None else ResumptionOptions(),
             policy=policy,
             resume_watchdog=resume_watchdog,
             enabled=rotation,
             replay_turn=self._replay_retained_turn,
         )
-        self._receiver = Receiver(self._s, self._rotation)
+        self._receiver = Receiver(
+            self._s,
+            self._rotation,
+            tracker=self._tracker,
+            input_path=self._input,
+            tools=self._tools,
+            history=self._history,
+            retained_turn=self._retained_turn,
+        )
         self._persister = (
             Persister(
                 self._s,
@@ -658,8 +673,8 @@ class GeminiLiveTransport:
             await self._retire(conn, "closed by the client")
         elif self._active:
             self._s.close(1000, "closed by the client")
-        for candidate in self._handover.settling:
-            self._handover.drop(candidate)
+        for candidate in self._switchover.settling:
+            self._switchover.drop(candidate)
         self._s.cancel_timers()
         self._s.release_waiters()
         while self._s.tasks:
@@ -723,7 +738,7 @@ class GeminiLiveTransport:
         conn = s.strand()
         if conn is not None:
             self._stranded.add(conn)
-        self._stranded.update(self._handover.settling)
+        self._stranded.update(self._switchover.settling)
         moves = self._rotation.abandon("the incumbent was aborted during the move")
         s.deactivate()
         self._input.clear()
@@ -747,7 +762,7 @@ class GeminiLiveTransport:
         self._rotation.reset()
         self._input.clear()
         self._tools.clear()
-        self._user_turn.clear()
+        self._retained_turn.clear()
         self._realtime_sent = False
         self._disconnected = False
         self._connecting = True
@@ -762,21 +777,18 @@ class GeminiLiveTransport:
         finally:
             self._connecting = False
         self._tools.connected(conn.dial_gen, resumed_from=None)
-        outbox = self._input.outbox
         if handle is None:
             self._s.forget_handle()
             # Nothing seeds this session: history replayed while it dialled goes to it as sent.
-            outbox.attach_fresh(
-                conn.dial_gen, self._now(), round_trip=conn.round_trip, seeded=False
-            )
+            self._input.attach_fresh(conn, self._now(), seeded=False)
         else:
             # Until the session issues a handle of its own, the one it resumed from is its
             # latest, as after a move: a store saves it, a move or another takeover resumes
             # from it, and either replays everything sent since (that session lacks it all).
             self._s.resumable(handle)
             self._tools.handle_recorded(handle, conn.dial_gen)
-            outbox.record_foreign_handle(handle)
-            outbox.attach_resumed(conn.dial_gen, handle, self._now(), round_trip=conn.round_trip)
+            self._input.record_foreign_handle(handle)
+            self._input.attach_resumed(conn, handle, self._now())
             self._rotation.resumed_from(handle)
         self._s.activate()
         self._s.install(conn, *self._dialler.take(conn))
@@ -811,11 +823,11 @@ class GeminiLiveTransport:
 
     def _replay_retained_turn(self) -> bool:
         """Re-send the user's unanswered turn (resume watchdog); False when there is none."""
-        text = self._user_turn.text_turn
+        text = self._retained_turn.text_turn
         if text is not None:
             self._send(ClientMessage.content((_user_content(text),), True), ReplayScope.CONNECTION)
             return True
-        turn = self._user_turn.audio_turn(self._now())
+        turn = self._retained_turn.audio_turn(self._now())
         return turn is not None and self.replay_user_turn(turn)
 
     async def _close_stranded(
@@ -893,7 +905,7 @@ class GeminiLiveTransport:
         self._s.apply_and_schedule(self._tracker.user_turn(self._now()))
         if text:
             self._history.user_text(text)
-            self._user_turn.text(text)
+            self._retained_turn.text(text)
         self._rotation.turn_started()
         self._rotation.user_turn()
 
@@ -915,10 +927,10 @@ class GeminiLiveTransport:
             # connection after the move has had its say: speech during a move waits for
             # the new connection.
             self._submit(ClientMessage.audio(pcm))
-            if self._rotation.switching and is_speech(pcm):
-                self._rotation.hold_input()
+            if self._rotation.moving and is_speech(pcm):
+                self._rotation.turn_during_move()
             self._s.feed()
-            self._user_turn.audio(pcm)
+            self._retained_turn.audio(pcm)
             # Speech counts as the user's turn while a resumed connection has not answered
             # (the watchdog), or the connection a move installed has heard nothing yet.
             if (self._rotation.watching or self._rotation.quiet) and is_speech(pcm):
@@ -934,8 +946,8 @@ class GeminiLiveTransport:
         automatic activity detection disabled. Held and replayed across moves like any
         input; an activity open at a move is reopened on the new connection before the
         audio replayed to it."""
-        if self._rotation.switching:
-            self._rotation.hold_input()
+        if self._rotation.moving:
+            self._rotation.turn_during_move()
         self._send(ClientMessage.activity_start())
         self._s.apply_and_schedule(self._tracker.user_turn(self._now()))
         self._rotation.user_turn()
@@ -1144,7 +1156,7 @@ class GeminiLiveTransport:
             or working is None
             or self._s.setup_stale
             or self._s.current is None
-            or self._rotation.switching
+            or self._rotation.moving
         ):
             return False
         instruction = options.system_instruction
@@ -1244,7 +1256,7 @@ class GeminiLiveTransport:
     # --- what connections report --------------------------------------------------------------
 
     def _on_message(self, conn: LiveConnection, message: types.LiveServerMessage) -> None:
-        if self._handover.hold(conn, message):
+        if self._switchover.defer(conn, message):
             return
         if conn is self._current:
             self._receiver.message(conn, message)
@@ -1255,15 +1267,15 @@ class GeminiLiveTransport:
         logger.warning("{}: unreadable server frame skipped ({})", self, type(error).__name__)
         self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
 
-    def _on_written(self, conn: LiveConnection, message: ClientMessage) -> None:
+    def _on_written(
+        self, conn: LiveConnection, message: ClientMessage, results: list[ToolResult]
+    ) -> None:
+        """A message other than audio and video was written (the input path's report)."""
         if message.kind == "context_update":
             self._updated_in_session = conn
-        current = conn is self._current
-        for result in self._input.written(conn, message, current=current):
+        for result in results:
             self._tools.result_sent(result.id)
             self._history.tool_result(result)
-        if current:
-            self._s.feed()
 
     def _on_write_failed(
         self, conn: LiveConnection, messages: Sequence[ClientMessage], error: Exception
@@ -1301,18 +1313,18 @@ class GeminiLiveTransport:
             self._refused_as_too_big(conn, too_big)
         if conn in self._stranded:
             self._stranded.discard(conn)
-            self._handover.forget(conn)
+            self._switchover.forget(conn)
             return
         self._s.report_generation_close(conn, code, reason)
         self._s.forget_close(conn)
-        if self._handover.closed(conn, code, reason):
+        if self._switchover.closed(conn, code, reason):
             return
         if conn is not self._current:
-            self._handover.forget(conn)
+            self._switchover.forget(conn)
             logger.debug("{}: {} closed after it stopped counting", self, conn.attempt_id)
             return
         # What it said before closing still counts.
-        self._handover.release(conn)
+        self._switchover.release(conn)
         if conn is self._current:
             self._lost(conn, code, reason)
 
@@ -1342,7 +1354,7 @@ class GeminiLiveTransport:
         if not self._rotation.enabled:
             self._s.close(code, reason)
             return
-        cut = self._handover.cut_turn(self._now(), GenerationEndReason.DISCONNECTED)
+        cut = self._switchover.cut_turn(self._now(), GenerationEndReason.DISCONNECTED)
         self._rotation.connection_lost(code, reason, turn_cut=cut)
 
     def _deliver(self, conn: LiveConnection, message: types.LiveServerMessage) -> None:

@@ -310,14 +310,9 @@ class Persister:
         s.call(s.callbacks.on_move, report)
         if handle is not None and stored.tool_calls:
             # The resumed session still waits for these: the app runs them here.
-            conn = s.current
-            assert conn is not None
-            s.tools.calls_issued(stored.tool_calls, conn.dial_gen, s.now())
             # The stored handle's session issued them: a snapshot taken before the session's
             # next handle keeps them open, for the process that takes the call over next.
-            s.tools.handle_recorded(handle, conn.dial_gen)
-            for call in stored.tool_calls:
-                s.history.tool_call(call)
+            s.calls_restored(stored.tool_calls, handle)
             s.call(s.callbacks.on_tool_call, stored.tool_calls)
 
     async def _resume(
@@ -420,7 +415,7 @@ class Persister:
             # Noted up to one beat after it arrived: its age is counted from the beat before.
             self._handle_at = now - self._options.write_interval
             self._handle_kind = (
-                HandleKind.AFTER_TURN if s.tracker.generation_id is None else HandleKind.MID_TURN
+                HandleKind.AFTER_TURN if s.generation_id is None else HandleKind.MID_TURN
             )
         if self._setup is None or self._setup[0] is not s.options:
             # The options are replaced whole when the setup changes: its dict form is made

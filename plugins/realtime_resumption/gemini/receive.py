@@ -26,8 +26,13 @@ from realtime_resumption.transport import (
 
 if TYPE_CHECKING:
     from realtime_resumption.gemini.connection import LiveConnection
+    from realtime_resumption.gemini.input_path import InputPath
     from realtime_resumption.gemini.state import TransportState
+    from realtime_resumption.gemini.watchdog import UserTurnRetainer
+    from realtime_resumption.generation import GenerationTracker
     from realtime_resumption.handles import HandleRef
+    from realtime_resumption.history import ConversationHistory
+    from realtime_resumption.tool_calls import ToolCallTracker
 
 
 class TurnSignals(Protocol):
@@ -47,9 +52,24 @@ class TurnSignals(Protocol):
 class Receiver:
     """Applies the current connection's server messages; see the module documentation."""
 
-    def __init__(self, session: TransportState, rotation: TurnSignals) -> None:
+    def __init__(
+        self,
+        session: TransportState,
+        rotation: TurnSignals,
+        *,
+        tracker: GenerationTracker,
+        input_path: InputPath,
+        tools: ToolCallTracker,
+        history: ConversationHistory,
+        retained_turn: UserTurnRetainer,
+    ) -> None:
         self._s = session
         self._rotation = rotation
+        self._tracker = tracker
+        self._input = input_path
+        self._tools = tools
+        self._history = history
+        self._retained_turn = retained_turn
         self._translator = server_events.Translator()
         self._interrupted = False
         """The server turn in progress was interrupted: user input began a new turn."""
@@ -73,7 +93,7 @@ class Receiver:
 
     def _dispatch(self, event: server_events.Event, now: float) -> None:
         s = self._s
-        tracker = s.tracker
+        tracker = self._tracker
         if isinstance(event, server_events.ModelAudio):
             self._model_output(now, "audio")
             pcm = self._whole_samples(event.data)
@@ -84,18 +104,18 @@ class Receiver:
         elif isinstance(event, server_events.OutputTranscript):
             self._model_output(now, "transcript")
             if not tracker.suppressing:
-                s.history.model_transcript(event.text)
+                self._history.model_transcript(event.text)
                 s.call(s.callbacks.on_output_transcription, event.text)
         elif isinstance(event, server_events.InputTranscript):
             tracker.user_spoke()
-            s.history.user_transcript(event.text)
+            self._history.user_transcript(event.text)
             self._rotation.turn_started()
             self._rotation.user_turn()
             s.call(s.callbacks.on_input_transcription, event.text)
         elif isinstance(event, server_events.ModelText):
             self._model_output(now, "text")
             if not tracker.suppressing:
-                s.history.model_text(event.text)
+                self._history.model_text(event.text)
                 s.call(s.callbacks.on_text_output, event.text)
         elif isinstance(event, server_events.ModelThought):
             self._model_output(now, "thought")
@@ -108,7 +128,7 @@ class Receiver:
         elif isinstance(event, server_events.Interrupted):
             self._interrupted = True
             self._odd_byte = b""
-            s.history.interrupted()
+            self._history.interrupted()
             self._rotation.answered()
             s.apply(tracker.interrupted(now))
         elif isinstance(event, server_events.ToolCalls):
@@ -151,24 +171,24 @@ class Receiver:
 
     def _model_output(self, now: float, kind: OutputKind) -> None:
         s = self._s
-        s.apply(s.tracker.model_output(now, kind))
+        s.apply(self._tracker.model_output(now, kind))
         if kind in ("audio", "text") and s.current is not None and s.answers_prove_input:
-            s.input.outbox.model_answered(s.current.dial_gen)
+            self._input.model_answered(s.current)
         # An output transcription trailing a finished turn is no sign of a new one.
-        if kind != "transcript" or s.tracker.active_server_turn_id is not None:
+        if kind != "transcript" or self._tracker.active_server_turn_id is not None:
             self._rotation.turn_started()
         self._rotation.answered()
 
     def _turn_complete(self, now: float) -> None:
         s = self._s
         self._odd_byte = b""
-        busy = s.tools.busy
-        s.history.turn_complete()
-        s.input.outbox.turn_completed()
-        s.user_turn.clear()
+        busy = self._tools.busy
+        self._history.turn_complete()
+        self._input.turn_completed()
+        self._retained_turn.clear()
         self._rotation.answered()
         s.apply(
-            s.tracker.turn_complete(
+            self._tracker.turn_complete(
                 now, tools_pending=busy, tool_call_may_follow=s.tool_calls_possible
             )
         )
@@ -181,7 +201,7 @@ class Receiver:
 
     def _tool_calls(self, event: server_events.ToolCalls, now: float) -> None:
         s = self._s
-        if s.tracker.suppressing:
+        if self._tracker.suppressing:
             logger.info(
                 "{}: {} tool call(s) of a cancelled answer dropped", s.callbacks, len(event.calls)
             )
@@ -193,12 +213,12 @@ class Receiver:
                 return
         conn = s.current
         assert conn is not None
-        s.tools.calls_issued(calls, conn.dial_gen, now)
+        self._tools.calls_issued(calls, conn.dial_gen, now)
         for call in calls:
-            s.history.tool_call(call)
+            self._history.tool_call(call)
         self._rotation.turn_started()
         self._rotation.answered()
-        s.apply(s.tracker.tool_calls(now, [call.id for call in calls]))
+        s.apply(self._tracker.tool_calls(now, [call.id for call in calls]))
         s.without_id.update(event.without_id)
         s.call(s.callbacks.on_tool_call, calls)
 
@@ -221,9 +241,9 @@ class Receiver:
         s = self._s
         conn = s.current
         assert conn is not None
-        for call_id in s.tools.calls_cancelled(event.ids, conn.dial_gen):
-            s.input.withdraw_result(call_id)
-        s.apply(s.tracker.tool_calls_cancelled(now, tools_pending=s.tools.busy))
+        for call_id in self._tools.calls_cancelled(event.ids, conn.dial_gen):
+            self._input.withdraw_result(call_id)
+        s.apply(self._tracker.tool_calls_cancelled(now, tools_pending=self._tools.busy))
         s.call(s.callbacks.on_tool_call_cancel, event.ids)
 
     def _resumption_update(self, event: server_events.ResumptionUpdate, now: float) -> None:
@@ -233,19 +253,13 @@ class Receiver:
         text, resumable = event.handle, event.resumable
         handle = None
         if text is not None:
-            s.secrets.add(text)
-            handle = s.handles.enter(text)
-            if resumable:
-                s.resumable(handle)
-            s.input.outbox.record_handle(
-                handle,
-                conn.dial_gen,
+            handle = s.handle_issued(
+                text,
+                conn,
                 now,
-                late_by=conn.late_by(now),
                 resumable=resumable,
                 last_consumed_index=event.last_consumed_client_message_index,
             )
-            s.tools.handle_recorded(handle, conn.dial_gen, resumable=resumable)
         s.call(
             s.callbacks.on_resumption_update,
             text,
@@ -260,7 +274,7 @@ class Receiver:
             s.callbacks.on_usage_metadata,
             TransportUsageMetadata(event.prompt_tokens, event.total_tokens, event.raw),
         )
-        tracker = s.tracker
+        tracker = self._tracker
         s.call(
             s.callbacks.on_realtime_llm_usage,
             RealtimeLLMUsage(

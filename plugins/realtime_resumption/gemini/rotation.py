@@ -3,8 +3,8 @@
 :class:`Rotation` belongs to one :class:`~realtime_resumption.gemini.GeminiLiveTransport`. It
 feeds :class:`~realtime_resumption.resumption.SessionResumption` what the transport sees
 (handles, turns, ``goAway``) so the helper picks the moment and the handle, feeds the move's
-state machine (``gemini.move``, which holds every state and transition) and carries out the
-actions it returns: dial, settle, wait, switch (``gemini.handover``), give up. Every move ends
+state machine (``move_machine``, which holds every state and transition) and carries out the
+actions it returns: dial, settle, wait, switch (``gemini.switchover``), give up. Every move ends
 with one outcome, reported as a :class:`~realtime_resumption.move_reports.MoveReport`:
 
 - *Planned* (``goAway``; a config change; a reconnect the framework asked for): the replacement
@@ -24,7 +24,7 @@ with one outcome, reported as a :class:`~realtime_resumption.move_reports.MoveRe
   whose deadline is no later than the one its move answered means the server session is
   ending (the 15-minute cap): the next move rebuilds rather than resume into it.
 
-Failures follow one policy (``gemini.failures``): retried with the same handle after a
+Failures follow one policy (``failures``): retried with the same handle after a
 jittered delay, rebuilt, or fatal (401/403 at once). A connection that dies within the
 probation after its switch is a failed attempt of its move. The session's budget bounds the
 failed attempts in count and in time; when it, or the attempts of a streak (one per
@@ -32,7 +32,7 @@ failed attempts in count and in time; when it, or the attempts of a streak (one 
 session is lost: ``on_move`` (outcome ``lost``), then ``on_error`` (``SessionLostError``), then
 ``on_close``.
 
-Input across a move: every send goes to the session's outbox (``gemini.outbox``), which
+Input across a move: every send goes to the session's outbox (``outbox``), which
 replays what the resumed session lacks by the rules its module states (*Exact*, *Arrival*,
 *Answered*; silence is not replayed). While a move is under way the incumbent takes only audio
 and video: a text turn or a tool result waits for the new connection, so the incumbent starts
@@ -93,7 +93,7 @@ if TYPE_CHECKING:
     from realtime_resumption.gemini.connection import LiveConnection
     from realtime_resumption.gemini.dialling import Dialler
     from realtime_resumption.gemini.state import TransportState
-    from realtime_resumption.gemini.switchover import Handover
+    from realtime_resumption.gemini.switchover import Switchover
     from realtime_resumption.handles import HandleRef
 
 DEFAULT_RETRY_BUDGET: Final = 20
@@ -124,7 +124,7 @@ class Rotation:
         self,
         session: TransportState,
         dialler: Dialler,
-        handover: Handover,
+        switchover: Switchover,
         *,
         options: ResumptionOptions,
         policy: RetryPolicy,
@@ -134,7 +134,7 @@ class Rotation:
     ) -> None:
         self._s = session
         self._dialler = dialler
-        self._handover = handover
+        self._switchover = switchover
         self._options = options
         self._policy = policy
         self._enabled = enabled
@@ -164,23 +164,13 @@ class Rotation:
 
     @property
     def phase(self) -> m.Phase:
-        """Where the move stands (``gemini.move``)."""
+        """Where the move stands (``move_machine``)."""
         return self._machine.phase
 
     @property
     def moving(self) -> bool:
         """A move is in progress."""
         return self._machine.moving
-
-    @property
-    def switching(self) -> bool:
-        """A move began and has not switched connections yet (nor ended)."""
-        return self._machine.moving
-
-    @property
-    def holding(self) -> bool:
-        """A move is under way and input waits for the new connection."""
-        return self._machine.moving and self._s.gate is m.InputGate.HELD
 
     def stats(self) -> MoveStats:
         """The move log, for diagnostics."""
@@ -247,9 +237,9 @@ class Rotation:
         """A sign of a turn (user input, a turn the client sent, model output, a tool call)."""
         self._quiet = False
         self._helper.turn_started()
-        self.hold_input()
+        self.turn_during_move()
 
-    def hold_input(self) -> None:
+    def turn_during_move(self) -> None:
         """A turn began while a move is under way (user speech, or a sign of the turn that
         arrived after the move chose its handle): more input could end that turn on the
         incumbent and start an answer the switch would cut. Until the switch, input waits
@@ -479,7 +469,7 @@ class Rotation:
                 m.Due(
                     self._s.now(),
                     reason,
-                    self._holdable(handle),
+                    self._pinned(handle),
                     kind,
                     incumbent=self._s.current is not None,
                     can_rebuild=self._s.can_rebuild(),
@@ -489,8 +479,8 @@ class Rotation:
             )
         )
 
-    def _holdable(self, handle: HandleRef | None) -> HandleRef | None:
-        if handle is not None and not self._s.input.outbox.hold(handle):
+    def _pinned(self, handle: HandleRef | None) -> HandleRef | None:
+        if handle is not None and not self._s.pin(handle):
             logger.warning(
                 "{}: handle {} is no longer a resumption point of the input buffer; rebuilding",
                 self._s.callbacks,
@@ -500,7 +490,7 @@ class Rotation:
         return handle
 
     def _lost_event(self, code: int | None, handle: HandleRef | None, kind: HandleKind) -> m.Lost:
-        return m.Lost(self._s.now(), code, self._holdable(handle), kind, self._s.can_rebuild())
+        return m.Lost(self._s.now(), code, self._pinned(handle), kind, self._s.can_rebuild())
 
     # --- carrying out the machine's actions -----------------------------------------------------
 
@@ -594,7 +584,7 @@ class Rotation:
             [settle] = self._machine.send(m.SetupOk())
             assert isinstance(settle, m.Settle)
             stage = Stage.SETTLING
-            close = await self._handover.settle(conn, settle.seconds)
+            close = await self._switchover.settle(conn, settle.seconds)
         except TimeoutError:
             self._drop_pending()
             error = TimeoutError(f"the setup did not complete within attempt_timeout ({timeout} s)")
@@ -648,7 +638,7 @@ class Rotation:
         if self._epoch == epoch:
             self._s.set_gate(m.InputGate.HELD)
             if incumbent is not None:
-                await self._handover.break_incumbent(incumbent, move)
+                await self._switchover.break_incumbent(incumbent, move)
 
     def _failed(
         self, stage: Stage, error: BaseException | None, code: int | None = None
@@ -686,7 +676,7 @@ class Rotation:
     def _drop_pending(self) -> None:
         conn, self._pending = self._pending, None
         if conn is not None:
-            self._handover.drop(conn)
+            self._switchover.drop(conn)
 
     # --- the moves ------------------------------------------------------------------------------
 
@@ -751,7 +741,7 @@ class Rotation:
         # first handle, above all) is delivered: a handle recorded after writes it never
         # saw would be taken to hold them.
         self._s.set_gate(m.InputGate.HELD)
-        report, replay = self._handover.switch(conn, move, handle)
+        report, replay = self._switchover.switch(conn, move, handle)
         resumed = report.outcome is MoveOutcome.RESUMED
         self._answered_deadline = self._deadline_at if resumed and self._go_away_seen else None
         # Replayed speech is a turn the new connection hears after the switch: it may be
@@ -775,7 +765,7 @@ class Rotation:
     def _release(self, conn: LiveConnection) -> None:
         """After a switch: deliver what ``conn`` said while held (now the move is recorded,
         its first handle counts as a resumable point), then open its input."""
-        self._handover.release(conn)
+        self._switchover.release(conn)
         if self._closed:
             return
         if not self.moving:  # (a delivered handle may have begun the next move, gated)

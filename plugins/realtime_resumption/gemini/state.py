@@ -1,19 +1,24 @@
 """The state of one transport's session, shared by the parts that serve it.
 
-:class:`TransportState` is handed to the receiver, the dialler, the handover and the rotation
+:class:`TransportState` is handed to the receiver, the dialler, the switchover and the rotation
 instead of the transport itself: it holds the connection the session runs on, the session's
-resumption handles (their texts in its ``HandleBook``, the one place a handle's text is kept; the
-other parts hold ``HandleRef`` numbers) and which is the latest resumable one, the bookkeeping every part feeds (generations, tool calls, history, input) and the few
-operations on them that more than one part needs — calling the framework's callbacks, applying
-generation effects, installing and detaching connections, closing the session. The transport
-owns it; the other parts read its state and change it only through its methods.
+resumption handles (their texts in its ``HandleBook``, the one place a handle's text is kept;
+the other parts hold ``HandleRef`` numbers) and which is the latest resumable one, and the few
+operations more than one part needs — calling the framework's callbacks, applying generation
+effects, installing and detaching connections, taking in a new handle, closing the session.
+
+The bookkeeping (the generation tracker, the input path, the tool calls, the history, the
+retained user turn) is the owners' own: the state keeps them private and answers what the other
+parts ask of them through its methods; the receiver and the switchover, which feed them,
+are handed the ones they feed. The transport owns the state; the other parts read it and
+change it only through its methods.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, ParamSpec, Protocol
 
@@ -46,11 +51,13 @@ from realtime_resumption.transport import (
     LLMTransport,
     ReasoningInfo,
     ReplayItem,
+    ToolCall,
     TransportErrorEvent,
 )
 
 if TYPE_CHECKING:
     from realtime_resumption.gemini.connection import LiveConnection
+    from realtime_resumption.gemini.messages import ClientMessage
     from realtime_resumption.move_reports import HandleKind, MoveReason, MoveReport
 
 _P = ParamSpec("_P")
@@ -85,18 +92,18 @@ class TransportState:
         input_path: InputPath,
         tools: ToolCallTracker,
         history: ConversationHistory,
-        user_turn: UserTurnRetainer,
+        retained_turn: UserTurnRetainer,
         credential_expired: Callable[[LiveConnection], None],
     ) -> None:
         self._callbacks = callbacks
         self._options = options
         self.secrets = secrets
         """API keys, tokens and handles: redacted wherever text leaves the transport."""
-        self.tracker = tracker
-        self.input = input_path
-        self.tools = tools
-        self.history = history
-        self.user_turn = user_turn
+        self._tracker = tracker
+        self._input = input_path
+        self._tools = tools
+        self._history = history
+        self._retained_turn = retained_turn
         self.seeded: tuple[ReplayItem, ...] = ()
         """History the client replayed: a rebuilt session is seeded with it."""
         self.without_id: set[str] = set()
@@ -117,11 +124,10 @@ class TransportState:
         self.answers_prove_input = True
         """Whether the model's output on the current connection shows it took in the tool
         results written before it: no function its setup declared lets the model talk on
-        while it runs (``gemini.outbox``, *Answered*)."""
+        while it runs (``outbox``, *Answered*)."""
         self.tool_calls_possible = True
         """The current connection's setup declares functions: a tool call may still finish
         an answer after the provider's turnComplete (``GenerationTracker``'s grace)."""
-        self._gate = InputGate.OPEN
         self._credential_expired = credential_expired
         self._tasks: set[asyncio.Task[Any]] = set()
         self._tick: asyncio.TimerHandle | None = None
@@ -170,12 +176,12 @@ class TransportState:
     @property
     def gate(self) -> InputGate:
         """How much of the input the current connection takes (the move decides)."""
-        return self._gate
+        return self._input.gate
 
     def set_gate(self, gate: InputGate) -> None:
         """Let the current connection take ``gate``'s share of the input (no feed: the
         caller feeds when the moment is right)."""
-        self._gate = gate
+        self._input.set_gate(gate)
 
     def update_setup(self, options: LiveOptions) -> bool:
         """The next connection's setup is ``options``; True when that changes the setup of
@@ -205,7 +211,7 @@ class TransportState:
         non_blocking = non_blocking_functions(
             setup.tools, by_default=self.traits.non_blocking_calls
         )
-        self.tools.declared(non_blocking)
+        self._tools.declared(non_blocking)
         self.answers_prove_input = not non_blocking
         self.tool_calls_possible = setup.declares_functions
 
@@ -219,6 +225,29 @@ class TransportState:
         """The provider marked ``handle`` resumable: a new connection may resume from it."""
         self._handle = handle
 
+    def handle_issued(
+        self,
+        text: str,
+        conn: LiveConnection,
+        now: float,
+        *,
+        resumable: bool,
+        last_consumed_index: int | None,
+    ) -> HandleRef:
+        """``conn``, the current connection, issued the handle ``text`` (handled at ``now``):
+        every owner learns of it in this one step. Its text is a secret, kept in the book
+        alone; the input places it, the tool calls note which calls its session issued, and
+        a resumable one becomes :attr:`latest`. Returns its reference."""
+        self.secrets.add(text)
+        handle = self.handles.enter(text)
+        if resumable:
+            self._handle = handle
+        self._input.record_handle(
+            handle, conn, now, resumable=resumable, last_consumed_index=last_consumed_index
+        )
+        self._tools.handle_recorded(handle, conn.dial_gen, resumable=resumable)
+        return handle
+
     def forget_handle(self) -> None:
         """The server session's handles resume nothing any more (rebuilt, cleared, aborted)."""
         self._handle = None
@@ -231,6 +260,7 @@ class TransportState:
         """Detach the current connection at once and forget the handle (``abort_incumbent``:
         a recovery dial must not resume a wedged turn); returns the connection."""
         conn, self._current = self._current, None
+        self._input.stop_feeding()
         self._handle = None
         return conn
 
@@ -239,7 +269,7 @@ class TransportState:
         progress ends, and everyone waiting for an answer's end is released."""
         self._active = False
         self.cancel_timers()
-        self.apply(self.tracker.connection_lost(self.now()))
+        self.apply(self._tracker.connection_lost(self.now()))
         self.release_waiters()
 
     @property
@@ -297,15 +327,57 @@ class TransportState:
 
     def can_rebuild(self) -> bool:
         """There is a conversation to seed a fresh session with."""
-        return bool(self.seeded) or self.history.turns > 0
+        return bool(self.seeded) or self._history.turns > 0
+
+    # --- what the session holds, for its record and a rebuild -----------------------------------
+
+    @property
+    def generation_id(self) -> str | None:
+        """The answer in progress, if any."""
+        return self._tracker.generation_id
+
+    def conversation(self) -> list[ReplayItem]:
+        """The conversation a fresh session is seeded with: what the client replayed, then
+        the history since."""
+        return list(self.seeded) + self._history.replay_items()
+
+    def lacking(self, handle: HandleRef | None) -> list[ClientMessage]:
+        """The input a session resumed from ``handle`` (rebuilt, for None) would lack."""
+        return self._input.lacking(handle)
+
+    def pin(self, handle: HandleRef) -> bool:
+        """Keep ``handle``'s place in the input until the next connection attaches (a dial
+        from it starts); False when the input no longer knows it."""
+        return self._input.pin(handle)
+
+    def issued_by(self, handle: HandleRef | None) -> frozenset[str]:
+        """The tool calls the server session at ``handle`` issued (none for None)."""
+        return self._tools.known_at(handle) if handle is not None else frozenset()
+
+    def open_calls(self) -> list[ToolCall]:
+        """The tool calls waiting for their result, as the model issued them."""
+        return [
+            call
+            for call_id in self._tools.pending_ids()
+            if (call := self._history.call(call_id)) is not None
+        ]
+
+    def calls_restored(self, calls: Sequence[ToolCall], handle: HandleRef) -> None:
+        """The session resumed from ``handle`` on the current connection still waits for
+        ``calls`` (a call taken over): they are open, issued by that session (a record taken
+        before its next handle keeps them), and in the history."""
+        conn = self._current
+        assert conn is not None
+        self._tools.calls_issued(calls, conn.dial_gen, self.now())
+        self._tools.handle_recorded(handle, conn.dial_gen)
+        for call in calls:
+            self._history.tool_call(call)
 
     # --- input --------------------------------------------------------------------------------
 
     def feed(self) -> None:
         """Hand the current connection its next message, as far as the gate lets it."""
-        if self._gate is InputGate.HELD:
-            return
-        self.input.feed(self._current, self.now(), media_only=self._gate is InputGate.MEDIA_ONLY)
+        self._input.feed(self.now())
 
     # --- connections --------------------------------------------------------------------------
 
@@ -315,7 +387,7 @@ class TransportState:
         """Make ``conn`` the session's connection: it delivers and takes sends from now on."""
         self._current = conn
         self._working = dialled_with
-        self.input.new_connection()
+        self._input.connected(conn)
         self._setup_stale = dialled_with != self._options
         self._declare_calls(dialled_with)
         conn.start()
@@ -332,7 +404,7 @@ class TransportState:
         if conn is not self._current:
             return False
         self._current = None
-        self.input.outbox.detach(conn.dial_gen)
+        self._input.detach(conn)
         self.cancel_expiry()
         return True
 
@@ -356,16 +428,17 @@ class TransportState:
         ``on_close`` reports it (once)."""
         was_active = self._active
         self._active = False
-        self._gate = InputGate.OPEN
+        self._input.set_gate(InputGate.OPEN)
         conn, self._current = self._current, None
+        self._input.stop_feeding()
         if conn is not None:
             self.spawn_close(conn)
         self.cancel_timers()
-        self.apply(self.tracker.connection_lost(self.now()))
+        self.apply(self._tracker.connection_lost(self.now()))
         self.release_waiters()
-        self.input.clear()
-        self.tools.clear()
-        self.user_turn.clear()
+        self._input.clear()
+        self._tools.clear()
+        self._retained_turn.clear()
         if was_active:
             self.call(self._callbacks.on_close, code, self.clean(reason))
 
@@ -422,7 +495,7 @@ class TransportState:
     def schedule_tick(self) -> None:
         """Arm the generation tracker's next deadline (bounds run while the session is up,
         across moves; a closed session ends the answer)."""
-        deadline = self.tracker.next_deadline if self._active else None
+        deadline = self._tracker.next_deadline if self._active else None
         if self._tick is not None:
             if deadline is not None and self._tick.when() == deadline:
                 return
@@ -433,7 +506,7 @@ class TransportState:
 
     def _on_tick(self) -> None:
         self._tick = None
-        self.apply(self.tracker.tick(self.now()))
+        self.apply(self._tracker.tick(self.now()))
         self.schedule_tick()
 
     def cancel_expiry(self) -> None:

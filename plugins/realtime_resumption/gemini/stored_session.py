@@ -104,16 +104,12 @@ class SessionSnapshot(CallRecord[ClientMessage, Setup]):
         ``s.options`` when the caller has it already (it is the same until the options
         change)."""
         handle, latest = s.handle, s.latest
-        known = s.tools.known_at(latest) if latest is not None else frozenset()
-        calls = tuple(
-            call
-            for call_id in s.tools.pending_ids()
-            if call_id in known and (call := s.history.call(call_id)) is not None
-        )
+        known = s.issued_by(latest)
+        calls = tuple(call for call in s.open_calls() if call.id in known)
         answered = {call.id for call in calls}
         pending = tuple(
             message
-            for message in s.input.outbox.lacking(latest)
+            for message in s.lacking(latest)
             # A result is replayed only to the session that issued its call.
             if not isinstance(message.payload, ToolResponse)
             or all(r.id in known and r.id not in answered for r in message.payload.responses)
@@ -125,7 +121,7 @@ class SessionSnapshot(CallRecord[ClientMessage, Setup]):
             vertex=vertex,
             input=pending,
             tool_calls=calls,
-            conversation=tuple(s.seeded) + tuple(s.history.replay_items()),
+            conversation=tuple(s.conversation()),
             setup=setup if setup is not None else Setup.of(s.options),
             saved_at=now,
         )

@@ -1,8 +1,8 @@
-"""Handing the session from one connection to the next.
+"""Switching the session from one connection to the next.
 
-:class:`Handover` belongs to one transport. It lets a freshly set-up connection *settle* (its
+:class:`Switchover` belongs to one transport. It lets a freshly set-up connection *settle* (its
 first message shows the provider accepted it; a close right after the setup means it refused
-it), holding whatever the connection says meanwhile; *switches* the session to it in one step
+it), deferring whatever the connection says meanwhile; *switches* the session to it in one step
 (the cut answer ends, input the new session lacks is queued, the incumbent is retired, the move
 finishes); and *breaks* the incumbent first when the provider will not resume while it is open.
 """
@@ -26,13 +26,17 @@ from realtime_resumption.transport import GenerationEndReason
 if TYPE_CHECKING:
     from realtime_resumption.gemini.connection import LiveConnection
     from realtime_resumption.gemini.dialling import Dialler
+    from realtime_resumption.gemini.input_path import InputPath
     from realtime_resumption.gemini.state import TransportState
+    from realtime_resumption.generation import GenerationTracker
     from realtime_resumption.handles import HandleRef
+    from realtime_resumption.history import ConversationHistory
+    from realtime_resumption.tool_calls import ToolCallTracker
 
 Close = tuple[int | None, str | None]
 
 
-class Handover:
+class Switchover:
     """Settles, switches to and retires connections; see the module documentation.
 
     ``deliver`` applies a message of the current connection (the receiver); ``turn_cut``
@@ -44,14 +48,22 @@ class Handover:
         session: TransportState,
         dialler: Dialler,
         *,
+        tracker: GenerationTracker,
+        input_path: InputPath,
+        tools: ToolCallTracker,
+        history: ConversationHistory,
         deliver: Callable[[LiveConnection, types.LiveServerMessage], None],
         turn_cut: Callable[[], None],
     ) -> None:
         self._s = session
         self._dialler = dialler
+        self._tracker = tracker
+        self._input = input_path
+        self._tools = tools
+        self._history = history
         self._deliver = deliver
         self._turn_cut = turn_cut
-        self._held: dict[LiveConnection, list[types.LiveServerMessage]] = {}
+        self._deferred: dict[LiveConnection, list[types.LiveServerMessage]] = {}
         self._settling: dict[LiveConnection, asyncio.Future[None]] = {}
         self._closes: dict[LiveConnection, Close] = {}
 
@@ -62,13 +74,13 @@ class Handover:
 
     # --- what connections report --------------------------------------------------------------
 
-    def hold(self, conn: LiveConnection, message: types.LiveServerMessage) -> bool:
-        """Keep ``message`` when ``conn``'s messages are held (settling, or switched to but
-        not released yet); False when they are not."""
-        held = self._held.get(conn)
-        if held is None:
+    def defer(self, conn: LiveConnection, message: types.LiveServerMessage) -> bool:
+        """Keep ``message`` when ``conn``'s messages are deferred (settling, or switched to
+        but not released yet); False when they are not."""
+        deferred = self._deferred.get(conn)
+        if deferred is None:
             return False
-        held.append(message)
+        deferred.append(message)
         signal = self._settling.get(conn)
         if signal is not None and not signal.done():
             signal.set_result(None)
@@ -85,12 +97,12 @@ class Handover:
         return True
 
     def forget(self, conn: LiveConnection) -> None:
-        """Drop what ``conn`` said that is still held (it no longer counts)."""
-        self._held.pop(conn, None)
+        """Drop what ``conn`` said that is still deferred (it no longer counts)."""
+        self._deferred.pop(conn, None)
 
     def release(self, conn: LiveConnection) -> None:
-        """Deliver what ``conn`` said while held, in order, if it is the current connection."""
-        for message in self._held.pop(conn, None) or ():
+        """Deliver what ``conn`` said while deferred, in order, if it is the current connection."""
+        for message in self._deferred.pop(conn, None) or ():
             if conn is not self._s.current:
                 return
             self._deliver(conn, message)
@@ -100,9 +112,9 @@ class Handover:
     async def settle(self, conn: LiveConnection, seconds: float) -> Close | None:
         """Let a new connection prove it was accepted: None once it sent its first message
         (or stayed open ``seconds``); its close code and reason when it closed first. What it
-        sends meanwhile is held for the switch."""
+        sends meanwhile is deferred to the switch."""
         signal: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._held[conn] = []
+        self._deferred[conn] = []
         self._settling[conn] = signal
         try:
             conn.start_receiving()
@@ -122,7 +134,7 @@ class Handover:
 
     def drop(self, conn: LiveConnection) -> None:
         """Give up a connection that was dialled for a move and not switched to."""
-        self._held.pop(conn, None)
+        self._deferred.pop(conn, None)
         self._closes.pop(conn, None)
         self._dialler.forget(conn)
         if not conn.closed:
@@ -138,22 +150,21 @@ class Handover:
         new session never issued are orphaned, the input it lacks is queued (after the
         history, for a fresh session), the incumbent is retired, and ``move`` finishes; its
         report (``on_move`` has it) and what was queued are returned. What ``conn`` said while
-        it settled stays held until :meth:`release`."""
+        it settled stays deferred until :meth:`release`."""
         s = self._s
         now = s.now()
         old = s.current
         if old is not None and self.cut_turn(now, GenerationEndReason.MOVED):
             move.turn_was_cut()
-        orphaned = s.tools.connected(conn.dial_gen, resumed_from=handle)
+        orphaned = self._tools.connected(conn.dial_gen, resumed_from=handle)
         for call_id in orphaned:
-            s.input.withdraw_result(call_id)
-        outbox = s.input.outbox
+            self._input.withdraw_result(call_id)
         if handle is not None:
-            replay = outbox.attach_resumed(conn.dial_gen, handle, now, round_trip=conn.round_trip)
+            replay = self._input.attach_resumed(conn, handle, now)
         else:
-            replay = outbox.attach_fresh(conn.dial_gen, now, round_trip=conn.round_trip)
+            replay = self._input.attach_fresh(conn, now)
             s.forget_handle()  # the old session's handles resume nothing any more
-            history = ClientMessage.history(list(s.seeded) + s.history.replay_items())
+            history = ClientMessage.history(s.conversation())
             if history is not None:
                 # Before anything else reaches the fresh session (Gemini 3.x takes history
                 # only before the first realtime input).
@@ -216,12 +227,12 @@ class Handover:
         belong to): their results are never sent, the framework hears them cancelled, and
         their answer ends as ``tool_call_orphaned``. True when an answer was cut."""
         s = self._s
-        tracker, tools = s.tracker, s.tools
+        tracker, tools = self._tracker, self._tools
         cut = tracker.answer_in_progress
         open_calls = tools.orphan(tools.pending_ids() + tools.unsent_ids())
         if open_calls:
             for call_id in open_calls:
-                s.input.withdraw_result(call_id)
+                self._input.withdraw_result(call_id)
             reason = GenerationEndReason.TOOL_CALL_ORPHANED
         s.apply(tracker.connection_lost(now, reason))
         if open_calls:
@@ -231,10 +242,10 @@ class Handover:
             s.call(s.callbacks.on_tool_call_cancel, open_calls)
         if not cut:
             return False
-        history = s.history
+        history = self._history
         if history.answer_started:
             history.interrupted()
             history.turn_complete()
-            s.input.outbox.turn_completed()
+            self._input.turn_completed()
         self._turn_cut()
         return True
