@@ -5,14 +5,14 @@ pure, in the spirit of h11: no I/O, no asyncio, no clock of its own. The rotatio
 (``gemini.rotation``) feeds it :data:`Event` values — a move became due, a dial set up, a
 connection closed, a turn began — and carries out the :data:`Action` values it returns (dial,
 settle, wait, switch, give up). When to move (the resumable point after a ``goAway``, the
-deadline fallback) is decided by :class:`~realtime_resumption.resumption.SessionResumption`;
+deadline fallback) is decided by :class:`~realtime_resumption.move_timing.MoveTiming`;
 what a failure means by :func:`~realtime_resumption.failures.classify`.
 
 States (:class:`Phase`) and their transitions::
 
     IDLE ──Wanted──► WAITING                 goAway or a setup change: wait for a resumable
                                              point (or the deadline); the incumbent serves
-    IDLE, WAITING ──Due──► DIALLING          the helper chose the handle (or none: rebuild);
+    IDLE, WAITING ──Due──► DIALLING          the decider chose the handle (or none: rebuild);
                                              the incumbent keeps serving (make-before-break)
                    └─Due (break first)─► DIALLING, after Break: close the incumbent first
                                              (the session or its endpoint refused a resume
@@ -210,7 +210,7 @@ class BackoffOver:
 @dataclass(frozen=True)
 class Lost:
     """The session's connection closed without the transport asking. ``handle``/``kind``:
-    what a move would resume from (the helper's latest handle)."""
+    what a move would resume from (the decider's latest handle)."""
 
     now: float
     code: int | None
