@@ -10,6 +10,11 @@ A handle is what the driver passes: the provider's text, or a
 Gemini transport keeps each handle's text once, in its ``HandleBook``). The helper only keeps
 and compares handles, so it works the same with either.
 
+The decisions (the resumable point, the deadline fallback, the storm spread, the attempts and
+their delays) are :class:`~realtime_resumption.move_timing.MoveTiming`'s, a pure machine; the
+helper is its asyncio driver: it runs the machine's timers on the loop, and the attempts it asks
+for in a move task of its own.
+
 Time comes from the running event loop (timers and sleeps only), so tests fast-forward it.
 Call every method from the event loop the helper's moves run on.
 """
@@ -188,8 +193,10 @@ class SessionResumption(Generic[H]):
         - An update without a handle (None or ``""``) never supplies one: an empty handle is
           never used to resume. With ``resumable`` true it changes nothing.
         """
-        if self._timing.stopped:
+        timing = self._timing
+        if timing.stopped:
             return
+        moving = timing.moving
         self._send(t.Update(handle, resumable))
         if not resumable:
             logger.debug("resumption update: not resumable, handle {}", redact(handle))
@@ -199,7 +206,10 @@ class SessionResumption(Generic[H]):
             logger.debug(
                 "resumption update: handle {} ({})",
                 redact(handle),
-                "resumable point" if self._timing.at_point else "fallback",
+                # (a point a move just left from is spent already)
+                "resumable point"
+                if timing.at_point or (timing.moving and not moving)
+                else "fallback",
             )
 
     def turn_started(self) -> None:
