@@ -452,3 +452,64 @@ def _at(event: t.GoAway | t.ConfigChanged | t.Abandoned[str], now: float) -> t.E
     if isinstance(event, t.ConfigChanged):
         return t.ConfigChanged(now, event.within)
     return t.Abandoned(now, event.handle)
+
+
+# --- guards found by mutation -------------------------------------------------------------
+
+
+def test_a_negative_notice_counts_as_none_left() -> None:
+    assert t.notice_seconds(-5.0) == 0.0
+    assert t.notice_seconds(12.0) == 12.0
+
+
+def test_a_goaway_at_the_tolerance_s_edge_still_ends_the_capped_session() -> None:
+    timing: t.MoveTiming[str] = t.MoveTiming(FAST, attempts=False)
+    timing.send(t.Update(H1, True))
+    only_move(timing.send(t.GoAway(0.0, 60.0, capped=True)))
+    timing.send(t.Switched(resumed=True))
+    timing.send(t.TurnStarted())
+    assert t.SessionEnds() in timing.send(t.GoAway(10.0, 51.0, capped=True))
+    # Forced or not as the move would be: the fallback forces this one.
+    move = only_move(timing.send(t.TimerExpired(TimerKind.FALLBACK, 56.0)))
+    assert move == t.MoveNow(MoveReason.DEADLINE, None, HandleKind.NONE, forced=True)
+
+
+def test_a_quiet_goaway_with_a_move_wanted_already_moves_without_the_spread() -> None:
+    options = ResumptionOptions(storm_spread=4.0)
+    timing: t.MoveTiming[str] = t.MoveTiming(options, attempts=False, spread_draw=lambda: 0.5)
+    at_point(timing)
+    only_move(timing.send(t.Requested()))
+    timing.send(t.Switched(resumed=True))
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [t.StartTimer(595.0, TimerKind.FALLBACK)]
+    assert timing.send(t.GoAway(1.0, 30.0)) == [
+        t.CancelTimer(TimerKind.FALLBACK),
+        t.MoveNow(MoveReason.PLANNED, H1, HandleKind.AFTER_TURN, forced=False),
+    ]
+
+
+def test_a_quiet_goaway_with_no_move_wanted_yet_is_spread() -> None:
+    options = ResumptionOptions(storm_spread=4.0)
+    timing: t.MoveTiming[str] = t.MoveTiming(options, attempts=False, spread_draw=lambda: 0.5)
+    at_point(timing)
+    only_move(timing.send(t.Requested()))
+    timing.send(t.Switched(resumed=True))
+    assert timing.send(t.GoAway(0.0, 30.0)) == [
+        t.StartTimer(2.0, TimerKind.SPREAD),
+        t.StartTimer(25.0, TimerKind.FALLBACK),
+    ]
+
+
+@pytest.mark.parametrize("end", ["switched", "forget", "succeeded"])
+def test_a_move_s_end_forgets_the_goaway_it_answered(end: str) -> None:
+    """After the move (or a forget), a setup change alone moves for ``config``."""
+    timing: t.MoveTiming[str] = t.MoveTiming(FAST, attempts=end == "succeeded")
+    at_point(timing)
+    only_move(timing.send(t.GoAway(0.0, 30.0)))
+    if end == "switched":
+        timing.send(t.Switched(resumed=True))
+    elif end == "forget":
+        timing.send(t.Forget())
+    else:
+        timing.send(t.AttemptSucceeded())
+    timing.send(t.ConfigChanged(1.0, 600.0))
+    assert only_move(timing.send(t.Update(H2, True))).reason is MoveReason.CONFIG

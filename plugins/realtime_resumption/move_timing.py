@@ -511,7 +511,7 @@ class MoveTiming(Generic[H]):
             self._config = False
         elif isinstance(event, Requested):
             if self.latest_handle is None:
-                return self._clear_want() + self._move_now(event.reason, None, False)
+                return self._clear_want() + self._rebuild(event.reason, False)
             # From the resumable point if there is one (and no spread wait holds it), else
             # forced from the latest handle: the caller wants the move now either way.
             point = self.at_point and TimerKind.SPREAD not in self._timers
@@ -580,7 +580,7 @@ class MoveTiming(Generic[H]):
                 if self.at_point and self.wanted and TimerKind.SPREAD not in self._timers:
                     return actions + self._decide(MoveReason.PLANNED)
             elif event.rebuild_when_quiet:
-                return actions + self._move_now(MoveReason.PLANNED, None, False)
+                return actions + self._rebuild(MoveReason.PLANNED, False)
         return actions + self._want(event.now, notice)
 
     def _want(self, now: float, notice: float) -> list[Action[H]]:
@@ -691,15 +691,16 @@ class MoveTiming(Generic[H]):
             reason = decided
         forced = decided is not MoveReason.PLANNED
         if self.ending:
-            return actions + self._move_now(reason, None, forced)
+            return actions + self._rebuild(reason, forced)
         actions.append(MoveNow(reason, handle, kind, forced))
         if self.attempts:
             self.move = MoveDecision(handle, kind, decided, 1)
             actions.append(Attempt(self.move, self.options.retry_delays[0]))
         return actions
 
-    def _move_now(self, reason: MoveReason, handle: None, forced: bool) -> list[Action[H]]:
-        return [MoveNow(reason, handle, HandleKind.NONE, forced)]
+    def _rebuild(self, reason: MoveReason, forced: bool) -> list[Action[H]]:
+        """Move now with no handle: the caller rebuilds the session (or fails)."""
+        return [MoveNow(reason, None, HandleKind.NONE, forced)]
 
     def _spread_delay(self, until_fallback: float) -> float:
         """This session's share of the storm spread: a draw within the spread, never more
