@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from realtime_resumption import move_timing as t
 from realtime_resumption.move_reports import HandleKind, MoveReason
 from realtime_resumption.move_timing import ResumptionOptions, TimerKind
+from realtime_resumption.redaction import redact
 
 H1 = "handle-one-0123456789-secret"
 H2 = "handle-two-0123456789-secret"
@@ -349,7 +350,12 @@ def test_reprs_show_no_handle_whole() -> None:
         repr(item)
         for item in (timing, *actions, t.Update(H1, True), t.Abandoned(0.0, H1), t.ResumedFrom(H1))
     )
-    assert H1 not in shown and "hand" in shown
+    assert H1 not in shown
+    # Each shows the handle redacted, as the logs do.
+    for item in (timing, *moves(actions), t.Update(H1, True), t.Abandoned(0.0, H1)):
+        assert redact(H1) in repr(item), item
+    assert redact(H1) in repr(t.ResumedFrom(H1))
+    assert "reason='lost'" in repr(only_move(actions)) and "forced=True" in repr(actions[0])
 
 
 # --- any sequence -----------------------------------------------------------------------------
