@@ -45,7 +45,7 @@ bench: $(STAMP)
 # included), beside copies of tests/ and pyproject.toml ([tool.mutmut] there picks the tests). The
 # editable install's finder comes after sys.path, so the tests import the mutated copies.
 # MUTATE_CHILDREN bounds the parallel test processes (the machine is shared).
-MUTATE_MODULES := outbox move_machine failures resumption generation
+MUTATE_MODULES := outbox move_machine move_timing failures resumption generation
 MODULE ?= failures
 MUTATE_CHILDREN ?= 1
 MUTATE := build/mutate

@@ -6,7 +6,7 @@ provider's transport (Gemini's rotation, ``gemini.rotation``) feeds it :data:`Ev
 move became due, a dial set up, a connection closed, a turn began — and carries out the
 :data:`Action` values it returns (dial, settle, wait, switch, give up). When to move (the
 resumable point after the provider's notice that the connection ends, the deadline fallback) is
-decided by :class:`~realtime_resumption.resumption.SessionResumption`; what a failure means by
+decided by :class:`~realtime_resumption.move_timing.MoveTiming`; what a failure means by
 :func:`~realtime_resumption.failures.classify`, over the provider's reading of its close codes
 (the ``reading`` the machine is built with).
 
@@ -15,7 +15,7 @@ States (:class:`Phase`) and their transitions::
     IDLE ──Wanted──► WAITING                 the provider's notice of the end, or a setup
                                              change: wait for a resumable point (or the
                                              deadline); the incumbent serves
-    IDLE, WAITING ──Due──► DIALLING          the helper chose the handle (or none: rebuild);
+    IDLE, WAITING ──Due──► DIALLING          the decider chose the handle (or none: rebuild);
                                              the incumbent keeps serving (make-before-break)
                    └─Due (break first)─► DIALLING, after Break: close the incumbent first
                                              (the session or its endpoint refused a resume
@@ -217,7 +217,7 @@ class BackoffOver:
 @dataclass(frozen=True)
 class Lost:
     """The session's connection closed without the transport asking. ``handle``/``kind``:
-    what a move would resume from (the helper's latest handle)."""
+    what a move would resume from (the decider's latest handle)."""
 
     now: float
     code: int | None

@@ -15,6 +15,7 @@ SOURCE_ROOTS = (ROOT / "plugins", ROOT / "frames")
 TESTING_KIT = "realtime_resumption.testing"
 PURE = {
     "realtime_resumption.move_machine",
+    "realtime_resumption.move_timing",
     "realtime_resumption.failures",
     "realtime_resumption.outbox",
     "realtime_resumption.silence",

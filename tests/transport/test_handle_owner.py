@@ -1,6 +1,6 @@
 """A resumption handle's text lives in one place: the session's ``HandleBook``.
 
-The parts that must know a handle (the session state, the seed's helper, the move machine, the
+The parts that must know a handle (the session state, the decider, the move machine, the
 outbox's resumption points, the tool-call tracker) hold ``HandleRef`` numbers; after a real
 move on the emulator none of them reaches a handle's text, and the book holds it.
 """
@@ -87,7 +87,7 @@ async def test_only_the_book_keeps_a_handle_text(emu: Emulator) -> None:
     parts: dict[str, tuple[object, list[object]]] = {
         # The redaction list knows every secret, handles included: it keeps them out of logs.
         "state": (s, [s.secrets, s.callbacks]),
-        "helper": (rotation._helper, []),
+        "decider": (rotation._timing, []),
         "move machine": (rotation._machine, []),
         "outbox": (transport._input._outbox, []),
         "tool calls": (transport._tools, []),
@@ -96,7 +96,7 @@ async def test_only_the_book_keeps_a_handle_text(emu: Emulator) -> None:
         assert not _strings(part, skip=skip) & texts, f"the {name} keeps a handle's text"
 
     assert isinstance(s.latest, HandleRef)
-    assert isinstance(rotation._helper.latest_handle, HandleRef)
+    assert isinstance(rotation._timing.latest_handle, HandleRef)
     assert transport.resumption_handle == s.handles.text(s.latest)
     assert transport.resumption_handle in _strings(s.handles)
     await transport.disconnect()

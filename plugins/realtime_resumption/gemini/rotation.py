@@ -1,10 +1,11 @@
 """Moving a Gemini Live session to a new connection: the driver of the move's state machine.
 
 :class:`Rotation` belongs to one :class:`~realtime_resumption.gemini.GeminiLiveTransport`. It
-feeds :class:`~realtime_resumption.resumption.SessionResumption` what the transport sees
-(handles, turns, ``goAway``) so the helper picks the moment and the handle, feeds the move's
-state machine (``move_machine``, which holds every state and transition) and carries out the
-actions it returns: dial, settle, wait, switch (``gemini.switchover``), give up. Every move ends
+feeds the decider (``move_timing``) what the transport sees (handles, turns, ``goAway``, a
+setup change, a request, how its moves ended) so it picks the moment and the handle, runs the
+decider's timers, feeds the move's state machine (``move_machine``, which holds every state
+and transition of a move) and carries out the actions it returns: dial, settle, wait, switch
+(``gemini.switchover``), give up. Every move ends
 with one outcome, reported as a :class:`~realtime_resumption.move_reports.MoveReport`:
 
 - *Planned* (``goAway``; a config change; a reconnect the framework asked for): the replacement
@@ -15,7 +16,8 @@ with one outcome, reported as a :class:`~realtime_resumption.move_reports.MoveRe
   closed first and the dial repeated (break-before-make), and every later move of the session
   does the same. A ``goAway`` that reaches a connection before anything was said on it since
   its switch moves at once (the point after the resume is as good as a resumable one), where
-  the helper alone would wait for the connection's first resumable handle or the deadline.
+  the standalone helper (``SessionResumption``) would wait for the connection's first
+  resumable handle or the deadline.
 - *Lost* (the connection closed without notice): the session resumes from the fallback handle;
   input is held meanwhile (``OutboxLimits``) and flushed after.
 - *Rebuilt*: a refused or expired handle means the server session is gone; a fresh session is
@@ -49,8 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import math
+import random
 from asyncio import FIRST_COMPLETED
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -58,6 +59,7 @@ from typing import TYPE_CHECKING, Any, Final
 from loguru import logger
 
 from realtime_resumption import move_machine as m
+from realtime_resumption import move_timing as t
 from realtime_resumption.failures import RetryPolicy, Stage
 from realtime_resumption.gemini import preopen
 from realtime_resumption.gemini.close_codes import read_close
@@ -74,13 +76,9 @@ from realtime_resumption.move_reports import (
     MoveReport,
     scrub,
 )
+from realtime_resumption.move_timing import ResumptionOptions
 from realtime_resumption.redaction import redact
-from realtime_resumption.resumption import (
-    DEFAULT_GO_AWAY_NOTICE,
-    MoveDecision,
-    ResumptionOptions,
-    SessionResumption,
-)
+from realtime_resumption.resumption import MoveTimers
 from realtime_resumption.transport import (
     MoveStats,
     SessionLostError,
@@ -104,11 +102,6 @@ CONFIG_MOVE_WAIT: Final = 600.0
 """Seconds a configuration change waits for a resumable point before it moves anyway: a bound
 of its own, not a connection's life (which depends on the model, ten minutes to an hour; a
 connection that ends sooner moves the session through its goAway or its close)."""
-
-SESSION_END_TOLERANCE: Final = 1.0
-"""Seconds by which a ``goAway``'s deadline may pass the one the last move answered and still
-be the same end: the service states its notice in whole seconds (``"50s"``), and each
-connection reads it after its own network delay."""
 
 _WAIT_BOUND_SLACK: Final = 5.0
 
@@ -140,13 +133,10 @@ class Rotation:
         self._enabled = enabled
         self._replay_turn = replay_turn
         self.log = MoveLog()
-        # The helper decides when and from which handle; the attempts are the move machine's,
-        # under the one failure policy (``retry_delays``, ``attempt_timeout``, the budget). Its
-        # reconnect hands the decision over and returns, so it runs one attempt of its own.
-        self._helper: SessionResumption[HandleRef] = SessionResumption(
-            self._decided, dataclasses.replace(self._options, retry_delays=(0.0,))
-        )
-        self._taken: MoveDecision[HandleRef] | None = None
+        # The decider (``move_timing``) says when and from which handle; the attempts are the
+        # move machine's, under the one failure policy (``retry_delays``, ``attempt_timeout``,
+        # the budget). Its timers run here.
+        self._timers = MoveTimers(self._feed)
         self._watchdog = ResumeWatchdog(resume_watchdog, self._watchdog_expired)
         self._tasks: set[asyncio.Task[None]] = set()
         self._epoch = 0
@@ -180,27 +170,19 @@ class Rotation:
     def reset(self) -> None:
         """A new server session starts (``connect``): forget the previous one's handles,
         refusals and budget."""
-        self._helper.forget()
+        self._decide(t.Forget())
         self._forget_session()
 
     def _forget_session(self) -> None:
-        """What one server session accumulates: the machine (refusals, the budget spent, the
-        break-first mode) and the reasons' flags."""
+        """What one server session accumulates: the decider (handles, the ``goAway`` and its
+        deadline, why a move is wanted) and the machine (refusals, the budget spent, the
+        break-first mode)."""
+        self._timing: t.MoveTiming[HandleRef] = t.MoveTiming(
+            self._options, attempts=False, spread_draw=random.random
+        )
         self._machine = m.MoveMachine(self._options.retry_delays, self._policy, read_close)
         self._pending: LiveConnection | None = None
-        self._config_pending = False
-        self._requested = False
-        self._go_away_seen = False
         self._cut_by_loss = False
-        self._deadline_at: float | None = None
-        self._answered_deadline: float | None = None
-        """The deadline of the ``goAway`` the last move answered, while the connection it
-        resumed serves."""
-        self._quiet = False
-        """The connection the last move installed has seen no sign of a turn (user input,
-        model output) since the switch."""
-        self._ending = False
-        """The server session itself is ending (its cap): the next move rebuilds."""
         self._closed = False
         self._last_close: tuple[int | None, str | None] = (None, None)
 
@@ -208,15 +190,14 @@ class Rotation:
         """A session was opened by resuming ``handle`` (``connect``, a takeover): it is the
         handle a lost connection resumes from until the session issues one of its own, and no
         resumable point (a planned move waits for the session's first), as after a move."""
-        # An update not marked resumable: the helper keeps its handle as the fallback alone.
-        self._helper.resumption_update(handle, False)
+        self._decide(t.ResumedFrom(handle))
 
     def forget_handles(self) -> None:
         """Drop the handles of the current server session (``clear_resumption``): a later
         move rebuilds. A move already running goes on."""
         if self.moving:
             return
-        self._helper.forget()
+        self._decide(t.Forget())
 
     # --- what the transport reports -------------------------------------------------------------
 
@@ -224,19 +205,17 @@ class Rotation:
         """A resumption update from the current connection."""
         if self.moving:
             return  # the session being replaced: its handles are no place to resume
-        self._helper.resumption_update(handle, resumable)
-        self._take_decision()
+        self._feed(t.Update(handle, resumable))
 
     @property
     def quiet(self) -> bool:
         """Nothing has been said on the connection the last move installed: the transport
         reports the user's speech (:meth:`user_turn`) while this holds."""
-        return self._quiet
+        return self._timing.quiet
 
     def turn_started(self) -> None:
         """A sign of a turn (user input, a turn the client sent, model output, a tool call)."""
-        self._quiet = False
-        self._helper.turn_started()
+        self._decide(t.TurnStarted())
         self.turn_during_move()
 
     def turn_during_move(self) -> None:
@@ -249,7 +228,7 @@ class Rotation:
     def turn_ended(self) -> None:
         """The turn ended (turnComplete with no tool call pending or result unsent), or a move
         cut it."""
-        self._helper.turn_ended()
+        self._decide(t.TurnEnded())
 
     def served(self) -> None:
         """The current connection completed an answered turn (it is no flapping one)."""
@@ -258,7 +237,7 @@ class Rotation:
     def user_turn(self) -> None:
         """A sign of the user's turn (speech, a typed turn, an activity signal): for the resume
         watchdog, and the connection is no longer quiet."""
-        self._quiet = False
+        self._decide(t.Heard())
         self._watchdog.user_turn()
 
     @property
@@ -275,65 +254,36 @@ class Rotation:
         self.log.go_away(seconds, self._s.now())
         if not self._enabled or self.moving or self._closed:
             return
-        self._go_away_seen = True
-        self._note_deadline(DEFAULT_GO_AWAY_NOTICE if seconds is None else seconds)
         self._machine.send(m.Wanted())
-        if self._session_ending():
-            self._ending = True
-            logger.info(
-                "{}: the goAway after the resume keeps the deadline before it: the server "
-                "session is ending (compression is off); rebuilding it from its history",
-                self._s.callbacks,
+        s = self._s
+        compression = s.options.context_window_compression
+        # Without compression the service ends an audio session at 15 minutes: a goAway that
+        # keeps the deadline the last move answered ends the server session, not the
+        # connection, and resuming would only lead into a session the service is closing.
+        uncapped = compression is not None and compression.sliding_window is not None
+        # A goAway on a connection quiet since its switch moves at once: nothing was said
+        # since the session was resumed (or rebuilt). A rebuilt session that has issued no
+        # handle yet is rebuilt again, from the same history.
+        self._feed(
+            t.GoAway(
+                s.now(),
+                seconds,
+                rebuild_when_quiet=s.can_rebuild(),
+                capped=not uncapped and s.can_rebuild(),
             )
-        if self._quiet and self._quiet_point():
-            return
-        self._helper.go_away(seconds)
-        self._take_decision()
-
-    def _session_ending(self) -> bool:
-        """The ``goAway`` just noted ends the server session, not the connection: compression
-        is off (the service ends an audio session at 15 minutes without it), and its deadline
-        is no later than the one the move to this connection answered. Resuming would only
-        lead into a session the service is closing, then to a refused handle."""
-        compression = self._s.options.context_window_compression
-        if compression is not None and compression.sliding_window is not None:
-            return False
-        answered, deadline = self._answered_deadline, self._deadline_at
-        if answered is None or deadline is None or not self._s.can_rebuild():
-            return False
-        return deadline <= answered + SESSION_END_TOLERANCE
-
-    def _quiet_point(self) -> bool:
-        """A ``goAway`` on a connection quiet since its switch: nothing was said since the
-        session was resumed (or rebuilt), so that point is as good as a resumable one, and
-        the move comes now instead of at the deadline fallback. The helper, by its own rule,
-        takes the handle it moved with for no resumable point; the transport, which knows the
-        session has been idle since, tells it otherwise (a turn the helper still counts in
-        progress keeps it from being one). True when a move started here: a rebuilt session
-        that has issued no handle yet is rebuilt again, from the same history."""
-        handle = self._helper.latest_handle
-        if handle is not None:
-            self._helper.resumption_update(handle, True)
-            return False
-        if not self._s.can_rebuild():
-            return False
-        self._due(MoveReason.PLANNED, None, HandleKind.NONE, forced=False)
-        return True
+        )
 
     def config_changed(self) -> None:
         """The setup changed and Gemini cannot apply it live: move at the next resumable
         point with the new setup."""
         if not self._enabled or self._closed:
             return
-        self._config_pending = True
         if not self.moving:
             logger.info(
                 "{}: the setup changed; moving at the next resumable point", self._s.callbacks
             )
-            self._note_deadline(CONFIG_MOVE_WAIT)
             self._machine.send(m.Wanted())
-            self._helper.go_away(CONFIG_MOVE_WAIT)
-            self._take_decision()
+            self._feed(t.ConfigChanged(self._s.now(), CONFIG_MOVE_WAIT))
 
     def connection_lost(self, code: int | None, reason: str | None, *, turn_cut: bool) -> None:
         """The current connection closed without the transport asking (already detached);
@@ -352,12 +302,9 @@ class Rotation:
             return
         handle: HandleRef | None = None
         kind = HandleKind.NONE
-        if self._helper.connection_lost():
-            decision = self._helper.last_move
-            if decision is not None:
-                self._taken = decision
-                if not self._ending:
-                    handle, kind = decision.handle, HandleKind(decision.kind)
+        decided = self._decide(t.ConnectionLost())
+        if decided is not None:
+            handle, kind = decided.handle, decided.kind
         elif self._s.can_rebuild():
             logger.info(
                 "{}: connection lost with no handle; rebuilding from history", self._s.callbacks
@@ -376,12 +323,7 @@ class Rotation:
         one is running."""
         if self._closed or self._machine.phase is m.Phase.CLOSED or self.moving:
             return
-        if self._helper.latest_handle is not None and not self._helper.stopped:
-            self._requested = reason is MoveReason.REQUESTED
-            self._helper.go_away(0.0)
-            self._take_decision()
-        else:
-            self._due(reason, None, HandleKind.NONE, forced=False)
+        self._feed(t.Requested(reason))
 
     async def request(self, reason: MoveReason) -> MoveReport:
         """Move now (after any move in progress) and return its report."""
@@ -399,12 +341,12 @@ class Rotation:
     # --- ending ---------------------------------------------------------------------------------
 
     async def close(self, why: str) -> None:
-        """Stop everything (disconnect): the helper, any move (reported as lost with ``why``),
-        the watchdog. Nothing of the rotation runs after it returns."""
+        """Stop everything (disconnect): the decider and its timers, any move (reported as
+        lost with ``why``), the watchdog. Nothing of the rotation runs after it returns."""
         self._closed = True
         self._epoch += 1
         self._watchdog.stop()
-        self._helper.dispose()
+        self._decide(t.Dispose())
         self._machine.send(m.Dispose())
         # Called from inside a move (a callback of it), that move unwinds once this returns.
         tasks = [task for task in self._tasks if task is not asyncio.current_task()]
@@ -413,53 +355,48 @@ class Rotation:
         self._finish_lost(why)
 
     def abandon(self, why: str) -> list[asyncio.Task[Any]]:
-        """Stop at once (``abort_incumbent``): dispose the helper, cancel any move (reported as
-        lost), and start over with no handle. Returns the cancelled tasks to await."""
+        """Stop at once (``abort_incumbent``): cancel any move (reported as lost), and start
+        over with no handle. Returns the cancelled tasks to await."""
         self._epoch += 1
         self._watchdog.stop()
-        self._helper.dispose()
+        self._decide(t.Forget())
         tasks: list[asyncio.Task[Any]] = list(self._tasks)
         for task in tasks:
             task.cancel()
         self._drop_pending()
         self._finish_lost(why)
-        self._helper.forget()
         self._machine = m.MoveMachine(self._options.retry_delays, self._policy, read_close)
         self._s.set_gate(m.InputGate.OPEN)
         return tasks
 
     # --- deciding -------------------------------------------------------------------------------
 
-    async def _decided(self, handle: HandleRef) -> None:
-        """The helper's ``reconnect``: it chose the moment and ``handle``; the move machine
-        takes it from there."""
-        self._take_decision()
+    def _feed(self, event: t.Event[HandleRef]) -> None:
+        """Tell the decider ``event``, and start the move it decides on, if any."""
+        decided = self._decide(event)
+        if decided is not None and not self.moving:
+            self._due(decided.reason, decided.handle, decided.kind, forced=decided.forced)
 
-    def _take_decision(self) -> None:
-        """Start the move the helper just decided on, if it is not started yet."""
-        decision = self._helper.last_move
-        if (
-            decision is None
-            or decision is self._taken
-            or not self._helper.reconnecting
-            # The helper's own task restating a decision already taken (its attempt 1).
-            or self.moving
-        ):
-            return
-        self._taken = decision
-        handle: HandleRef | None = decision.handle
-        kind = HandleKind(decision.kind)
-        if self._ending:
-            handle, kind = None, HandleKind.NONE
-        if decision.reason is MoveReason.LOST:
-            reason = MoveReason.LOST
-        elif self._requested:
-            reason = MoveReason.REQUESTED
-        elif self._config_pending and not self._go_away_seen:
-            reason = MoveReason.CONFIG
-        else:
-            reason = MoveReason(decision.reason)
-        self._due(reason, handle, kind, forced=decision.reason is not MoveReason.PLANNED)
+    def _decide(self, event: t.Event[HandleRef]) -> t.MoveNow[HandleRef] | None:
+        """Tell the decider ``event`` and run its timers; returns the move it decides on."""
+        decided: t.MoveNow[HandleRef] | None = None
+        for action in self._timing.send(event):
+            if isinstance(action, (t.StartTimer, t.CancelTimer)):
+                self._timers.carry_out(action)
+            elif isinstance(action, t.MoveNow):
+                decided = action
+            elif isinstance(action, t.SessionEnds):
+                logger.info(
+                    "{}: the goAway after the resume keeps the deadline before it: the server "
+                    "session is ending (compression is off); rebuilding it from its history",
+                    self._s.callbacks,
+                )
+            elif isinstance(action, t.Lapsed):
+                logger.warning(
+                    "{}: goAway deadline near and no handle to resume from; notice lapses",
+                    self._s.callbacks,
+                )
+        return decided
 
     def _due(
         self, reason: MoveReason, handle: HandleRef | None, kind: HandleKind, *, forced: bool
@@ -660,7 +597,7 @@ class Rotation:
         worked, and the framework hears of it (not fatal)."""
         s = self._s
         s.roll_back_setup()
-        self._config_pending = False
+        self._decide(t.ConfigDropped())
         text = self._describe(why)
         logger.warning(
             "{}: the service refused the updated setup ({}); going on with the previous one",
@@ -719,19 +656,10 @@ class Rotation:
             "{}: a turn began on the old connection; the move waits for it to end",
             self._s.callbacks,
         )
-        # The helper spent its notice on the abandoned dial: it starts over with the latest
-        # handle (no resumable point: the turn is in progress) and the notice left.
-        self._helper.forget()
-        if self._s.latest is not None:
-            self._helper.resumption_update(self._s.latest, True)
-        self._helper.turn_started()
-        left = CONFIG_MOVE_WAIT if self._deadline_at is None else self._deadline_at - self._s.now()
-        self._helper.go_away(max(0.0, left))
-        self._take_decision()
-
-    def _note_deadline(self, seconds: float) -> None:
-        at = self._s.now() + (seconds if math.isfinite(seconds) else DEFAULT_GO_AWAY_NOTICE)
-        self._deadline_at = at if self._deadline_at is None else min(self._deadline_at, at)
+        # The abandoned dial spent the goAway's notice: the decider starts over with the
+        # incumbent's latest handle (no resumable point: the turn is in progress) and the
+        # notice left.
+        self._feed(t.Abandoned(self._s.now(), self._s.latest))
 
     def _switch(self, handle: HandleRef | None) -> None:
         conn, self._pending = self._pending, None
@@ -743,19 +671,11 @@ class Rotation:
         self._s.set_gate(m.InputGate.HELD)
         report, replay = self._switchover.switch(conn, move, handle)
         resumed = report.outcome is MoveOutcome.RESUMED
-        self._answered_deadline = self._deadline_at if resumed and self._go_away_seen else None
         # Replayed speech is a turn the new connection hears after the switch: it may be
         # answering before it says so.
-        self._quiet = replay.turn_input == 0
-        self._ending = False
-        self._deadline_at = None
-        self._go_away_seen = False
-        self._requested = False
+        self._decide(t.Switched(resumed, replayed_turn=replay.turn_input > 0))
         if resumed:
             self._watchdog.watch()
-        else:
-            # A fresh server session: the old session's handles are worthless.
-            self._helper.forget()
         self._resolve(report)
         # What the new connection said while it settled (its first handle, above all) is
         # delivered in a step of its own, once this one is over: that handle may begin the next
@@ -773,8 +693,6 @@ class Rotation:
             self._s.feed()
         if self._s.setup_stale:
             self.config_changed()
-        else:
-            self._config_pending = False
 
     # --- giving up ------------------------------------------------------------------------------
 
@@ -785,7 +703,7 @@ class Rotation:
         self._closed = True
         self._epoch += 1
         self._watchdog.stop()
-        self._helper.dispose()
+        self._decide(t.Dispose())
         self._machine.send(m.Dispose())
         for task in self._tasks:
             if task is not asyncio.current_task():
