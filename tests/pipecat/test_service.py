@@ -214,6 +214,20 @@ async def test_audio_at_any_rate_reaches_the_model_as_16_khz_mono() -> None:
     assert audio and all(t == "audio/pcm;rate=16000" for m in audio for t in m.mime_types)
 
 
+async def test_a_refused_first_dial_is_retried_and_the_call_goes_on() -> None:
+    """The first connection is retried as a move's attempts are (``resumption``'s delays):
+    the refused dial is a non-fatal ErrorFrame, and the call goes on on the next one."""
+    async with Emulator(emulator_config()) as emu:
+        emu.faults.refuse_next(1)
+        service = services.ours(emu)
+        async with Rig([service]) as rig:
+            await _first_turn(rig)
+    assert len(emu.ledger.attempts) == 2
+    (error,) = rig.of(ErrorFrame, up=True)
+    assert "503" in error.error and service.is_usable
+    assert rig.of(SessionLostFrame) == []
+
+
 async def test_a_lost_session_pushes_session_lost_and_one_fatal_error() -> None:
     options = ResumptionOptions(deadline_margin=1.0, retry_delays=(0.0, 0.01), attempt_timeout=1.0)
     async with Emulator(emulator_config()) as emu:

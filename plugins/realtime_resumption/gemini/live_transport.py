@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import math
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Final, Literal, Self, cast
@@ -33,9 +34,9 @@ from realtime_resumption.gemini.live_options import (
 )
 from realtime_resumption.gemini.messages import ClientMessage, context_updates_supported
 from realtime_resumption.gemini.observed import observed
-from realtime_resumption.gemini.persistence import Persister, StoreStats
+from realtime_resumption.gemini.persistence import Persister, Preload, StoreStats
 from realtime_resumption.gemini.receive import Receiver
-from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET, Rotation
+from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET, Opened, Rotation
 from realtime_resumption.gemini.state import TransportState
 from realtime_resumption.gemini.switchover import Switchover
 from realtime_resumption.gemini.watchdog import (
@@ -360,7 +361,6 @@ class GeminiLiveTransport:
                 session_key,
                 store_options or StoreOptions(),
                 vertex=vertex,
-                policy=policy,
                 report=self._store_error,
                 describe=repr(self),
             )
@@ -373,7 +373,8 @@ class GeminiLiveTransport:
         self._realtime_sent = False
         self._closing: asyncio.Task[None] | None = None
         self._claim_held: list[tuple[ClientMessage, ReplayScope]] | None = None
-        """Sends made while ``connect`` asks the store for a stored call (None otherwise)."""
+        """Sends made after ``connect`` began and before the session's input is ready (a
+        disconnect still closing, the store answering); None otherwise."""
         self._taken_over = False
         self._handed_over = False
         """``hand_over`` began: the call is another process's; no send is taken any more."""
@@ -518,12 +519,31 @@ class GeminiLiveTransport:
 
     # --- connecting ---------------------------------------------------------------------------
 
-    async def connect(self, config: SessionUpdate | None = None) -> None:
-        """Open a connection (resuming from ``resumption_handle`` when there is one) and return
-        once its setup completed. ``config`` is applied first.
+    def connect(
+        self,
+        config: SessionUpdate | None = None,
+        *,
+        retry: bool | Sequence[float] = False,
+        resumption_handle: str | None = None,
+    ) -> Coroutine[Any, Any, None]:
+        """Open a connection (resuming from ``resumption_handle``, else from the transport's
+        latest handle when there is one) and return once its setup completed. ``config`` is
+        applied first.
 
-        Sends made meanwhile are held (``input_buffer`` bounds them, as during a move) and
-        delivered once the setup completed; a failed dial discards them.
+        The connect begins when ``connect()`` is called, not when it is awaited: sends are
+        taken from then on, held (``input_buffer`` bounds them, as during a move) and
+        delivered once the setup completed; the dial starts when it is awaited, with the
+        setup as it is then (a ``update_session`` made in between is in it). A connect that
+        fails for good discards them.
+
+        ``retry``: False (the default) dials once. True retries a failed dial as a move's
+        attempts are retried, under the same failure policy: after each of
+        ``resumption.retry_delays`` (jittered), within ``retry_budget``; 401/403 and the
+        other refusals of the request fail at once. A sequence of seconds gives the pauses
+        instead (LiveKit's ``conn_options``: ``(0, retry_interval, ...)``). Each failure that
+        is retried is reported through ``on_error`` (recoverable); input sent meanwhile waits
+        for the connection. A handle the service refuses fails the connect: it never opens a
+        fresh session in its place.
 
         With a store, ``connect`` first takes the call's lease (waiting for a held one as
         ``store_options`` says: by default a little over the lease's time to live, long enough
@@ -531,24 +551,59 @@ class GeminiLiveTransport:
         stored setup, the session resumed from the stored handle with the stored input
         replayed first (then what was sent meanwhile) and its open tool calls re-issued
         (``on_tool_call``), or, when the handle expired or is refused, a fresh session seeded
-        with the stored conversation; reported through ``on_move`` (reason ``takeover``).
+        with the stored conversation; reported through ``on_move`` (reason ``takeover``). The
+        stored handle's dials follow their own pauses (``TAKEOVER_RETRY_DELAYS``), whatever
+        ``retry`` says.
 
         Raises ``ConnectError`` when the dial fails (its ``failure`` says why),
         ``DialAbandonedError`` when ``abort_incumbent`` or ``disconnect`` overtook it,
-        ``LeaseHeldError`` when another process drives the call, and ``TransportError`` when
-        already connected (or connecting).
+        ``LeaseHeldError`` when another process drives the call, ``TransportError`` when
+        already connected (or connecting), and ``ValueError`` for a ``retry`` that is no
+        pauses.
         """
         if self._active or self._connecting or self._claim_held is not None:
             raise TransportError(f"{self} is already connected")
-        persister = self._persister
-        self._taken_over = self._handed_over = False
-        if persister is None:
-            if config is not None:
-                self._s.update_setup(self._options.updated(config))
-            await self._open_session(self._s.latest)
-            return
-        # Sends made while the store answers are held: they go after the stored input.
+        delays = self._connect_delays(retry)
+        handle = self._s.handles.enter(resumption_handle) if resumption_handle else None
+        # Sends made before the session's input is ready (a disconnect still closing, the
+        # store answering) are held here: they go after whatever the session gets first.
         self._claim_held = []
+        self._taken_over = self._handed_over = False
+        return self._connect(config, delays, handle, report_retries=retry is not False)
+
+    def _connect_delays(self, retry: bool | Sequence[float]) -> tuple[float, ...] | None:
+        """The pauses before each attempt of a connect (None: the session's own)."""
+        if retry is False:
+            return (0.0,)
+        if retry is True:
+            return None
+        delays = tuple(retry)
+        if not delays or any(
+            isinstance(d, bool) or not isinstance(d, int | float) or not 0 <= d < math.inf
+            for d in delays
+        ):
+            raise ValueError(f"retry must be True, False or pauses in seconds, not {retry!r}")
+        return delays
+
+    async def _connect(
+        self,
+        config: SessionUpdate | None,
+        delays: tuple[float, ...] | None,
+        handle: HandleRef | None,
+        *,
+        report_retries: bool,
+    ) -> None:
+        persister = self._persister
+        if persister is None:
+            try:
+                if config is not None:
+                    self._s.update_setup(self._options.updated(config))
+                await self._open(
+                    handle or self._s.latest, delays=delays, report_retries=report_retries
+                )
+            finally:
+                self._claim_held = None
+            return
         self._disconnected = False
         try:
             stored = await persister.claim()
@@ -560,9 +615,11 @@ class GeminiLiveTransport:
                 self._s.update_setup(self._options.updated(config))
             if stored is not None:
                 self._taken_over = True
-                await persister.take_over(stored, self._take_claim_held, self._open_session)
+                await persister.take_over(stored, self._take_claim_held, self._open_taken_over)
             else:
-                await self._open_session(self._s.latest)
+                await self._open(
+                    handle or self._s.latest, delays=delays, report_retries=report_retries
+                )
         except BaseException:
             self._claim_held = None
             # The stored state stays for a later attempt; only the lease is given up.
@@ -594,8 +651,8 @@ class GeminiLiveTransport:
         await self.disconnect()
 
     def _take_claim_held(self) -> list[tuple[ClientMessage, ReplayScope]]:
-        """What was sent while the store answered: it goes after the stored input, whichever
-        dial takes the call (sends made during a failed dial go with it, as after any)."""
+        """What was sent before the session's input was ready (the store answering): it goes
+        after the stored input, whichever dial takes the call."""
         held, self._claim_held = self._claim_held or [], None
         return held
 
@@ -711,7 +768,7 @@ class GeminiLiveTransport:
                 if state and state.resumption_handle
                 else self._s.latest
             )
-            await self._open_session(handle)
+            await self._open(handle)
             if handle is None and history:
                 self.replay_history(history)
             return
@@ -747,18 +804,25 @@ class GeminiLiveTransport:
         s.own(task)
         return task
 
-    async def _open_session(
-        self, handle: HandleRef | None, preload: Sequence[tuple[ClientMessage, ReplayScope]] = ()
-    ) -> None:
-        """Start a session on one dial (no retries): ``connect``, or ``reconnect`` while not
-        connected. ``preload``: messages the session gets first (a call taken over: its
-        stored conversation and input), before what was sent while the store answered."""
+    async def _open(
+        self,
+        handle: HandleRef | None,
+        *,
+        delays: tuple[float, ...] | None = (0.0,),
+        reason: MoveReason = MoveReason.REQUESTED,
+        kind: HandleKind = HandleKind.NONE,
+        preload: Callable[[bool], Preload] | None = None,
+        report_retries: bool = False,
+    ) -> Opened:
+        """Start a session: ``connect``, ``reconnect`` while not connected, or a takeover.
+        The rotation carries out its dials (``Rotation.open``: ``delays`` the pauses before
+        each, None the session's ``retry_delays``); each installs the connection it set up.
+        ``preload(resumed)``: what a takeover's session gets first, before what was sent
+        meanwhile (a resumed one its stored input, a rebuilt one its stored conversation):
+        with it a refused or spent handle opens a fresh session."""
         if self._closing is not None and not self._closing.done():
             # A disconnect still closing (its caller was cancelled): let it finish first.
             await asyncio.shield(self._closing)
-        if handle is None:
-            self._history.clear()
-            self._s.seeded = ()
         self._rotation.reset()
         self._input.clear()
         self._tools.clear()
@@ -766,16 +830,63 @@ class GeminiLiveTransport:
         self._realtime_sent = False
         self._disconnected = False
         self._connecting = True
-        held, self._claim_held = self._claim_held or [], None
-        for message, scope in (*preload, *held):
+        filled = [handle is not None]
+        for message, scope in (
+            preload(filled[0]) if preload is not None else self._take_claim_held()
+        ):
             self._input.submit(message, self._now(), scope)
+
+        async def dial(attempt: HandleRef | None) -> None:
+            if preload is not None and filled[0] != (attempt is not None):
+                # A takeover rebuilds: its session gets the stored conversation instead (what
+                # was sent during the failed resumes goes with them, as after any failed dial).
+                filled[0] = attempt is not None
+                self._input.clear()
+                for message, scope in preload(filled[0]):
+                    self._input.submit(message, self._now(), scope)
+            await self._dial_and_install(attempt)
+
         try:
-            conn = await self._dialler.dial(handle)
+            return await self._rotation.open(
+                reason,
+                handle,
+                kind,
+                dial,
+                delays=delays,
+                may_rebuild=preload is not None,
+                rebuild_when_spent=preload is not None,
+                on_retry=self._connect_retried if report_retries else None,
+            )
         except BaseException:
             self._input.clear()
             raise
         finally:
             self._connecting = False
+
+    async def _open_taken_over(
+        self,
+        handle: HandleRef | None,
+        kind: HandleKind,
+        delays: tuple[float, ...],
+        preload: Callable[[bool], Preload],
+    ) -> Opened:
+        """A takeover's session (``Persister.take_over``): see ``_open``."""
+        return await self._open(
+            handle, delays=delays, reason=MoveReason.TAKEOVER, kind=kind, preload=preload
+        )
+
+    def _connect_retried(self, error: BaseException) -> None:
+        """A failed dial of ``connect`` is retried: the framework hears of it."""
+        if isinstance(error, Exception):
+            self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
+
+    async def _dial_and_install(self, handle: HandleRef | None) -> None:
+        """One dial of ``_open``: on success the connection is installed and the session
+        takes input from it."""
+        if handle is None:
+            self._history.clear()
+            self._s.seeded = ()
+        conn = await self._dialler.dial(handle)
         self._tools.connected(conn.dial_gen, resumed_from=None)
         if handle is None:
             self._s.forget_handle()

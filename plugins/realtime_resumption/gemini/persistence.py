@@ -24,8 +24,9 @@
   saving stops for good and the transport stops driving the call.
 - ``take_over`` (at ``connect``, when the store held the call): the session resumed from the
   stored handle with the stored input replayed, its open tool calls issued again, or rebuilt
-  from the stored conversation; reported as a move. The dials on the stored handle are the move
-  machine's (``gemini.move``: one retry policy, one table), with ``TAKEOVER_RETRY_DELAYS``.
+  from the stored conversation; reported as a move. The dials are the transport's opening move,
+  carried out by the rotation's one driver (``Rotation.open``: the move machine, its one
+  failure policy), with ``TAKEOVER_RETRY_DELAYS`` on the stored handle.
   Until the resumed session issues a handle of its own, the stored one stays its handle (saved
   with its kind and issue time, the input replayed counted as lacking from it): a process that
   dies before then is taken over by resuming it again, not by rebuilding the call.
@@ -47,13 +48,10 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from loguru import logger
 
-from realtime_resumption import move_machine as m
-from realtime_resumption.failures import RetryPolicy, Stage
-from realtime_resumption.gemini.close_codes import read_close
 from realtime_resumption.gemini.live_options import LiveOptions, StoreOptions
 from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.gemini.state import TransportState
@@ -74,7 +72,9 @@ from realtime_resumption.store import (
     StoreError,
     check_key,
 )
-from realtime_resumption.transport import ConnectError
+
+if TYPE_CHECKING:
+    from realtime_resumption.gemini.rotation import Opened
 
 END_TIMEOUT: Final = 2.0
 """Seconds ``end`` may take to delete the record and release the lease."""
@@ -87,9 +87,14 @@ HANDOVER_SAVES: Final = 5
 
 Preload = Sequence[tuple[ClientMessage, ReplayScope]]
 """Messages a session gets first, each with its replay scope."""
-OpenSession = Callable[[HandleRef | None, Preload], Awaitable[None]]
-"""Opens the transport's session on one dial: resuming from the handle (None: a fresh
-session), with the preload queued first. Raises ``ConnectError`` when the dial fails."""
+OpenSession = Callable[
+    [HandleRef | None, HandleKind, tuple[float, ...], Callable[[bool], Preload]],
+    Awaitable["Opened"],
+]
+"""Opens the transport's session as the rotation's opening move (``Rotation.open``): resuming
+from the handle (of the kind given; None: a fresh session), the pauses before each dial, and
+what the session gets first (``preload(resumed)``); a refused or spent handle opens a fresh
+session. Raises ``ConnectError`` when no dial opens it."""
 
 
 @dataclass(frozen=True)
@@ -107,8 +112,7 @@ class Persister:
     """The store I/O of one transport's session; see the module documentation.
 
     ``report`` is called (on the event loop) with each error worth telling the transport's
-    user about; ``describe`` names the transport in logs; ``policy`` is the session's retry
-    policy (a takeover's dials follow it).
+    user about; ``describe`` names the transport in logs.
     """
 
     def __init__(
@@ -119,7 +123,6 @@ class Persister:
         options: StoreOptions,
         *,
         vertex: bool,
-        policy: RetryPolicy,
         report: Callable[[Exception], None],
         describe: str,
     ) -> None:
@@ -130,7 +133,6 @@ class Persister:
         self._owner = uuid.uuid4().hex
         self._codec = RecordCodec(options.encryption_key, session_key=self.key, writer=self._owner)
         self._vertex = vertex
-        self._policy = policy
         self._report = report
         self._describe = describe
         self._took_from: str | None = None
@@ -242,9 +244,10 @@ class Persister:
         """Continue the call another process left in the store (``stored``): resume its session
         from the stored handle and replay the input it may lack, then what was sent while the
         store answered (``take_held`` hands it over, once ``on_move_started`` was called: what
-        the framework sends then goes with it), and issue its open tool calls again; an expired or refused
-        handle rebuilds the session from the stored conversation. Reported as a move (reason
-        ``takeover``). Raises ``ConnectError`` when the call cannot be opened."""
+        the framework sends then goes with it), and issue its open tool calls again; an expired
+        or refused handle (or one whose dials are spent: ``TAKEOVER_RETRY_DELAYS``) rebuilds
+        the session from the stored conversation. Reported as a move (reason ``takeover``).
+        Raises ``ConnectError`` when the call cannot be opened."""
         s = self._s
         started = s.now()
         handle = (
@@ -262,40 +265,37 @@ class Persister:
             (message, scope) for message, scope in take_held() if scope is not ReplayScope.RESUMED
         ]
         stored_input = [(message, ReplayScope.SESSION) for message in stored.input]
-        attempts, error = 0, None
-        if handle is not None:
-            resumed, attempts, error = await self._resume(
-                handle, kind, [*stored_input, *held], open_session
-            )
-            if not resumed:
-                handle = None
-        if handle is None:
-            if stored.handle is not None and error is None:
-                error = "the stored handle expired"
-            history = ClientMessage.history(stored.conversation)
-            preload = [
-                *([(history, ReplayScope.RESUMED)] if history is not None else []),
-                # A result answers a call the rebuilt session never issued.
-                *((msg, scope) for msg, scope in stored_input if msg.kind != "tool_response"),
-                *held,
-            ]
-            attempts += 1
-            await open_session(None, preload)
+        history = ClientMessage.history(stored.conversation)
+        rebuilt_preload: Preload = [
+            *([(history, ReplayScope.RESUMED)] if history is not None else []),
+            # A result answers a call the rebuilt session never issued.
+            *((msg, scope) for msg, scope in stored_input if msg.kind != "tool_response"),
+            *held,
+        ]
+
+        def preload(resumed: bool) -> Preload:
+            return [*stored_input, *held] if resumed else rebuilt_preload
+
+        opened = await open_session(handle, kind, TAKEOVER_RETRY_DELAYS, preload)
+        resumed = opened.handle is not None
+        error = opened.error
+        if stored.handle is not None and not resumed and error is None:
+            error = "the stored handle expired"
         # A later rebuild seeds a fresh session with the whole call, not just this part.
         s.seeded = stored.conversation
-        replayed = len(stored.input) if handle is not None else len(preload) - len(held)
+        replayed = len(stored.input) if resumed else len(rebuilt_preload) - len(held)
         report = MoveReport(
             number=1,
             reason=MoveReason.TAKEOVER,
             handle_kind=kind,
             handle=redact(stored.handle),
-            outcome=MoveOutcome.RESUMED if handle is not None else MoveOutcome.REBUILT,
+            outcome=MoveOutcome.RESUMED if resumed else MoveOutcome.REBUILT,
             gap_ms=max(0.0, (time.time() - stored.saved_at) * 1000),
             messages_buffered=0,
             messages_replayed=replayed,
             audio_chunks_dropped=0,
             audio_seconds_dropped=0.0,
-            attempts=attempts,
+            attempts=opened.dials,
             started_at=started,
             finished_at=s.now(),
             error=error,
@@ -308,53 +308,12 @@ class Persister:
             replayed,
         )
         s.call(s.callbacks.on_move, report)
-        if handle is not None and stored.tool_calls:
+        if handle is not None and resumed and stored.tool_calls:
             # The resumed session still waits for these: the app runs them here.
             # The stored handle's session issued them: a snapshot taken before the session's
             # next handle keeps them open, for the process that takes the call over next.
             s.calls_restored(stored.tool_calls, handle)
             s.call(s.callbacks.on_tool_call, stored.tool_calls)
-
-    async def _resume(
-        self, handle: HandleRef, kind: HandleKind, preload: Preload, open_session: OpenSession
-    ) -> tuple[bool, int, str | None]:
-        """Dial the stored handle as the move machine says (its failure policy: retried,
-        refused, or fatal); whether the session resumed, the dials made and the last error."""
-        s = self._s
-        machine = m.MoveMachine(TAKEOVER_RETRY_DELAYS, self._policy, read_close)
-        due = m.Due(
-            s.now(),
-            MoveReason.TAKEOVER,
-            handle,
-            kind,
-            incumbent=False,
-            can_rebuild=True,
-            forced=True,
-            rebuild_when_spent=True,
-        )
-        actions = machine.send(due)
-        attempts, error, failure = 0, None, None
-        while actions:
-            action = actions.pop(0)
-            if isinstance(action, m.Dial):
-                if action.handle is None:
-                    return False, attempts, error  # refused, or its attempts spent: rebuild
-                attempts += 1
-                try:
-                    await open_session(action.handle, preload)
-                    return True, attempts, error
-                except ConnectError as failed:
-                    failure, error = failed, s.clean(str(failed))
-                    actions += machine.send(m.Failed(s.now(), Stage.DIAL, failed))
-            elif isinstance(action, m.Wait):
-                await asyncio.sleep(action.seconds)
-                actions += machine.send(m.BackoffOver())
-            elif isinstance(action, m.Retried):
-                logger.info("{}: the stored handle failed ({})", self._describe, action.why)
-            elif isinstance(action, m.GiveUp):
-                assert failure is not None, "only a failure gives a takeover up"
-                raise failure
-        return False, attempts, error
 
     # --- handing a call over ------------------------------------------------------------------
 

@@ -53,7 +53,8 @@ import asyncio
 import contextlib
 import random
 from asyncio import FIRST_COMPLETED
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from loguru import logger
@@ -80,6 +81,7 @@ from realtime_resumption.move_timing import ResumptionOptions
 from realtime_resumption.redaction import redact
 from realtime_resumption.resumption import MoveTimers
 from realtime_resumption.transport import (
+    DialAbandonedError,
     MoveStats,
     SessionLostError,
     SetupRefusedError,
@@ -104,6 +106,32 @@ of its own, not a connection's life (which depends on the model, ten minutes to 
 connection that ends sooner moves the session through its goAway or its close)."""
 
 _WAIT_BOUND_SLACK: Final = 5.0
+
+
+@dataclass(frozen=True)
+class Opened:
+    """How :meth:`Rotation.open` opened the session."""
+
+    handle: HandleRef | None
+    """The handle the session resumed from; None: a fresh session."""
+    dials: int
+    """Dials made, the successful one included."""
+    error: str | None
+    """Why the last failed dial failed (secrets redacted); None when none failed."""
+
+
+@dataclass
+class _Opening:
+    """The opening under way: what one of its dials calls, and what its dials did."""
+
+    dial: Callable[[HandleRef | None], Awaitable[None]]
+    started_with: HandleRef | None
+    may_rebuild: bool
+    on_retry: Callable[[BaseException], None] | None
+    dials: int = 0
+    failure: BaseException | None = None
+    opened: bool = False
+    handle: HandleRef | None = None
 
 
 class Rotation:
@@ -143,6 +171,8 @@ class Rotation:
         """Advances when the machine drops the actions it returned before (abandon, give up,
         close): a callback run by one action can send the event that does so."""
         self._done: list[asyncio.Future[MoveReport]] = []
+        self._opening: _Opening | None = None
+        """The session is being opened (:meth:`open`): its dials are the opening's."""
         self._forget_session()
 
     # --- state --------------------------------------------------------------------------------
@@ -173,6 +203,13 @@ class Rotation:
         self._decide(t.Forget())
         self._forget_session()
 
+    def _new_machine(self, delays: tuple[float, ...] | None = None) -> m.MoveMachine:
+        """A move machine with the session's retry delays (or ``delays``), its failure
+        policy and Gemini's reading of close codes."""
+        return m.MoveMachine(
+            self._options.retry_delays if delays is None else delays, self._policy, read_close
+        )
+
     def _forget_session(self) -> None:
         """What one server session accumulates: the decider (handles, the ``goAway`` and its
         deadline, why a move is wanted) and the machine (refusals, the budget spent, the
@@ -180,7 +217,7 @@ class Rotation:
         self._timing: t.MoveTiming[HandleRef] = t.MoveTiming(
             self._options, attempts=False, spread_draw=random.random
         )
-        self._machine = m.MoveMachine(self._options.retry_delays, self._policy, read_close)
+        self._machine = self._new_machine()
         self._pending: LiveConnection | None = None
         self._cut_by_loss = False
         self._closed = False
@@ -338,6 +375,104 @@ class Rotation:
             raise TransportError("the move could not start")
         return await self._bounded(waiter)
 
+    # --- opening the session ----------------------------------------------------------------------
+
+    async def open(
+        self,
+        reason: MoveReason,
+        handle: HandleRef | None,
+        kind: HandleKind,
+        dial: Callable[[HandleRef | None], Awaitable[None]],
+        *,
+        delays: tuple[float, ...] | None,
+        may_rebuild: bool,
+        rebuild_when_spent: bool = False,
+        on_retry: Callable[[BaseException], None] | None = None,
+    ) -> Opened:
+        """Open the session (``connect``, or a takeover of a stored call: ``reason``) as a move
+        of the machine with no incumbent, carried out by the one driver every move runs on:
+        each ``Dial`` is one call of ``dial`` (it dials ``handle``, or opens a fresh session
+        for None, and installs the connection it set up, or raises), retried as the failure
+        policy says, ``delays`` the pauses before each attempt (one attempt per entry; None:
+        the session's ``retry_delays``).
+
+        ``may_rebuild``: a refused ``handle`` (or, with ``rebuild_when_spent``, one whose
+        attempts are spent) opens a fresh session; otherwise that ends the opening.
+        ``on_retry`` hears each failure that is retried. Returns how the session opened;
+        raises the last dial's failure when the machine gives up (401/403 at once), and
+        ``DialAbandonedError`` when ``close`` or ``abandon`` overtook it. The machine the
+        session's moves use starts afresh once it is open."""
+        opening = _Opening(dial, handle, may_rebuild, on_retry)
+        self._machine = self._new_machine(delays)
+        actions = self._machine.send(
+            m.Due(
+                self._s.now(),
+                reason,
+                handle,
+                kind,
+                incumbent=False,
+                can_rebuild=True,
+                forced=True,
+                rebuild_when_spent=rebuild_when_spent,
+            )
+        )
+        # The opening runs in the caller's task (``connect``); its dials are the dialler's to
+        # abandon (``disconnect``, ``abort_incumbent``), its pauses the rotation's to stop.
+        epoch = self._epoch
+        self._opening = opening
+        try:
+            await self._drive(actions)
+        finally:
+            if self._opening is opening:
+                self._opening = None
+            # The session's moves start with a machine of their own (its delays, no
+            # probation for the first connection).
+            self._machine = self._new_machine()
+        if self._epoch != epoch:
+            raise DialAbandonedError("the transport was closed or aborted while it connected")
+        if not opening.opened:
+            assert opening.failure is not None, "only a failed dial ends an opening unopened"
+            raise opening.failure
+        error = opening.failure
+        return Opened(opening.handle, opening.dials, self._describe(str(error)) if error else None)
+
+    async def _pause(self, seconds: float) -> None:
+        """An opening's pause between attempts, as a task of the rotation: ``close`` and
+        ``abandon`` end it with the rest."""
+        pause = asyncio.get_running_loop().create_task(
+            asyncio.sleep(seconds), name="gemini-live-open-pause"
+        )
+        self._tasks.add(pause)
+        pause.add_done_callback(self._tasks.discard)
+        try:
+            await asyncio.wait({pause})
+        finally:
+            pause.cancel()
+
+    async def _open_attempt(self, opening: _Opening, handle: HandleRef | None) -> list[m.Action]:
+        """One dial of the opening; returns the machine's next actions (none once open)."""
+        if handle is None and opening.started_with is not None and not opening.may_rebuild:
+            return []  # the handle was refused: this opening does not start a fresh session
+        opening.dials += 1
+        try:
+            await opening.dial(handle)
+        except DialAbandonedError:
+            raise
+        except Exception as error:
+            opening.failure = error
+            actions = self._machine.send(
+                m.Failed(self._s.now(), Stage.DIAL, error, can_rebuild=opening.may_rebuild)
+            )
+            if opening.on_retry is not None and any(_retries(opening, a) for a in actions):
+                opening.on_retry(error)
+            return actions
+        opening.opened, opening.handle = True, handle
+        # ``dial`` installed the connection itself: nothing served meanwhile, so there is no
+        # settle and no switch (as after a Break); the machine only hears that it is over.
+        self._machine.send(m.SetupOk())
+        self._machine.send(m.Settled(self._s.now()))
+        return []
+
     # --- ending ---------------------------------------------------------------------------------
 
     async def close(self, why: str) -> None:
@@ -365,7 +500,7 @@ class Rotation:
             task.cancel()
         self._drop_pending()
         self._finish_lost(why)
-        self._machine = m.MoveMachine(self._options.retry_delays, self._policy, read_close)
+        self._machine = self._new_machine()
         self._s.set_gate(m.InputGate.OPEN)
         return tasks
 
@@ -451,8 +586,27 @@ class Rotation:
     async def _drive(self, actions: list[m.Action]) -> None:
         """A move task: carry out the actions, feeding each outcome back to the machine."""
         epoch = self._epoch
+        opening = self._opening
         while actions and self._epoch == epoch:
             action = actions.pop(0)
+            if opening is not None:
+                if isinstance(action, m.Dial):
+                    actions += await self._open_attempt(opening, action.handle)
+                elif isinstance(action, m.Wait):
+                    await self._pause(action.seconds)
+                    if self._epoch == epoch:
+                        actions += self._machine.send(m.BackoffOver())
+                elif isinstance(action, m.Retried):
+                    logger.info(
+                        "{}: connecting failed ({}); retrying",
+                        self._s.callbacks,
+                        self._describe(action.why),
+                    )
+                # Nothing serves yet: nothing to gate or break, and the opening reports itself
+                # (a takeover as a move, a connect not at all). Giving up ends the opening.
+                elif isinstance(action, m.GiveUp):
+                    return
+                continue
             if isinstance(action, m.Dial):
                 actions += await self._attempt(action.handle)
             elif isinstance(action, m.Wait):
@@ -791,3 +945,12 @@ class Rotation:
 def _outcome_read(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():
         task.exception()
+
+
+def _retries(opening: _Opening, action: m.Action) -> bool:
+    """``action`` makes another attempt of ``opening``."""
+    if isinstance(action, m.Wait):
+        return True
+    if not isinstance(action, m.Dial):
+        return False
+    return action.handle is not None or opening.may_rebuild or opening.started_with is None

@@ -67,7 +67,6 @@ from realtime_resumption.frames import HANDOVER
 from realtime_resumption.gemini import (
     DEFAULT_RESUME_WATCHDOG,
     DEFAULT_RETRY_BUDGET,
-    DEFAULT_SETUP_TIMEOUT,
     GeminiLiveTransport,
     OutboxLimits,
     RetryPolicy,
@@ -107,8 +106,6 @@ FRAMES_DRAIN_TIMEOUT: Final = 2.0
 """Seconds the frames of the last callbacks get to be pushed when the pipeline ends."""
 CLIENT_CLOSE_TIMEOUT: Final = 2.0
 """Seconds the client ``create_client`` made gets to close at cleanup."""
-_CONNECT_WAIT_MARGIN: Final = 5.0
-"""Seconds beyond the transport's setup bound that a send waits for the first connection."""
 
 _Tools = ToolsSchema | list[FunctionSchema | DirectFunction] | list[dict[str, Any]] | None
 
@@ -388,7 +385,9 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
 
     async def _connect(self) -> None:
         try:
-            await self._transport.connect()
+            # Retried as a move's attempts are (``resumption``, ``retry_budget``): each failed
+            # dial that is retried is a non-fatal ErrorFrame, the last one a fatal one.
+            await self._transport.connect(retry=True)
         except (TransportError, StoreError, RecordError) as error:
             # A store's error (another worker holds the call's lease) is the call's end here
             # as much as a failed dial: the pipeline hears it as an ErrorFrame, not the task
@@ -430,14 +429,12 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
         self._session_up = False
 
     async def _session_ready(self) -> bool:
-        """Wait (bounded) for the first connection; False when there is none."""
+        """Wait for the first connection; False when there is none. The connect bounds the
+        wait itself: each dial within the setup timeout, its retries within ``resumption``'s
+        delays and the ``retry_budget``."""
         task = self._connect_task
         if not self._session_up and task is not None and not task.done():
-            try:
-                async with asyncio.timeout(DEFAULT_SETUP_TIMEOUT + _CONNECT_WAIT_MARGIN):
-                    await asyncio.shield(task)
-            except TimeoutError:
-                logger.warning(f"{self}: the first connection is not up yet")
+            await asyncio.wait({task})
         return self._session_up
 
     # --- frames in ----------------------------------------------------------------------------

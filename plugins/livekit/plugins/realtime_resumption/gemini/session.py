@@ -27,14 +27,13 @@ from opentelemetry import context as otel_context
 from realtime_resumption import RecordError
 from realtime_resumption.move_reports import MoveOutcome, MoveReport
 from realtime_resumption.redaction import Secret, secret
-from realtime_resumption.store import LeaseHeldError, StoreError
+from realtime_resumption.store import StoreError
 from realtime_resumption.transport import (
     ContentTurn,
     GenerationEndReason,
     GenerationSettings,
     NotConnectedError,
     RealtimeLLMUsage,
-    ReconnectState,
     ReplayItem,
     SessionLostError,
     SessionUpdate,
@@ -100,9 +99,6 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._mirror = ChatMirror()
         self._input_audio = InputAudio()
         self._phase: _Phase = "idle"
-        self._before_dial: list[Callable[[], None]] = []
-        self._dialled: list[Callable[[], None]] = []
-        """Sends (but audio) handed to the transport during a first dial that may fail."""
         self._in_activity = False
         self._pending_config: SessionUpdate | None = None
         self._setup_waiters: list[asyncio.Future[None]] = []
@@ -135,6 +131,13 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             session_span = otel_context.get_current()
             telemetry.parent = lambda: session_span
         self._wire()
+        # The connect begins now: the transport holds what is sent from here on until the
+        # first connection is set up (or the connect fails for good), across its retries.
+        conn = options.conn_options
+        self._connecting = self._transport.connect(
+            retry=(0.0, *(conn.retry_interval,) * conn.max_retry),
+            resumption_handle=options.resumption_handle,
+        )
         self._main = asyncio.create_task(self._connect(), name="realtime-resumption-connect")
 
     def __repr__(self) -> str:
@@ -248,7 +251,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     def push_audio(self, frame: rtc.AudioFrame) -> None:
         """User audio, resampled to 16 kHz mono; held during a move and delivered after."""
         for pcm in self._input_audio.convert(frame):
-            self._send(functools.partial(self._transport.send_audio, pcm), audio=True)
+            self._send(functools.partial(self._transport.send_audio, pcm))
 
     def push_video(self, frame: rtc.VideoFrame) -> None:
         """A video frame, encoded as the model's ``image_encode_options`` say."""
@@ -395,9 +398,9 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
                 logger.warning("the call was not handed over; it ends here: %s", error)
         self._phase = "closed"
         self._check_setup()
-        self._before_dial.clear()
         self._main.cancel()
         await asyncio.wait({self._main})
+        self._connecting.close()  # (not awaited when closed before the connect's first step)
         await self._transport.disconnect()
         for task in list(self._tasks):
             task.cancel()
@@ -419,50 +422,21 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         # AgentActivity configures a new session (instructions, chat context, tools) right
         # after making it: let that land in the first setup.
         await asyncio.sleep(0)
-        conn = self._opts.conn_options
-        for attempt in range(conn.max_retry + 1):
-            started = time.perf_counter()
-            dial = asyncio.create_task(self._dial(), name="realtime-resumption-dial")
-            try:
-                # The dial runs up to its first wait before this task goes on: from now on
-                # the transport holds what is sent until the setup completes.
-                await asyncio.sleep(0)
-                self._phase = "dialling"
-                before, self._before_dial = self._before_dial, []
-                for send in before:
-                    self._send(send)
-                await dial
-            except (TransportError, StoreError, RecordError) as error:
-                # Another worker driving the call, or a record this version cannot read,
-                # stays so on a retry: the session is lost at once. A store that failed to
-                # answer, like a failed dial, gets the connection's retries.
-                last = attempt == conn.max_retry or isinstance(error, LeaseHeldError | RecordError)
-                logger.warning(
-                    "connecting to Gemini Live failed",
-                    extra={"attempt": attempt + 1, "error": str(error)},
-                )
-                if last:
-                    self._lose(error)
-                self._emit_error(error, recoverable=not last)
-                if last:
-                    return
-                # The failed dial discarded what it held: all but audio goes to the next one,
-                # and so does what arrives meanwhile (audio in that gap is lost, as on a drop).
-                self._phase = "idle"
-                self._before_dial[:0] = self._dialled
-                self._dialled = []
-                pending, self._pending_config = self._pending_config, None
-                if pending is not None:
-                    await self._transport.update_session(pending)
-                await asyncio.sleep(conn.retry_interval)
-                continue
-            finally:
-                if not dial.done():
-                    dial.cancel()
-                    await asyncio.wait({dial})
-            self._dialled = []
-            self._report_connection_acquired(time.perf_counter() - started)
-            break
+        started = time.perf_counter()
+        self._phase = "dialling"
+        try:
+            # ``conn_options``: ``max_retry`` retries ``retry_interval`` apart (jittered), each
+            # failed attempt a recoverable error (through ``on_error``); the connection's
+            # ``timeout`` bounds each setup.
+            await self._connecting
+        except (TransportError, StoreError, RecordError) as error:
+            # Another worker driving the call, or a record this version cannot read, is no
+            # failed dial: the session is lost at once, as after the last failed attempt.
+            logger.warning("connecting to Gemini Live failed", extra={"error": str(error)})
+            self._lose(error)
+            self._emit_error(error, recoverable=False)
+            return
+        self._report_connection_acquired(time.perf_counter() - started)
         self._phase = "ready"
         self._restart_reply_clock()
         pending, self._pending_config = self._pending_config, None
@@ -481,31 +455,18 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         if reply is not None and not reply.done():
             reply.set_exception(llm.RealtimeError(f"the session could not connect: {error}"))
 
-    async def _dial(self) -> None:
-        handle = self._opts.resumption_handle
-        if handle is not None:
-            await self._transport.reconnect(ReconnectState(resumption_handle=handle))
-        else:
-            await self._transport.connect()
-
-    def _send(self, send: Callable[[], None], *, audio: bool = False) -> None:
-        """Deliver now (the transport holds it while a connection sets up or the session
-        moves), or, before a first dial began, as soon as it does; audio that arrives while
-        no connection is being set up (between failed first attempts) is dropped."""
-        if self._phase == "idle":
-            if not audio:
-                self._before_dial.append(send)
-        elif self._phase in ("dialling", "ready"):
-            if self._phase == "dialling" and not audio:
-                self._dialled.append(send)
+    def _send(self, send: Callable[[], None]) -> None:
+        """Deliver now: the transport holds it while the first connection sets up (its
+        retries included) or the session moves. Nothing goes once the session is over."""
+        if self._phase not in ("lost", "closed"):
             self._deliver(send)
 
     def _deliver(self, send: Callable[[], None]) -> None:
         try:
             send()
         except NotConnectedError:
-            # Only between failed first attempts: nothing takes input then.
-            logger.debug("input dropped: no connection is being set up")
+            # The transport ended the session (it is reported through on_error, on_close).
+            logger.debug("input dropped: the session is over")
 
     async def _update(self, update: SessionUpdate) -> None:
         phase = self._phase
