@@ -18,7 +18,7 @@ from realtime_resumption.outbox import (
     ReplayScope,
 )
 
-from .test_replay import CHUNK, Wire, make, send
+from .wire import CHUNK, Wire, make, send
 
 A = MessageKind.AUDIO
 V = MessageKind.VIDEO

@@ -14,7 +14,7 @@ from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.handles import HandleBook
 from realtime_resumption.outbox import MessageKind, Outbox, OutboxLimits, Replay
 
-from .test_replay import CHUNK, Wire, make, send
+from .wire import CHUNK, Wire, make, send
 
 A = MessageKind.AUDIO
 TXT = MessageKind.TEXT

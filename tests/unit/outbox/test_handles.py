@@ -20,7 +20,7 @@ from realtime_resumption.outbox import (
     UnknownHandleError,
 )
 
-from .test_replay import CHUNK, Wire, make, send
+from .wire import CHUNK, Wire, make, send
 
 A = MessageKind.AUDIO
 TXT = MessageKind.TEXT

@@ -9,7 +9,7 @@ import pytest
 
 from realtime_resumption.outbox import MessageKind, Outbox, OutboxLimits
 
-from .test_replay import CHUNK, Wire, send
+from .wire import CHUNK, Wire, send
 
 A = MessageKind.AUDIO
 TOOL = MessageKind.TOOL_RESPONSE

@@ -19,7 +19,7 @@ from realtime_resumption.gemini.loop_lag import LoopLag
 from realtime_resumption.outbox import Outbox, OutboxLimits
 
 from ....transport.transport_helpers import unopened_connection
-from ...outbox.test_replay import CHUNK, Wire, send
+from ...outbox.wire import CHUNK, Wire, send
 from ..test_loop_lag import _Loop
 
 ROUND_TRIP = 0.006
