@@ -1,10 +1,10 @@
 """The failure policy's words, its HTTP boundaries and its budget's edges.
 
-``tests/rotation/test_move_machine.py`` checks each row's verdict; these check what mutation
-testing (``make mutate MODULE=failures``) found unguarded: the README's promise that an
-HTTP 401/403 says to check the key, that every 5xx is retried (only 4xx refuse the request),
-that every ruling explains itself with the code or status and the moment it happened, and
-that the retry budget ends a session after 20 failed attempts or 120 s, wherever the clock starts.
+``tests/unit/test_move_machine.py`` checks each row's verdict; these check the rest of what
+the policy promises: the README's promise that an HTTP 401/403 says to check the key, that
+every 5xx is retried (only 4xx refuse the request), that every ruling explains itself with the
+code or status and the moment it happened, and that the retry budget ends a session after 20
+failed attempts or 120 s, wherever the clock starts.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The move's state machine and the failure policy, driven directly: pure, no I/O, no clock.
 
-Each transition of ``gemini.move`` and each row of ``gemini.failures``' table has a test here;
+Each transition of ``move_machine`` and each row of ``failures``' table has a test here;
 a hypothesis state machine then feeds random event sequences and checks the invariants (the
 machine never dials without bound, CLOSED is final, every wait is a jittered retry delay).
 """
