@@ -17,11 +17,11 @@ demo: $(STAMP)
 
 test: lint typecheck suite matrix
 
-# The edit-test loop: lint, types, the unit tests (tests/unit mirrors the package) and the
-# transport on the emulator (tests/transport), about a minute and a half. `make test` is the
-# whole suite and the version matrix, what CI runs.
+# The edit-test loop: lint, types, the layout rules, the unit tests (tests/unit mirrors the
+# package) and the transport on the emulator (tests/transport), under two minutes. `make test`
+# is the whole suite and the version matrix, what CI runs.
 check: lint typecheck
-	$(BIN)/python -m pytest -q tests/unit tests/transport
+	$(BIN)/python -m pytest -q tests/layout tests/unit tests/transport
 
 lint: $(STAMP)
 	$(BIN)/ruff check plugins frames tests examples .ci
