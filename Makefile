@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit matrix bench mutate mutate-report clean
+.PHONY: demo test check lint typecheck suite matrix bench mutate mutate-report clean
 
 # Re-install only when the project's metadata changes.
 $(STAMP): pyproject.toml
@@ -15,7 +15,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m examples.demo $(ARGS)
 
-test: lint typecheck unit matrix
+test: lint typecheck suite matrix
+
+# The edit-test loop: lint, types, the layout rules, the unit tests (tests/unit mirrors the
+# package) and the transport on the emulator (tests/transport), under two minutes. `make test`
+# is the whole suite and the version matrix, what CI runs.
+check: lint typecheck
+	$(BIN)/python -m pytest -q tests/layout tests/unit tests/transport
 
 lint: $(STAMP)
 	$(BIN)/ruff check plugins frames tests examples .ci
@@ -25,7 +31,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy -p realtime_resumption -p realtime_resumption.frames -p livekit.plugins.realtime_resumption
 	$(BIN)/mypy .ci/matrix.py
 
-unit: $(STAMP)
+suite: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 # The core's tests on each pair of google-genai and websockets in .ci/matrix, two cells at a

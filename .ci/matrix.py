@@ -61,7 +61,7 @@ class Cell:
     pins: dict[str, str]
     paths: tuple[str, ...]
     default: bool = False
-    """The default install is this cell: ``make unit`` runs the whole suite on it, so the
+    """The default install is this cell: ``make test`` runs the whole suite on it, so the
     matrix only proves its versions."""
 
     @property

@@ -9,7 +9,7 @@ from realtime_resumption.outbox import MessageKind, Outbox
 from realtime_resumption.tool_calls import ToolCallTracker
 from realtime_resumption.transport import ToolCall, ToolResult
 
-from ..gemini_unit.test_outbox import Wire, send
+from ..unit.outbox.wire import Wire, send
 
 
 def _session() -> tuple[Outbox[str], Wire]:

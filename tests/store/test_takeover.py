@@ -437,7 +437,7 @@ async def test_a_tool_call_the_stored_handle_knows_is_answered_on_the_session_th
 
 
 async def test_no_handle_is_whole_in_the_logs_reports_or_errors_of_a_takeover() -> None:
-    from ..test_secrets import Capture
+    from ..transport.test_secrets import Capture
 
     store = MemoryStore()
     with Capture() as capture:

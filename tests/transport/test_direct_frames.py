@@ -1,7 +1,7 @@
 """Realtime input written, and model audio read, without the SDK's models: over real TLS to a
 scripted endpoint, what reaches the server is what the SDK's ``send_realtime_input`` writes,
-and the audio the server sends reaches the app byte for byte. (``tests/gemini_unit``'s
-``test_realtime_frames`` and ``test_audio_reading`` compare every kind against the SDK.)"""
+and the audio the server sends reaches the app byte for byte. (``tests/unit/gemini``'s
+``test_messages`` and ``test_server_events`` compare every kind against the SDK.)"""
 
 from __future__ import annotations
 

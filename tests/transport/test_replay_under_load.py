@@ -3,7 +3,7 @@ does not move the handle's place, so a move does not replay the question before 
 
 A loaded event loop cannot be had on demand, so the loop's lag monitor is a stand-in with set
 readings (its turns are marked as usual); the transport, the SDK, the sockets and the emulator
-are real. ``tests/gemini_unit/test_loop_lag.py`` checks the readings the real monitor gives."""
+are real. ``tests/unit/gemini/test_loop_lag.py`` checks the readings the real monitor gives."""
 
 from __future__ import annotations
 

@@ -18,9 +18,9 @@ from typing import Any, cast
 from realtime_resumption.gemini.loop_lag import LoopLag
 from realtime_resumption.outbox import Outbox, OutboxLimits
 
-from ..transport.transport_helpers import unopened_connection
-from .test_loop_lag import _Loop
-from .test_outbox import CHUNK, Wire, send
+from ....transport.transport_helpers import unopened_connection
+from ...outbox.wire import CHUNK, Wire, send
+from ..test_loop_lag import _Loop
 
 ROUND_TRIP = 0.006
 """The kernel's estimate in most tests: a nearby front end."""

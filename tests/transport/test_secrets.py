@@ -21,7 +21,7 @@ from realtime_resumption.resumption import ResumptionOptions
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.transport import ConnectError, ContentTurn, ReconnectState
 
-from .transport.transport_helpers import CALLBACKS, GRACE, MODEL
+from .transport_helpers import CALLBACKS, GRACE, MODEL
 
 FAST = ResumptionOptions(deadline_margin=1.0, retry_delays=(0.0, 0.05, 0.1), attempt_timeout=2.0)
 WAIT = 8.0

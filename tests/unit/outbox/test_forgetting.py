@@ -1,8 +1,8 @@
 """How the outbox forgets: pruning what every resumption point holds, releasing media past a
-bound, withdrawing, detaching and clearing. Each test states a README or docstring promise
-that mutation testing (``make mutate MODULE=outbox``) found unguarded, or a defect it
-led to: what is replayed, what ``lacking()`` reports, what the stats count, and which of the
-caller's messages the outbox keeps alive."""
+bound, withdrawing, detaching and clearing (after which a new session holds the whole bound
+again). Each test states a README or docstring promise, or guards a defect once found: what is
+replayed, what ``lacking()`` reports, what the stats count, and which of the caller's messages
+the outbox keeps alive."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.handles import HandleBook
 from realtime_resumption.outbox import MessageKind, Outbox, OutboxLimits, Replay
 
-from .test_outbox import CHUNK, Wire, make, send
+from .wire import CHUNK, Wire, make, send
 
 A = MessageKind.AUDIO
 TXT = MessageKind.TEXT
@@ -299,6 +299,28 @@ def test_a_cleared_outbox_starts_the_next_session_as_a_new_one_would() -> None:
     assert replay.audio_chunks_dropped == 4
     silence = ["s4"] + [f"s{n}" for n in range(10, 15)]
     assert written == ["t1", *silence, "v0", "v1", "v2", "v3"]
+
+
+def test_a_cleared_outbox_holds_its_whole_bound_again() -> None:
+    """After ``clear`` (the session closed, or its first dial failed and discarded what was
+    held), a new session may hold the full bound of audio and video: nothing of the old one
+    still counts against it."""
+    limits = OutboxLimits(max_audio_seconds=0.1, max_video_frames=2, max_media_age=100.0)
+    outbox: Outbox[str] = Outbox(limits)
+    for n in range(5):
+        outbox.submit(f"a{n}", A, 0.0, audio_seconds=CHUNK)
+    outbox.submit("v0", MessageKind.VIDEO, 0.0)
+    outbox.submit("v1", MessageKind.VIDEO, 0.0)
+    outbox.clear()
+    wire = Wire(outbox)
+    for n in range(5):
+        outbox.submit(f"b{n}", A, 1.0, audio_seconds=CHUNK)
+    outbox.submit("w0", MessageKind.VIDEO, 1.0)
+    outbox.submit("w1", MessageKind.VIDEO, 1.0)
+    assert outbox.stats.audio_chunks_dropped == 0
+    assert outbox.stats.video_frames_dropped == 0
+    outbox.attach_fresh(1, 1.0)
+    assert wire.flush(1.0) == ["b0", "b1", "b2", "b3", "b4", "w0", "w1"]
 
 
 def test_the_outbox_lets_go_of_handles_no_retained_message_is_looked_up_through() -> None:

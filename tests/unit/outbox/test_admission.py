@@ -1,8 +1,7 @@
-"""What the outbox admits, counts and writes again: promises of its limits, of ``admit``, of
-the writer's contract (a failed write comes back; a withdrawn or skipped one does not, nor
+"""What the outbox admits, counts and writes again: the promises of its limits, of ``admit``,
+of the writer's contract (a failed write comes back; a withdrawn or skipped one does not, nor
 media a bound released meanwhile, which a move reports lost once), of its counters and of its
-repr, that mutation testing (``make mutate MODULE=outbox``) found unguarded by the other
-unit tests."""
+repr, each at its exact edge."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from realtime_resumption.outbox import (
     ReplayScope,
 )
 
-from .test_outbox import CHUNK, Wire, make, send
+from .wire import CHUNK, Wire, make, send
 
 A = MessageKind.AUDIO
 V = MessageKind.VIDEO

@@ -1,8 +1,9 @@
-"""The move's state machine and the failure policy, driven directly: pure, no I/O, no clock.
+"""The move's state machine, driven directly: pure, no I/O, no clock.
 
-Each transition of ``gemini.move`` and each row of ``gemini.failures``' table has a test here;
-a hypothesis state machine then feeds random event sequences and checks the invariants (the
-machine never dials without bound, CLOSED is final, every wait is a jittered retry delay).
+Each transition of ``move_machine`` has a test here (each row of the failure policy's table
+has one in ``test_failures.py``); a hypothesis state machine then feeds random event sequences
+and checks the invariants (the machine never dials without bound, CLOSED is final, every wait is a
+jittered retry delay).
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from realtime_resumption import move_machine as m
-from realtime_resumption.failures import RetryPolicy, Stage, Verdict, classify
+from realtime_resumption.failures import RetryPolicy, Stage
 from realtime_resumption.gemini.close_codes import read_close
 from realtime_resumption.move_machine import InputGate
 from realtime_resumption.move_reports import HandleKind, MoveReason
-from realtime_resumption.transport import ConnectError, ConnectFailure, SessionLostError
+from realtime_resumption.transport import ConnectError, ConnectFailure
 
 DELAYS = (0.0, 0.5, 1.0, 2.0, 4.0)
 H1 = "handle-one-0123456789abcdef"
@@ -588,55 +589,6 @@ def test_every_retry_and_give_up_says_why() -> None:
     [lost_] = mm.send(lost(10.2))
     assert isinstance(lost_, m.GiveUp)
     assert "budget (1 failed attempts)" in lost_.why and "code 1006" in lost_.why
-
-
-def test_jitter_spreads_delays_and_keeps_zero_at_zero() -> None:
-    draws = iter([0.0, 1.0])
-    policy = RetryPolicy(jitter=0.5, random=lambda: next(draws))
-    assert policy.spread(0.0) == 0.0
-    assert policy.spread(2.0) == 1.0
-    assert policy.spread(2.0) == 3.0
-    rng = random.Random(1)
-    spread = {round(RetryPolicy(random=rng.random).spread(1.0), 6) for _ in range(20)}
-    assert len(spread) == 20, "a storm of sessions does not redial in lockstep"
-
-
-# --- the failure policy's table ----------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("error", "stage", "code", "strikes", "verdict"),
-    [
-        (http(401), Stage.DIAL, None, 0, Verdict.FATAL),
-        (http(403), Stage.DIAL, None, 0, Verdict.FATAL),
-        (http(400), Stage.DIAL, None, 0, Verdict.FATAL),
-        (http(429), Stage.DIAL, None, 0, Verdict.RETRY),
-        (http(503), Stage.DIAL, None, 0, Verdict.RETRY),
-        (closed(1007), Stage.DIAL, None, 0, Verdict.REFUSED),
-        (None, Stage.SETTLING, 1008, 0, Verdict.REFUSED),
-        (None, Stage.PROBATION, 1007, 0, Verdict.REFUSED),
-        (None, Stage.SETTLING, 1011, 0, Verdict.RETRY),
-        (None, Stage.SETTLING, 1011, 1, Verdict.REFUSED),
-        (None, Stage.SETTLING, 1000, 0, Verdict.RETRY),
-        (None, Stage.SERVING, 1008, 0, Verdict.MOVE),
-        (TimeoutError("slow"), Stage.DIAL, None, 0, Verdict.RETRY),
-        (OSError("unreachable"), Stage.DIAL, None, 0, Verdict.RETRY),
-        (SessionLostError("over"), Stage.SETTLING, None, 0, Verdict.FATAL),
-    ],
-)
-def test_the_failure_policy_table(
-    error: BaseException | None, stage: Stage, code: int | None, strikes: int, verdict: Verdict
-) -> None:
-    assert classify(error, stage, reading=read_close, code=code, strikes=strikes).verdict is verdict
-
-
-def test_retry_policy_validates_its_fields() -> None:
-    with pytest.raises(ValueError, match="retry_budget"):
-        RetryPolicy(attempts=0)
-    with pytest.raises(ValueError, match="within"):
-        RetryPolicy(within=0)
-    with pytest.raises(ValueError, match="jitter"):
-        RetryPolicy(jitter=2)
 
 
 # --- random event sequences --------------------------------------------------------------------

@@ -1,13 +1,15 @@
-"""The failure policy's words, its HTTP boundaries and its budget's edges.
+"""The failure policy: the verdict of each row of its table, its words, its HTTP boundaries,
+its budget's edges and its jittered delays.
 
-``tests/rotation/test_move_machine.py`` checks each row's verdict; these check what mutation
-testing (``make mutate MODULE=failures``) found unguarded: the README's promise that an
-HTTP 401/403 says to check the key, that every 5xx is retried (only 4xx refuse the request),
-that every ruling explains itself with the code or status and the moment it happened, and
-that the retry budget ends a session after 20 failed attempts or 120 s, wherever the clock starts.
+The README's promises among them: an HTTP 401/403 says to check the key, every 5xx is retried
+(only 4xx refuse the request), every ruling explains itself with the code or status and the
+moment it happened, and the retry budget ends a session after 20 failed attempts or 120 s,
+wherever the clock starts.
 """
 
 from __future__ import annotations
+
+import random
 
 import pytest
 
@@ -168,6 +170,55 @@ def test_a_budget_of_one_attempt_and_the_jitter_bounds_are_accepted() -> None:
         RetryPolicy(within="120")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="retry_budget must be an int >= 1"):
         RetryPolicy(attempts=2.5)  # type: ignore[arg-type]
+
+
+def test_jitter_spreads_delays_and_keeps_zero_at_zero() -> None:
+    draws = iter([0.0, 1.0])
+    policy = RetryPolicy(jitter=0.5, random=lambda: next(draws))
+    assert policy.spread(0.0) == 0.0
+    assert policy.spread(2.0) == 1.0
+    assert policy.spread(2.0) == 3.0
+    rng = random.Random(1)
+    spread = {round(RetryPolicy(random=rng.random).spread(1.0), 6) for _ in range(20)}
+    assert len(spread) == 20, "a storm of sessions does not redial in lockstep"
+
+
+# --- the failure policy's table ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "stage", "code", "strikes", "verdict"),
+    [
+        (http(401), Stage.DIAL, None, 0, Verdict.FATAL),
+        (http(403), Stage.DIAL, None, 0, Verdict.FATAL),
+        (http(400), Stage.DIAL, None, 0, Verdict.FATAL),
+        (http(429), Stage.DIAL, None, 0, Verdict.RETRY),
+        (http(503), Stage.DIAL, None, 0, Verdict.RETRY),
+        (closed(1007), Stage.DIAL, None, 0, Verdict.REFUSED),
+        (None, Stage.SETTLING, 1008, 0, Verdict.REFUSED),
+        (None, Stage.PROBATION, 1007, 0, Verdict.REFUSED),
+        (None, Stage.SETTLING, 1011, 0, Verdict.RETRY),
+        (None, Stage.SETTLING, 1011, 1, Verdict.REFUSED),
+        (None, Stage.SETTLING, 1000, 0, Verdict.RETRY),
+        (None, Stage.SERVING, 1008, 0, Verdict.MOVE),
+        (TimeoutError("slow"), Stage.DIAL, None, 0, Verdict.RETRY),
+        (OSError("unreachable"), Stage.DIAL, None, 0, Verdict.RETRY),
+        (SessionLostError("over"), Stage.SETTLING, None, 0, Verdict.FATAL),
+    ],
+)
+def test_the_failure_policy_table(
+    error: BaseException | None, stage: Stage, code: int | None, strikes: int, verdict: Verdict
+) -> None:
+    assert classify(error, stage, reading=read_close, code=code, strikes=strikes).verdict is verdict
+
+
+def test_retry_policy_validates_its_fields() -> None:
+    with pytest.raises(ValueError, match="retry_budget"):
+        RetryPolicy(attempts=0)
+    with pytest.raises(ValueError, match="within"):
+        RetryPolicy(within=0)
+    with pytest.raises(ValueError, match="jitter"):
+        RetryPolicy(jitter=2)
 
 
 @pytest.mark.parametrize("code", [1007, 1008])

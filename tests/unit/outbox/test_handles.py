@@ -1,7 +1,7 @@
-"""Outbox promises about handles, round trips, switches, turn boundaries and counters that
-mutation testing (``make mutate MODULE=outbox``) found unguarded by the other unit
-tests: what a resume replays at the exact edges of the arrival rule, which round-trip reports
-count, how repeated handles, restated turns and late write failures are handled, what a
+"""Outbox promises about handles, round trips, switches, turn boundaries and counters: what a
+resume replays at the exact edges of the arrival rule (with the shipped tolerance and on a
+jittery link), which round-trip reports count, that only the connection that answered proves
+an answer, how repeated handles, restated turns and late write failures are handled, what a
 rebuild queues and reports, when an activity is reopened, and what the counters say."""
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from realtime_resumption.outbox import (
     UnknownHandleError,
 )
 
-from .test_outbox import CHUNK, Wire, make, send
+from .wire import CHUNK, Wire, make, send
 
 A = MessageKind.AUDIO
 TXT = MessageKind.TEXT
+TOOL = MessageKind.TOOL_RESPONSE
 
 
 def _answered_turns(outbox: Outbox[str], wire: Wire, count: int) -> None:
@@ -115,6 +116,43 @@ def test_a_round_trip_reported_for_a_connection_not_live_changes_nothing() -> No
     assert wire.flush(1.1) == ["a800"]  # within the unmeasured 0.3 s handle_margin
 
 
+def _replayed_around(
+    outbox: Outbox[str], wire: Wire, *, round_trip: float, jitter: float, before: list[float]
+) -> list[str]:
+    """Audio written ``before`` seconds before the one-round-trip boundary of a handle that
+    arrives at 1.0 s, on a link of ``round_trip`` varying by ``jitter``: what a resume from
+    that handle replays."""
+    outbox.attach_fresh(1, 0.0)
+    outbox.round_trip_measured(1, round_trip, jitter)
+    boundary = 1.0 - round_trip
+    for seconds in before:
+        send(outbox, wire, boundary - seconds, f"a-{round(seconds * 1000)}ms")
+    outbox.record_handle("h1", 1, 1.0)
+    outbox.attach_resumed(2, "h1", 1.1)
+    return wire.flush(1.1)
+
+
+def test_the_shipped_tolerance_replays_audio_within_40_ms_of_the_boundary() -> None:
+    """README: "audio within twice the kernel's deviation (at least 40 ms,
+    ``OutboxLimits.round_trip_tolerance``) ... is replayed too", with the shipped limits."""
+    assert OutboxLimits().round_trip_tolerance == pytest.approx(0.04)
+    outbox: Outbox[str] = Outbox(OutboxLimits())
+    replayed = _replayed_around(
+        outbox, Wire(outbox), round_trip=0.006, jitter=0.0, before=[0.1, 0.06, 0.03, 0.01]
+    )
+    assert replayed == ["a-30ms", "a-10ms"]
+
+
+def test_a_jitter_beyond_the_tolerance_widens_the_replay() -> None:
+    """README: twice the kernel's deviation (the jitter) when that exceeds the tolerance: a
+    jittery link replays what it might still have had in flight (80 ms here, not 40)."""
+    outbox: Outbox[str] = Outbox(OutboxLimits())
+    replayed = _replayed_around(
+        outbox, Wire(outbox), round_trip=0.006, jitter=0.08, before=[0.2, 0.09, 0.06, 0.03]
+    )
+    assert replayed == ["a-60ms", "a-30ms"]
+
+
 # -- the arrival rule's edges ------------------------------------------------------------
 
 
@@ -141,6 +179,25 @@ def test_text_written_exactly_one_round_trip_before_a_handle_is_held() -> None:
     outbox.record_handle("h1", 1, 1.0)
     outbox.attach_resumed(2, "h1", 1.1)
     assert wire.flush(1.1) == ["t2"]
+
+
+@pytest.mark.parametrize("other", [0, 2])
+def test_an_answer_on_another_connection_proves_nothing_on_the_live_one(other: int) -> None:
+    """ "When the model answers after a tool result, the session has taken in that result":
+    the session of the connection that answered. An answer reported for another connection (a
+    late report from the old one, or one not yet live) leaves the live one's replay to timing."""
+    outbox: Outbox[str] = Outbox(OutboxLimits())
+    wire = Wire(outbox)
+    outbox.attach_fresh(1, 0.0, round_trip=0.01)
+    outbox.submit("a-question", A, 0.6, audio_seconds=CHUNK)
+    result = outbox.submit("r-result", TOOL, 0.6)
+    wire.flush(0.6)
+    outbox.mark_written(result, 1, 0.6)
+    outbox.model_answered(other)
+    send(outbox, wire, 0.9, "a-after")
+    outbox.record_handle("h1", 1, 0.55)
+    outbox.attach_resumed(2, "h1", 1.0)
+    assert wire.flush(1.0) == ["a-question", "r-result", "a-after"]
 
 
 # -- handles -----------------------------------------------------------------------------
