@@ -132,7 +132,9 @@ def build_seed(
                 "item": _wire(item, new_id, flavour),
             }
         )
-        seeded.append(replace(item, id=new_id))
+        # As the new session holds it: a spoken turn seeded as its words is a text item there.
+        spoken = _as_audio(item)
+        seeded.append(replace(item, id=new_id, has_audio=spoken, transcript_pending=spoken))
         previous = new_id
     return Seed(
         events=tuple(events),

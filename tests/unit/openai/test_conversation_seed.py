@@ -106,6 +106,13 @@ def test_the_items_are_chained_from_root_and_keep_their_ids() -> None:
     assert seed.new_id("a1") == "a1" and seed.new_id("nope") is None
 
 
+def test_a_transcribed_spoken_turn_is_held_as_the_text_it_was_seeded_as() -> None:
+    heard = HeldItem("u1", "user", text="hello", has_audio=True, status="completed")
+    seed = build_seed((heard,))
+    assert seed.events[0]["item"]["content"] == [{"type": "input_text", "text": "hello"}]
+    assert seed.items == (HeldItem("u1", "user", text="hello", status="completed"),)
+
+
 def test_an_id_too_long_for_the_api_gets_a_stable_one_and_the_chain_follows_it() -> None:
     long_id = "item_" + "x" * 40
     items = (user(long_id, "hello"), said("a1", "hi"))

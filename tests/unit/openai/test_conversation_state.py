@@ -340,6 +340,13 @@ def test_items_given_to_a_new_session_keep_what_the_echo_leaves_out() -> None:
     assert state.item("u1").audio == b"speech"  # type: ignore[union-attr]
 
 
+def test_a_text_item_given_to_a_new_session_stays_text_through_its_echo() -> None:
+    state = ConversationState(conversation=[HeldItem("u1", "user", text="hello")])
+    echo = Item("u1", "message", "user", "completed", (ContentPart("input_text", "hello"),))
+    state.receive(ItemAnnounced("conversation.item.added", "added", echo, None))
+    assert state.items == (HeldItem("u1", "user", text="hello", status="completed"),)
+
+
 def test_bounds_below_zero_are_refused() -> None:
     with pytest.raises(ValueError, match="idle_audio_ms"):
         ConversationState(idle_audio_ms=-1)
