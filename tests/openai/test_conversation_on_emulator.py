@@ -11,8 +11,12 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
+from openai.resources.beta.realtime.realtime import (
+    AsyncRealtimeConnection as BetaConnection,
+)
 from openai.resources.realtime.realtime import AsyncRealtimeConnection
 
 from realtime_resumption.openai.conversation_seed import build_seed
@@ -34,6 +38,7 @@ from realtime_resumption.openai.realtime_server_events import (
     read_server_event,
 )
 from realtime_resumption.openai.session_config import (
+    Flavour,
     FunctionTool,
     InputTranscription,
     SessionConfig,
@@ -69,9 +74,15 @@ conversation or the input buffer."""
 class Call:
     """One session: its connection, everything read from it, and the state it feeds."""
 
-    def __init__(self, conn: AsyncRealtimeConnection, state: ConversationState) -> None:
+    def __init__(
+        self,
+        conn: AsyncRealtimeConnection | BetaConnection,
+        state: ConversationState,
+        flavour: Flavour = "ga",
+    ) -> None:
         self.conn = conn
         self.state = state
+        self.flavour: Flavour = flavour
         self.events: list[ServerEvent] = []
 
     async def read_until(self, done: Callable[[ServerEvent], bool]) -> list[ServerEvent]:
@@ -79,7 +90,7 @@ class Call:
         read: list[ServerEvent] = []
         async with asyncio.timeout(TIMEOUT):
             while True:
-                event = read_server_event(await self.conn.recv_bytes())
+                event = read_server_event(await self.conn.recv_bytes(), self.flavour)
                 assert not isinstance(event, Malformed), event
                 assert not isinstance(event, ServerError), event
                 self.state.receive(event)
@@ -106,7 +117,7 @@ class Call:
 
     async def configure(self, config: SessionConfig) -> SessionEvent:
         await self.read_until(lambda e: isinstance(e, SessionEvent) and e.created)
-        await self.conn.send(config.session_update())  # type: ignore[arg-type]
+        await self.conn.send(config.session_update(self.flavour))  # type: ignore[arg-type]
         read = await self.read_until(lambda e: isinstance(e, SessionEvent) and not e.created)
         updated = read[-1]
         assert isinstance(updated, SessionEvent)
@@ -140,7 +151,8 @@ async def _seed(call: Call, events: Sequence[dict[str, Any]]) -> None:
         await call.conn.send(event)  # type: ignore[arg-type]
 
     def all_seeded(event: ServerEvent) -> bool:
-        if isinstance(event, ItemAnnounced) and event.stage == "done":
+        # GA says an item is whole with .done, beta with its one .created.
+        if isinstance(event, ItemAnnounced) and event.stage in ("done", "created"):
             remaining.discard(event.item.id)
         return not remaining
 
@@ -272,3 +284,48 @@ async def test_a_turn_never_transcribed_reaches_the_next_session_as_its_own_spee
         assert "pineapple" in answer_words
         # The new session's state still holds that speech: a later move can carry it again.
         assert second.state.items[0].audio == spoken.audio
+
+
+async def test_a_beta_session_is_followed_and_seeded_in_the_beta_spelling() -> None:
+    """The SDK's beta client (the legacy Azure surface's protocol): beta event names, the flat
+    session, and assistant turns seeded as ``text`` parts."""
+    beta = SessionConfig(
+        instructions="Answer briefly.", transcription=InputTranscription("whisper-1")
+    )
+    async with OpenAIEmulator(config(answer_chunks=3)) as emu:
+        client = emu.client()
+        options = emu.websocket_options()
+        async with client.beta.realtime.connect(
+            model="gpt-4o-realtime-preview",
+            websocket_connection_options=options,  # type: ignore[arg-type]
+        ) as conn:
+            first = Call(conn, ConversationState(), "beta")
+            updated = await first.configure(beta)
+            # The beta session states a temperature; the emulator reports the default 0.8.
+            assert updated.config == replace(beta, temperature=0.8)
+            await first.turn(speech(0, 6, ["pineapple"]))
+            held = first.state.items
+        await emu.wait_disconnected(TIMEOUT)
+        old = emu.ledger.sessions[0]
+        assert {e.type for e in first.events} >= {
+            "conversation.item.created",
+            "response.audio.delta",
+        }
+        assert [_view(i) for i in held] == _held(old)
+
+        seed = build_seed(held, flavour="beta")
+        async with client.beta.realtime.connect(
+            model="gpt-4o-realtime-preview",
+            websocket_connection_options=options,  # type: ignore[arg-type]
+        ) as conn:
+            second = Call(conn, ConversationState(conversation=seed.items), "beta")
+            await second.configure(beta)
+            await _seed(second, seed.events)
+            await second.say(speech(10, 4, ["recall"]))
+            answer_words = _transcript(
+                await second.read_until(lambda e: isinstance(e, ResponseDone))
+            )
+        await emu.wait_disconnected(TIMEOUT)
+        new = emu.ledger.sessions[1]
+        assert [_ledger_view(i) for i in new.seeded] == _held(old)
+        assert "pineapple" in answer_words
