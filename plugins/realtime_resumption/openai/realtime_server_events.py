@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from realtime_resumption.openai.session_config import Flavour, SessionConfig
+from realtime_resumption.transport import RealtimeLLMUsage, UsageModalityBreakdown
 
 # --- conversation items -------------------------------------------------------------------------
 
@@ -135,12 +136,14 @@ class InputTranscriptDelta:
 @dataclass(frozen=True)
 class InputTranscriptCompleted:
     """A user item's whole input transcription: it may come before or after the answer
-    ("Transcription runs asynchronously with Response creation")."""
+    ("Transcription runs asynchronously with Response creation"); with its usage, billed by the
+    transcription model (tokens, or seconds of audio), when the service gave it."""
 
     type: str
     item_id: str
     content_index: int
     transcript: str
+    usage: RealtimeLLMUsage | None = None
 
 
 @dataclass(frozen=True)
@@ -212,31 +215,17 @@ class ResponseCreated:
 
 
 @dataclass(frozen=True)
-class Usage:
-    """A response's usage (``RealtimeResponseUsage``); a breakdown the service left out is
-    None."""
-
-    input_tokens: int | None
-    output_tokens: int | None
-    total_tokens: int | None
-    cached_tokens: int | None = None
-    input_text_tokens: int | None = None
-    input_audio_tokens: int | None = None
-    output_text_tokens: int | None = None
-    output_audio_tokens: int | None = None
-
-
-@dataclass(frozen=True)
 class ResponseDone:
     """An answer ended: ``status`` ``completed``, ``cancelled`` (``reason``
-    ``turn_detected``/``client_cancelled``), ``incomplete`` or ``failed``; with its usage and
-    the ids of the items it produced."""
+    ``turn_detected``/``client_cancelled``), ``incomplete`` or ``failed``; with its usage
+    (``RealtimeResponseUsage``, the whole payload in ``provider_raw``; None when absent or not
+    as the SDK types it) and the ids of the items it produced."""
 
     type: str
     response_id: str
     status: str
     reason: str | None
-    usage: Usage | None
+    usage: RealtimeLLMUsage | None
     output_item_ids: tuple[str, ...]
 
 
@@ -497,22 +486,67 @@ def _announced(kind: str, event: Mapping[str, Any], flavour: Flavour) -> ItemAnn
     )
 
 
-def _usage(body: object) -> Usage | None:
+def _usage(body: object) -> RealtimeLLMUsage | None:
+    """A response's usage (``RealtimeResponseUsage``: totals, and per-modality details)."""
     if not isinstance(body, Mapping):
         return None
     inputs = body.get("input_token_details")
     outputs = body.get("output_token_details")
     inputs = inputs if isinstance(inputs, Mapping) else {}
     outputs = outputs if isinstance(outputs, Mapping) else {}
-    return Usage(
+    return RealtimeLLMUsage(
+        provider="openai_realtime",
+        kind="response",
+        phase="final",
+        unit="tokens",
         input_tokens=_opt_int(body, "input_tokens"),
         output_tokens=_opt_int(body, "output_tokens"),
         total_tokens=_opt_int(body, "total_tokens"),
-        cached_tokens=_opt_int(inputs, "cached_tokens"),
-        input_text_tokens=_opt_int(inputs, "text_tokens"),
-        input_audio_tokens=_opt_int(inputs, "audio_tokens"),
-        output_text_tokens=_opt_int(outputs, "text_tokens"),
-        output_audio_tokens=_opt_int(outputs, "audio_tokens"),
+        modality_breakdown=UsageModalityBreakdown(
+            input_text_tokens=_opt_int(inputs, "text_tokens"),
+            input_audio_tokens=_opt_int(inputs, "audio_tokens"),
+            input_image_tokens=_opt_int(inputs, "image_tokens"),
+            cached_tokens=_opt_int(inputs, "cached_tokens"),
+            output_text_tokens=_opt_int(outputs, "text_tokens"),
+            output_audio_tokens=_opt_int(outputs, "audio_tokens"),
+        ),
+        provider_raw=dict(body),
+    )
+
+
+def _lenient(
+    read: Callable[[object], RealtimeLLMUsage | None], body: object
+) -> RealtimeLLMUsage | None:
+    """Usage read, or None when it is not as the SDK types it: a figure never costs the event
+    it rides on (a lost ``response.done`` would leave its answer under way forever)."""
+    try:
+        return read(body)
+    except _Missing:
+        return None
+
+
+def _transcription_usage(body: object) -> RealtimeLLMUsage | None:
+    """An input transcription's usage
+    (``ConversationItemInputAudioTranscriptionCompletedEvent.usage``): tokens, or a duration."""
+    if not isinstance(body, Mapping):
+        return None
+    common: dict[str, Any] = {
+        "provider": "openai_realtime",
+        "kind": "input_transcription",
+        "phase": "final",
+        "provider_raw": dict(body),
+    }
+    if body.get("type") == "duration":
+        seconds = body.get("seconds")
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+            raise _Missing("'usage.seconds' must be a number")
+        return RealtimeLLMUsage(unit="duration_seconds", duration=float(seconds), **common)
+    return RealtimeLLMUsage(
+        unit="tokens",
+        input_tokens=_opt_int(body, "input_tokens"),
+        output_tokens=_opt_int(body, "output_tokens"),
+        total_tokens=_opt_int(body, "total_tokens"),
+        **common,
     )
 
 
@@ -529,7 +563,7 @@ def _response_done(kind: str, event: Mapping[str, Any], flavour: Flavour) -> Res
         response_id=_str(response, "id"),
         status=_str(response, "status"),
         reason=reason,
-        usage=_usage(response.get("usage")),
+        usage=_lenient(_usage, response.get("usage")),
         output_item_ids=ids,
     )
 
@@ -635,7 +669,11 @@ def _transcript_completed(
     kind: str, event: Mapping[str, Any], flavour: Flavour
 ) -> InputTranscriptCompleted:
     return InputTranscriptCompleted(
-        kind, _str(event, "item_id"), _int(event, "content_index"), _str(event, "transcript")
+        kind,
+        _str(event, "item_id"),
+        _int(event, "content_index"),
+        _str(event, "transcript"),
+        _lenient(_transcription_usage, event.get("usage")),
     )
 
 

@@ -43,10 +43,10 @@ from realtime_resumption.openai.realtime_server_events import (
     SpeechStarted,
     SpeechStopped,
     Unknown,
-    Usage,
     read_server_event,
 )
 from realtime_resumption.openai.session_config import SessionConfig
+from realtime_resumption.transport import RealtimeLLMUsage, UsageModalityBreakdown
 
 GA = TypeAdapter(GAServerEvent)
 BETA = TypeAdapter(BetaServerEvent)
@@ -68,7 +68,7 @@ CALL_ITEM = {
     "name": "weather",
     "arguments": '{"city": "Oslo"}',
 }
-RESPONSE = {
+RESPONSE: dict[str, Any] = {
     "object": "realtime.response",
     "id": "resp_1",
     "status": "cancelled",
@@ -158,7 +158,18 @@ GA_CASES: list[tuple[dict[str, Any], object]] = [
             "usage": {"type": "duration", "seconds": 1.0},
         },
         InputTranscriptCompleted(
-            "conversation.item.input_audio_transcription.completed", "i", 0, "hello"
+            "conversation.item.input_audio_transcription.completed",
+            "i",
+            0,
+            "hello",
+            RealtimeLLMUsage(
+                provider="openai_realtime",
+                kind="input_transcription",
+                phase="final",
+                unit="duration_seconds",
+                duration=1.0,
+                provider_raw={"type": "duration", "seconds": 1.0},
+            ),
         ),
     ),
     (
@@ -209,7 +220,23 @@ GA_CASES: list[tuple[dict[str, Any], object]] = [
             "resp_1",
             "cancelled",
             "turn_detected",
-            Usage(20, 10, 30, 4, 5, 15, 3, 7),
+            RealtimeLLMUsage(
+                provider="openai_realtime",
+                kind="response",
+                phase="final",
+                unit="tokens",
+                input_tokens=20,
+                output_tokens=10,
+                total_tokens=30,
+                modality_breakdown=UsageModalityBreakdown(
+                    input_text_tokens=5,
+                    input_audio_tokens=15,
+                    cached_tokens=4,
+                    output_text_tokens=3,
+                    output_audio_tokens=7,
+                ),
+                provider_raw=RESPONSE["usage"],
+            ),
             ("item_3",),
         ),
     ),
@@ -425,6 +452,27 @@ def test_a_malformed_frame_is_a_value_naming_what_was_wrong(
     assert reason in value.reason
 
 
+def test_usage_by_tokens_and_usage_not_as_typed() -> None:
+    event = {
+        "type": "conversation.item.input_audio_transcription.completed",
+        "item_id": "i",
+        "content_index": 0,
+        "transcript": "hi",
+        "usage": {"type": "tokens", "input_tokens": 7, "output_tokens": 2, "total_tokens": 9},
+    }
+    value = read_server_event(_ga(event))
+    assert isinstance(value, InputTranscriptCompleted) and value.usage is not None
+    assert (value.usage.unit, value.usage.input_tokens, value.usage.total_tokens) == (
+        "tokens",
+        7,
+        9,
+    )
+    # A figure that is not as typed costs the usage, never the event it rides on.
+    done = {"type": "response.done", "response": {**RESPONSE, "usage": {"input_tokens": "7"}}}
+    value = read_server_event(done)
+    assert isinstance(value, ResponseDone) and value.usage is None and value.status == "cancelled"
+
+
 def test_an_event_it_does_not_model_is_unknown() -> None:
     event = {"type": "rate_limits.updated", "rate_limits": []}
     assert read_server_event(json.dumps(_ga(event))) == Unknown("rate_limits.updated")
@@ -434,7 +482,8 @@ def test_an_event_it_does_not_model_is_unknown() -> None:
 
 
 def test_the_audio_of_a_delta_stays_out_of_its_repr() -> None:
-    value = read_server_event(_ga(GA_CASES[16][0]))
+    delta = next(e for e, _ in GA_CASES if e["type"] == "response.output_audio.delta")
+    value = read_server_event(_ga(delta))
     assert isinstance(value, AudioDelta) and value.audio == PCM
     assert "audio=" not in repr(value)
 
