@@ -96,6 +96,11 @@ class Seed:
     gone, a call cut with its answer, an item type the API cannot create)."""
     tokens: int
     """The estimate of what the seeded items cost."""
+    awaits_answer: bool
+    """The newest item seeded is the user's turn or a function's output: the model's turn is
+    due, and the new session answers only when asked (``response.create``). A turn whose
+    answer the end cut before the user heard a word is such a turn (the empty answer is
+    dropped)."""
 
     def new_id(self, old_id: str) -> str | None:
         """Where a truncate or delete of ``old_id`` goes now; None when it was not seeded."""
@@ -142,6 +147,7 @@ def build_seed(
         ids=ids,
         dropped=tuple(i.id for i in items if i.id not in ids),
         tokens=sum(estimate_tokens(i, input_format) for i in seeded),
+        awaits_answer=bool(seeded) and seeded[-1].kind in ("user", "function_call_output"),
     )
 
 

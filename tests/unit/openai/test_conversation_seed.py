@@ -164,6 +164,16 @@ def test_a_call_and_its_output_are_kept_or_dropped_together() -> None:
     assert [e["previous_item_id"] for e in seed.events] == ["root", "c1", "o1"]
 
 
+def test_the_seed_says_when_the_models_turn_is_due() -> None:
+    assert not build_seed(CONVERSATION[:5]).awaits_answer  # ends with an answer
+    assert build_seed(CONVERSATION).awaits_answer  # ends with the user's speech
+    assert build_seed(CONVERSATION[:4]).awaits_answer  # ends with a function's output
+    # An answer cut before a word was heard is dropped: its question is due an answer.
+    assert build_seed((user("u1", "hi"), said("a1", ""))).awaits_answer
+    assert not build_seed((call("c1", "call_1"),)).awaits_answer  # the output is due first
+    assert not build_seed(()).awaits_answer
+
+
 def test_a_call_still_waiting_for_its_output_is_kept_for_it() -> None:
     seed = build_seed((user("u1", "weather"), call("c1", "call_1")))
     assert [i.id for i in seed.items] == ["u1", "c1"]
