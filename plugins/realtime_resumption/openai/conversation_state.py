@@ -122,8 +122,6 @@ class _Entry:
     """Input transcription deltas so far (shown until the transcript completes)."""
     words: list[tuple[int, str]] = field(default_factory=list)
     """An answer's transcript deltas, each with the byte offset where its audio started."""
-    final: str = ""
-    """An answer's words as the server stated them whole (used when no delta came)."""
     audio_bytes: int = 0
     last_audio_at: int = 0
 
@@ -266,7 +264,6 @@ class ConversationState:
                 entry.item = replace(entry.item, text="".join(t for _, t in entry.words).strip())
         elif isinstance(event, OutputTextDone):
             entry = self._answer(event.item_id, event.response_id)
-            entry.final = event.text
             if not entry.words and entry.item.heard_ms is None:
                 entry.item = replace(entry.item, text=event.text.strip())
         elif isinstance(event, FunctionArgumentsDone):
@@ -398,9 +395,9 @@ class ConversationState:
         elif held.kind == "assistant":
             said = [p.transcript or p.text or "" for p in item.content]
             if any(said):
-                entry.final = " ".join(s for s in said if s)
+                # The words stated whole stand only when no delta came (a missed stream).
                 if not entry.words and held.heard_ms is None:
-                    changes["text"] = entry.final.strip()
+                    changes["text"] = " ".join(s for s in said if s).strip()
         elif held.kind == "function_call":
             changes["call_id"] = item.call_id
             changes["name"] = item.name or held.name
