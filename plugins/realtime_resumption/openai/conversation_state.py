@@ -126,12 +126,17 @@ class _Entry:
     last_audio_at: int = 0
 
 
+_KINDS: dict[tuple[str, str | None], ItemKind] = {
+    ("message", "user"): "user",
+    ("message", "assistant"): "assistant",
+    ("message", "system"): "system",
+    ("function_call", None): "function_call",
+    ("function_call_output", None): "function_call_output",
+}
+
+
 def _kind(item: Item) -> ItemKind:
-    if item.type == "message" and item.role in ("user", "assistant", "system"):
-        return item.role  # type: ignore[return-value]  # narrowed by the test above
-    if item.type in ("function_call", "function_call_output"):
-        return item.type  # type: ignore[return-value]  # narrowed by the test above
-    return "other"
+    return _KINDS.get((item.type, item.role), "other")
 
 
 class ConversationState:
@@ -380,34 +385,37 @@ class ConversationState:
             entry = _Entry(HeldItem(item.id, _kind(item), response_id=response_id))
             # An output item is announced without its place: it follows what is there.
             self._place(item.id, previous, entry, at_end=response_id is not None)
-        held = entry.item
-        changes: dict[str, object] = {"status": item.status or held.status}
-        if response_id is not None:
-            changes["response_id"] = response_id
+        held = replace(
+            entry.item,
+            status=item.status or entry.item.status,
+            response_id=response_id or entry.item.response_id,
+        )
         if held.kind in ("user", "system"):
             typed = " ".join(p.text for p in item.content if p.type == "input_text" and p.text)
             entry.typed = typed or entry.typed
             audio = [p for p in item.content if p.type == "input_audio"]
             if audio:
-                changes["has_audio"] = True
+                held = replace(held, has_audio=True)
                 if audio[0].transcript is not None and entry.transcript is None:
                     entry.transcript = audio[0].transcript
-        elif held.kind == "assistant":
-            said = [p.transcript or p.text or "" for p in item.content]
-            if any(said):
-                # The words stated whole stand only when no delta came (a missed stream).
-                if not entry.words and held.heard_ms is None:
-                    changes["text"] = " ".join(s for s in said if s).strip()
-        elif held.kind == "function_call":
-            changes["call_id"] = item.call_id
-            changes["name"] = item.name or held.name
-            changes["arguments"] = item.arguments or held.arguments
-        elif held.kind == "function_call_output":
-            changes["call_id"] = item.call_id
-            changes["text"] = item.output or ""
-        entry.item = replace(held, **changes)  # type: ignore[arg-type]  # fields of HeldItem
-        if held.kind in ("user", "system"):
+            entry.item = held
             self._refresh_user(entry)
+            return
+        if held.kind == "assistant":
+            said = " ".join(t for p in item.content if (t := p.transcript or p.text)).strip()
+            # The words stated whole stand only when no delta came (a missed stream).
+            if said and not entry.words and held.heard_ms is None:
+                held = replace(held, text=said)
+        elif held.kind == "function_call":
+            held = replace(
+                held,
+                call_id=item.call_id,
+                name=item.name or held.name,
+                arguments=item.arguments or held.arguments,
+            )
+        elif held.kind == "function_call_output":
+            held = replace(held, call_id=item.call_id, text=item.output or "")
+        entry.item = held
 
     def _refresh_user(self, entry: _Entry) -> None:
         words = entry.transcript if entry.transcript is not None else entry.partial

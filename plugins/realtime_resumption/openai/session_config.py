@@ -506,4 +506,4 @@ def _input_transcription(value: object) -> InputTranscription | None:
 def _noise(value: object) -> NoiseReduction | None:
     if value is None:
         return None
-    return _mapping(value).get("type")  # type: ignore[return-value]  # checked by SessionConfig
+    return _mapping(value).get("type")  # checked by SessionConfig
