@@ -281,9 +281,11 @@ class SessionConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.instructions, str):
             raise ValueError("instructions must be a string")
-        names = [t.name for t in self.tools]
+        # A list given as the tools would leave the frozen configuration mutable.
+        object.__setattr__(self, "tools", tuple(self.tools))
         if any(not isinstance(t, FunctionTool) for t in self.tools):
             raise ValueError("tools must be FunctionTool values")
+        names = [t.name for t in self.tools]
         if len(set(names)) != len(names):
             raise ValueError(f"two tools share a name: {sorted(names)}")
         if self.tool_choice not in ("auto", "none", "required"):

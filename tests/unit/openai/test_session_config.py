@@ -164,6 +164,15 @@ def test_a_reported_session_with_a_value_it_does_not_model_is_refused() -> None:
         SessionConfig.from_session(body, "ga")
 
 
+def test_tools_given_as_a_list_are_held_as_a_tuple() -> None:
+    tools = [FunctionTool("a")]
+    config = SessionConfig(tools=tools)  # type: ignore[arg-type]
+    tools.append(FunctionTool("b"))
+    assert config.tools == (FunctionTool("a"),)
+    with pytest.raises(ValueError, match="FunctionTool values"):
+        SessionConfig(tools=({"name": "a"},))  # type: ignore[arg-type]
+
+
 def test_a_rendered_body_shares_nothing_with_the_configuration() -> None:
     body = FULL.ga_session()
     body["tools"][0]["parameters"]["required"].append("name")
