@@ -14,20 +14,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from openai.resources.beta.realtime.realtime import (
     AsyncRealtimeConnection as BetaConnection,
 )
 from openai.resources.realtime.realtime import AsyncRealtimeConnection
+from websockets.exceptions import ConnectionClosedError
 
 from realtime_resumption.openai.conversation_seed import build_seed
 from realtime_resumption.openai.conversation_state import ConversationState, HeldItem
 from realtime_resumption.openai.realtime_server_events import (
+    AudioDelta,
     BufferCommitted,
     FunctionArgumentsDone,
     InputTranscriptCompleted,
     ItemAnnounced,
     ItemTruncated,
     Malformed,
+    OutputItem,
     OutputTextDelta,
     ResponseDone,
     ServerError,
@@ -329,3 +333,52 @@ async def test_a_beta_session_is_followed_and_seeded_in_the_beta_spelling() -> N
         new = emu.ledger.sessions[1]
         assert [_ledger_view(i) for i in new.seeded] == _held(old)
         assert "pineapple" in answer_words
+
+
+async def test_a_question_whose_answer_a_drop_cut_is_answered_by_the_next_session() -> None:
+    """The socket drops as the answer starts: the state knows the answer under way, the seed
+    leaves out the answer the user heard nothing of, and says the model's turn is due."""
+    # The model's work before its first audio outlasts the transcription several times over.
+    async with OpenAIEmulator(config(answer_chunks=5, first_audio_latency=1.0)) as emu:
+        async with connect(emu) as conn:
+            first = Call(conn, ConversationState())
+            await first.configure(CONFIG)
+            await first.turn(speech(0, 5, ["pineapple"]))
+            await first.say(speech(10, 5, ["recall"]))
+            # Drop once the answer's item is announced and the question's transcript came
+            # (in whichever order), before any of its audio.
+            seen: set[type] = set()
+
+            def answer_started(event: ServerEvent) -> bool:
+                assert not isinstance(event, AudioDelta)
+                seen.add(type(event))
+                return {InputTranscriptCompleted, OutputItem} <= seen
+
+            await first.read_until(answer_started)
+            assert emu.faults.drop() == 1
+            with pytest.raises(ConnectionClosedError):
+                await first.read_until(lambda e: False)
+        cut = first.state.response_in_progress
+        assert cut is not None
+        answer = next(i for i in first.state.items if i.response_id == cut)
+        first.state.truncate(answer.id, 0)  # nothing of it was played
+        await emu.wait_disconnected(TIMEOUT)
+        old = emu.ledger.sessions[0]
+        assert old.close_code == 1006 and old.answers[-1].outcome == "cut"
+
+        seed = build_seed(first.state.items)
+        assert seed.dropped == (answer.id,) and seed.awaits_answer
+        async with connect(emu) as conn:
+            second = Call(conn, ConversationState(conversation=seed.items))
+            await second.configure(CONFIG)
+            await _seed(second, seed.events)
+            await conn.response.create()
+            answer_words = _transcript(
+                await second.read_until(lambda e: isinstance(e, ResponseDone))
+            )
+        await emu.wait_disconnected(TIMEOUT)
+        new = emu.ledger.sessions[1]
+        # The cut question is answered, with the word of the turn before it.
+        assert "heard recall" in answer_words and "pineapple" in answer_words
+        assert new.answers[-1].outcome == "complete"
+        assert emu.ledger.summary().speech_heard_twice == ()
