@@ -8,8 +8,7 @@ import base64
 
 from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.gemini.stored_session import RecordCodec
-
-from .test_records import CALL, snapshot
+from tests.unit.gemini.test_stored_session import CALL, snapshot
 
 RECORD = base64.b64decode(
     "UlJTAwAAAATHeyJrZXkiOiJjYWxsLTciLCJoYW5kbGUiOiJDaVE1WlRrM1pqVmpOaTF6WldOeVpYUXRjbVZ6ZFcx"
