@@ -3,6 +3,7 @@ clear; what cannot be read is a clear ``RecordError``; it expires with its handl
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -238,3 +239,60 @@ def test_the_input_s_audio_is_stored_as_sent_after_the_json_and_checked_on_readi
         with pytest.raises(RecordError, match="corrupt"):
             codec.decode(bad)
     assert codec.decode(record) == snapshot()
+
+
+# -- records written before the record was split into its provider-neutral part
+# (``session_record``) and Gemini's (``gemini.stored_session``): a format-version-3 record and
+# a part appended to it, as this package wrote them, decode to what was saved.
+
+RECORD = base64.b64decode(
+    "UlJTAwAAAATHeyJrZXkiOiJjYWxsLTciLCJoYW5kbGUiOiJDaVE1WlRrM1pqVmpOaTF6WldOeVpYUXRjbVZ6ZFcx"
+    "d2RHbHZiaTFvWVc1a2JHVXRNREF3TVEiLCJraW5kIjoiYWZ0ZXItdHVybiIsImlzc3VlZF9hdCI6MTAwMC4wLCJ2"
+    "ZXJ0ZXgiOmZhbHNlLCJzYXZlZF9hdCI6MTAwMS41LCJpbnB1dCI6W3sia2luZCI6ImF1ZGlvIiwiYnl0ZXMiOjY0"
+    "MCwibWltZSI6ImF1ZGlvL3BjbTtyYXRlPTE2MDAwIn0seyJraW5kIjoidGV4dCIsInRleHQiOiJteSBjYXJkIG51"
+    "bWJlciBpcyA0MTExIn0seyJraW5kIjoiY29udGVudCIsInR1cm5zIjpbeyJwYXJ0cyI6W3sidGV4dCI6InR5cGVk"
+    "In1dLCJyb2xlIjoidXNlciJ9XSwidHVybl9jb21wbGV0ZSI6dHJ1ZX0seyJraW5kIjoidG9vbF9yZXNwb25zZSIs"
+    "InJlc3BvbnNlcyI6W3siaWQiOiJjMSIsIm5hbWUiOiJsb29rdXAiLCJyZXNwb25zZSI6eyJuIjoyfX1dLCJzaXpl"
+    "IjoxMH0seyJraW5kIjoiYWN0aXZpdHlfc3RhcnQifSx7ImtpbmQiOiJhY3Rpdml0eV9lbmQifSx7ImtpbmQiOiJh"
+    "dWRpb19zdHJlYW1fZW5kIn1dLCJ0b29sX2NhbGxzIjpbeyJpZCI6ImMyIiwibmFtZSI6Imxvb2t1cCIsImFyZ3Mi"
+    "OnsidG8iOiJPc2xvIn19XSwiY29udmVyc2F0aW9uIjpbeyJyb2xlIjoidXNlciIsInRleHQiOiJteSBjYXJkIG51"
+    "bWJlciBpcyA0MTExIn0seyJyb2xlIjoibW9kZWwiLCJ0b29sX2NhbGwiOnsiaWQiOiJjMCIsIm5hbWUiOiJsb29r"
+    "dXAiLCJhcmdzIjp7InRvIjoiUm9tZSJ9fX0seyJyb2xlIjoidXNlciIsInRvb2xfcmVzdWx0Ijp7ImlkIjoiYzAi"
+    "LCJuYW1lIjoibG9va3VwIiwicmVzcG9uc2UiOnsiZmxpZ2h0cyI6MX19fSx7InJvbGUiOiJtb2RlbCIsInRleHQi"
+    "OiJvbmUgZmxpZ2h0In1dLCJzZXR1cCI6eyJtb2RlbCI6ImdlbWluaS1saXZlLTIuNS1mbGFzaC1wcmV2aWV3Iiwi"
+    "dm9pY2UiOiJQdWNrIiwibGFuZ3VhZ2UiOiJlbi1HQiIsInJlc3BvbnNlX21vZGFsaXR5IjoiYXVkaW8iLCJzeXN0"
+    "ZW1faW5zdHJ1Y3Rpb24iOiJiZSBicmllZiIsInRvb2xzIjpbeyJmdW5jdGlvbl9kZWNsYXJhdGlvbnMiOlt7ImRl"
+    "c2NyaXB0aW9uIjoiZmluZCBmbGlnaHRzIiwibmFtZSI6Imxvb2t1cCJ9XX1dLCJnZW5lcmF0aW9uIjp7InRlbXBl"
+    "cmF0dXJlIjowLjMsIm1lZGlhX3Jlc29sdXRpb24iOiJNRURJQV9SRVNPTFVUSU9OX0xPVyIsInRoaW5raW5nIjp7"
+    "InRoaW5raW5nX2J1ZGdldCI6MTI4fX19LCJ3cml0ZXIiOiJvd25lci0xIn0BAgECAQIBAgECAQIBAgECAQIBAgEC"
+    "AQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgEC"
+    "AQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgEC"
+    "AQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgEC"
+    "AQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgEC"
+    "AQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgEC"
+    "AQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgEC"
+    "AQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgEC"
+    "AQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgEC"
+    "AQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgEC"
+    "AQIBAgECAQIBAgECAQIBAgECAQIBAgEC"
+)
+
+PART = base64.b64decode(
+    "UlJQAwAAAACDeyJrZXkiOiJjYWxsLTciLCJhdCI6MTAwMi4wLCJpbnB1dCI6W3sia2luZCI6ImF1ZGlvIiwiYnl0"
+    "ZXMiOjMyMCwibWltZSI6ImF1ZGlvL3BjbTtyYXRlPTE2MDAwIn0seyJraW5kIjoidGV4dCIsInRleHQiOiJhbmQg"
+    "dGhlbiJ9XX0DBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAME"
+    "AwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAME"
+    "AwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAME"
+    "AwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAME"
+    "AwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBAMEAwQDBA=="
+)
+
+
+def test_a_version_3_record_written_before_still_loads() -> None:
+    codec = RecordCodec(session_key=CALL)
+    assert codec.decode(RECORD) == snapshot()
+    assert codec.writer([RECORD]) == "owner-1"
+    stored = codec.decode([RECORD, PART])
+    added = (ClientMessage.audio(b"\x03\x04" * 160), ClientMessage.text("and then"))
+    assert stored.input == snapshot().input + added
+    assert stored.saved_at == 1002.0
