@@ -17,12 +17,9 @@ from realtime_resumption.outbox import (
     ReplayScope,
 )
 
-from .wire import CHUNK, Wire, make, send
+from .wire import CHUNK, TOOL, TXT, A, Wire, make, send
 
-A = MessageKind.AUDIO
 V = MessageKind.VIDEO
-TXT = MessageKind.TEXT
-TOOL = MessageKind.TOOL_RESPONSE
 
 
 def _write(wire: Wire, entry: Entry[str], now: float) -> None:

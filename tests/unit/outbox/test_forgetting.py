@@ -14,11 +14,7 @@ from realtime_resumption.gemini.messages import ClientMessage
 from realtime_resumption.handles import HandleBook
 from realtime_resumption.outbox import MessageKind, Outbox, OutboxLimits, Replay
 
-from .wire import CHUNK, Wire, make, send
-
-A = MessageKind.AUDIO
-TXT = MessageKind.TEXT
-TOOL = MessageKind.TOOL_RESPONSE
+from .wire import CHUNK, TOOL, TXT, A, Wire, make, send
 
 # -- withdrawing and releasing -------------------------------------------------------------
 

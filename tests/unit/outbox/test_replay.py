@@ -20,12 +20,7 @@ from realtime_resumption.outbox import (
     UnknownHandleError,
 )
 
-from .wire import CHUNK, Wire, make, send
-
-A = MessageKind.AUDIO
-TXT = MessageKind.TEXT
-TOOL = MessageKind.TOOL_RESPONSE
-
+from .wire import CHUNK, TOOL, TXT, A, Wire, make, send
 
 # -- the writer's contract ---------------------------------------------------------------
 
