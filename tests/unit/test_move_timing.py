@@ -367,6 +367,9 @@ def test_reprs_show_no_handle_whole() -> None:
         assert redact(H1) in repr(item), item
     assert redact(H1) in repr(t.ResumedFrom(H1))
     assert "reason='lost'" in repr(only_move(actions)) and "forced=True" in repr(actions[0])
+    # Each field shows its own value: the decider's latest handle, the move's kind.
+    assert f"latest_handle={redact(H1)}" in repr(timing)
+    assert f"kind={str(only_move(actions).kind)!r}" in repr(only_move(actions))
 
 
 # --- any sequence -----------------------------------------------------------------------------
