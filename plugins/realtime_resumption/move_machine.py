@@ -366,7 +366,9 @@ class Move:
     forced: bool
     incumbent: bool
     """A connection still serves the session during the move (make-before-break)."""
-    attempts: int = 0
+    dialled: bool = False
+    """An attempt of this move has dialled (a move after a failed probation waits before its
+    first)."""
     held: bool = False
     """Input waits for the replacement (a turn began on the incumbent, or it is gone)."""
     first_handle: HandleRef | None = None
@@ -616,14 +618,14 @@ class MoveMachine:
         move = self.move
         assert move is not None
         streak = self.budget.streak
-        if self.phase is not Phase.BACKOFF and streak > 0 and move.attempts == 0:
+        if self.phase is not Phase.BACKOFF and streak > 0 and not move.dialled:
             # A move after a failed probation starts where its predecessor stopped.
             delay = self._delay(streak)
             if delay is None:
                 return self._give_up("every attempt failed")
             self.phase = Phase.BACKOFF
             return [Wait(delay)]
-        move.attempts += 1
+        move.dialled = True
         self.phase = Phase.DIALLING
         actions: list[Action] = []
         if move.incumbent and self.break_first:
