@@ -1225,6 +1225,18 @@ def test_an_acknowledgement_places_a_failed_write_where_it_was_written_again() -
     assert outbox.lacking(None) == []
 
 
+def test_an_acknowledgement_counts_only_on_its_own_connection_and_from_the_setup() -> None:
+    outbox, wire = make()
+    outbox.attach_fresh(1, 0.0)
+    send(outbox, wire, 0.0, "t1", "t2")
+    outbox.confirmed(1, 0)  # the setup alone: none of the input yet
+    assert outbox.lacking(None) == ["t1", "t2"]
+    outbox.confirmed(7, 2)  # a connection this outbox never wrote to
+    assert outbox.lacking(None) == ["t1", "t2"]
+    outbox.confirmed(1, 1)
+    assert outbox.lacking(None) == ["t2"]
+
+
 def test_an_acknowledgement_on_another_connection_or_behind_the_rebuild_point_is_ignored() -> None:
     outbox, wire = make()
     outbox.attach_fresh(1, 0.0)
