@@ -59,14 +59,17 @@ async def stream_speech(
     *,
     speech: bool = True,
     words: Iterable[str] = (),
+    sent: list[int] | None = None,
 ) -> None:
     """The user talking (silent with ``speech=False``): ``count`` 20 ms chunks numbered from
     ``first``, in real time, the first ones carrying ``words`` (what the emulator recognises
-    in them)."""
+    in them). ``sent`` gets each chunk's seq as the transport takes it."""
     spoken = list(words)
     for seq in range(first, first + count):
         word = spoken.pop(0) if spoken else None
         transport.send_audio(user_audio(seq, speech=speech, word=word))
+        if sent is not None:
+            sent.append(seq)
         await asyncio.sleep(CHUNK)
 
 

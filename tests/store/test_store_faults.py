@@ -18,8 +18,9 @@ from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import LeaseHeldError, LeaseLostError, MemoryStore, StoreError
 from realtime_resumption.testing.emulator import Emulator
+from realtime_resumption.testing.emulator.ledger import ConnectionRecord
 from realtime_resumption.testing.redis_server import RedisServer
-from realtime_resumption.transport import NotConnectedError
+from realtime_resumption.transport import DialAbandonedError, NotConnectedError
 
 from ..livekit.lk_helpers import until
 from ..transport.transport_helpers import Recorder, answered_with_handle, emulator_config
@@ -300,3 +301,32 @@ async def test_a_worker_stalled_while_another_took_its_call_and_handed_it_on_tak
 
     ((event,),) = rec.of("on_error")
     assert isinstance(event.error, LeaseLostError) and not event.recoverable
+
+
+async def test_a_takeover_holds_its_lease_while_its_dials_take_longer_than_the_lease(
+    redis_store: RedisStore,
+) -> None:
+    """The process that took the call over keeps its lease from the claim, through dials
+    slower than ``lease_ttl``: a stalled worker that wakes meanwhile finds the lease held and
+    does not take the call back."""
+    async with Emulator(emulator_config("gemini")) as emu:
+        a, _ = await answered_call(emu, redis_store)
+        await saved(redis_store, lambda stored: stored.handle is not None)
+        await crash(a)
+        emu.faults.hang_next(1)  # the takeover's first setup is never answered
+        b = make_transport(emu, redis_store, setup_timeout=4 * OPTIONS.lease_ttl)
+        connecting = asyncio.create_task(b.connect())
+        await until(lambda: any(c.refused == "hang" for c in connections(emu)), timeout=10)
+        loop = asyncio.get_running_loop()
+        until_at = loop.time() + 2 * OPTIONS.lease_ttl  # the dial hangs all this time
+        while loop.time() < until_at:
+            assert not await redis_store.acquire(KEY, "a-stalled-worker", OPTIONS.lease_ttl)
+            await asyncio.sleep(0.05)
+        assert not connecting.done()
+        await b.disconnect()
+        with pytest.raises(DialAbandonedError):
+            await connecting
+
+
+def connections(emu: Emulator) -> list[ConnectionRecord]:
+    return [c for r in emu.ledger.sessions.values() for c in r.connections]

@@ -184,6 +184,10 @@ class Persister:
                     )
                 await asyncio.sleep(options.lease_poll)
             self._renewed_at = asyncio.get_running_loop().time()
+            # The beat keeps the lease from now on: the dials before the session opens may take
+            # longer than the lease lives (a slow setup, a takeover's retries), and a lapsed
+            # lease lets the process the call came from take it back.
+            self._start_beat()
             record = await self._store.load(self.key)
         except LeaseHeldError:
             raise
@@ -228,6 +232,9 @@ class Persister:
     def start(self) -> None:
         """Start saving in the background (after ``connect`` succeeded)."""
         self._driving = True
+        self._start_beat()
+
+    def _start_beat(self) -> None:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"session-store-{self._describe}"
@@ -399,9 +406,15 @@ class Persister:
             # the store takes. A write longer than the interval is followed at once.
             beat = max(beat + interval, loop.time())
             await asyncio.sleep(beat - loop.time())
-            if not self._s.active:
-                continue
             try:
+                if not self._driving:
+                    # Connecting (its dials, a takeover): nothing is saved before the session
+                    # runs here, but the lease is kept.
+                    if not await self._renew_when_due():
+                        return
+                    continue
+                if not self._s.active:
+                    continue
                 if not await self.save():
                     return
             except StoreError as error:
@@ -417,13 +430,8 @@ class Persister:
         snapshot = self.snapshot()
         loop = asyncio.get_running_loop()
         lease_ttl = self._options.lease_ttl
-        if loop.time() - self._renewed_at >= lease_ttl / 3:
-            # No write renewed it lately (nothing changed, or the store failed): renew it here.
-            renewed_at = loop.time()
-            if not await self._store.renew(self.key, self._owner, lease_ttl):
-                if not await self._reclaim():
-                    return self._lease_lost()
-            self._renewed_at = renewed_at
+        if not await self._renew_when_due():
+            return False
         ttl = snapshot.ttl(snapshot.saved_at)
         added = _added_input(self._saved, snapshot)
         # A fenced write renews the lease too: counted from before it was sent.
@@ -464,6 +472,20 @@ class Persister:
         self._renewed_at = sent_at
         self.writes += 1
         self.written_bytes += size
+
+    async def _renew_when_due(self) -> bool:
+        """Renew the lease when no write renewed it lately (nothing changed, the store failed,
+        or nothing is saved yet); False when it was lost (saving stops). Raises
+        ``StoreError``."""
+        loop = asyncio.get_running_loop()
+        lease_ttl = self._options.lease_ttl
+        if loop.time() - self._renewed_at >= lease_ttl / 3:
+            renewed_at = loop.time()
+            if not await self._store.renew(self.key, self._owner, lease_ttl):
+                if not await self._reclaim():
+                    return self._lease_lost()
+            self._renewed_at = renewed_at
+        return True
 
     async def _reclaim(self) -> bool:
         """This process's lease is gone (it lapsed while the store was down or this process
