@@ -11,7 +11,7 @@ import pytest
 from google.genai import client as genai_client
 
 from realtime_resumption.gemini import Credential, GeminiLiveTransport
-from realtime_resumption.gemini import live_transport as transport_module
+from realtime_resumption.gemini import closing as transport_module
 from realtime_resumption.gemini.connection import CLOSE_TIMEOUT
 from realtime_resumption.gemini.tasks import cancel_and_wait
 from realtime_resumption.testing.emulator import Emulator

@@ -17,6 +17,7 @@ from realtime_resumption.gemini.live_options import (
 )
 from realtime_resumption.gemini.live_transport import GeminiLiveTransport
 from realtime_resumption.gemini.rotation import DEFAULT_RETRY_BUDGET
+from realtime_resumption.gemini.transport_options import TransportOptions
 from realtime_resumption.gemini.watchdog import DEFAULT_RESUME_WATCHDOG
 from realtime_resumption.outbox import OutboxLimits
 
@@ -33,6 +34,7 @@ __all__ = [
     "OutboxLimits",
     "RetryPolicy",
     "StoreOptions",
+    "TransportOptions",
     "model_version",
     "sliding_window",
 ]
