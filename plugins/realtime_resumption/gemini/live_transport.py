@@ -1,10 +1,9 @@
 """``GeminiLiveTransport``: ``LLMTransport`` for Gemini Live over google-genai.
 
-The transport is the session's face: it holds the parts ``gemini/parts.py`` builds from its
-``TransportOptions`` and drives them. Its life is one ``Lifecycle`` phase
-(``gemini/transport_phase.py``); the sends go through ``Sends`` (``gemini/sends.py``), what
-the connections report through ``ConnectionRouter`` (``gemini/connection_router.py``), the
-close through ``Closer`` (``gemini/closing.py``); the callbacks are ``TransportCallbacks``'.
+The transport holds the parts ``gemini/parts.py`` builds from its ``TransportOptions`` and
+drives them: its life is one ``Lifecycle`` (``transport_phase.py``); sessions open through
+``opening.py``, sends go through ``sends.py``, what connections report through
+``connection_router.py``, the close through ``closing.py``.
 """
 
 from __future__ import annotations
@@ -12,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import math
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any, ClassVar, Final, Literal, Unpack
 
 from loguru import logger
@@ -21,14 +19,14 @@ from loguru import logger
 from realtime_resumption.gemini.callbacks import TransportCallbacks
 from realtime_resumption.gemini.live_models import ModelTraits
 from realtime_resumption.gemini.live_options import LiveOptions
+from realtime_resumption.gemini.opening import connect_delays
 from realtime_resumption.gemini.parts import build
-from realtime_resumption.gemini.persistence import Preload, StoreStats
-from realtime_resumption.gemini.rotation import Opened
+from realtime_resumption.gemini.persistence import StoreStats
 from realtime_resumption.gemini.sends import INPUT_SAMPLE_RATE
 from realtime_resumption.gemini.transport_options import TransportKeywords, TransportOptions
 from realtime_resumption.generation import CANCEL_BOUND, GenerationEnded
 from realtime_resumption.handles import HandleRef
-from realtime_resumption.move_reports import HandleKind, MoveOutcome, MoveReason
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.telemetry import SessionTelemetry
 from realtime_resumption.transport import (
     AudioFormatSpec,
@@ -46,7 +44,6 @@ from realtime_resumption.transport import (
     TransportCapabilities,
     TransportDiagnostics,
     TransportError,
-    TransportErrorEvent,
 )
 
 OUTPUT_SAMPLE_RATE: Final = 24_000
@@ -120,6 +117,7 @@ class GeminiLiveTransport(TransportCallbacks):
         self._life = parts.lifecycle
         self._sends = parts.sends
         self._closer = parts.closer
+        self._opener = parts.opener
 
     def __repr__(self) -> str:
         return f"GeminiLiveTransport#{self._id}"
@@ -264,27 +262,13 @@ class GeminiLiveTransport(TransportCallbacks):
         """
         if self._active or self._life.busy:
             raise TransportError(f"{self} is already connected")
-        delays = self._connect_delays(retry)
+        delays = connect_delays(retry)
         handle = self._s.handles.enter(resumption_handle) if resumption_handle else None
         # Sends made before the session's input is ready (a disconnect still closing, the
         # store answering) are held by the lifecycle: they go after whatever the session
         # gets first.
         self._life.begin()
         return self._connect(config, delays, handle, report_retries=retry is not False)
-
-    def _connect_delays(self, retry: bool | Sequence[float]) -> tuple[float, ...] | None:
-        """The pauses before each attempt of a connect (None: the session's own)."""
-        if retry is False:
-            return (0.0,)
-        if retry is True:
-            return None
-        delays = tuple(retry)
-        if not delays or any(
-            isinstance(d, bool) or not isinstance(d, int | float) or not 0 <= d < math.inf
-            for d in delays
-        ):
-            raise ValueError(f"retry must be True, False or pauses in seconds, not {retry!r}")
-        return delays
 
     async def _connect(
         self,
@@ -299,7 +283,7 @@ class GeminiLiveTransport(TransportCallbacks):
             try:
                 if config is not None:
                     self._s.update_setup(self._options.updated(config))
-                await self._open(
+                await self._opener.open(
                     handle or self._s.latest, delays=delays, report_retries=report_retries
                 )
             except BaseException:
@@ -316,9 +300,11 @@ class GeminiLiveTransport(TransportCallbacks):
             if config is not None:
                 self._s.update_setup(self._options.updated(config))
             if stored is not None:
-                await persister.take_over(stored, self._life.take_held, self._open_taken_over)
+                await persister.take_over(
+                    stored, self._life.take_held, self._opener.open_taken_over
+                )
             else:
-                await self._open(
+                await self._opener.open(
                     handle or self._s.latest, delays=delays, report_retries=report_retries
                 )
         except BaseException:
@@ -398,7 +384,7 @@ class GeminiLiveTransport(TransportCallbacks):
                 if state and state.resumption_handle
                 else self._s.latest
             )
-            await self._open(handle)
+            await self._opener.open(handle)
             if handle is None and history:
                 self.replay_history(history)
             return
@@ -421,103 +407,6 @@ class GeminiLiveTransport(TransportCallbacks):
         task never raises: ``closed`` when the close completed, ``forced`` on timeout or error.
         """
         return self._closer.abort_incumbent()
-
-    async def _open(
-        self,
-        handle: HandleRef | None,
-        *,
-        delays: tuple[float, ...] | None = (0.0,),
-        reason: MoveReason = MoveReason.REQUESTED,
-        kind: HandleKind = HandleKind.NONE,
-        preload: Callable[[bool], Preload] | None = None,
-        report_retries: bool = False,
-    ) -> Opened:
-        """Start a session: ``connect``, ``reconnect`` while not connected, or a takeover.
-        The rotation carries out its dials (``Rotation.open``: ``delays`` the pauses before
-        each, None the session's ``retry_delays``); each installs the connection it set up.
-        ``preload(resumed)``: what a takeover's session gets first, before what was sent
-        meanwhile (a resumed one its stored input, a rebuilt one its stored conversation):
-        with it a refused or spent handle opens a fresh session."""
-        # A disconnect still closing (its caller was cancelled) finishes first.
-        await self._closer.wait()
-        self._rotation.reset()
-        self._input.clear()
-        self._tools.clear()
-        self._retained_turn.clear()
-        self._sends.new_session()
-        self._life.dial()
-        filled = [handle is not None]
-        for message, scope in preload(filled[0]) if preload is not None else self._life.take_held():
-            self._input.submit(message, self._now(), scope)
-
-        async def dial(attempt: HandleRef | None) -> None:
-            if preload is not None and filled[0] != (attempt is not None):
-                # A takeover rebuilds: its session gets the stored conversation instead (what
-                # was sent during the failed resumes goes with them, as after any failed dial).
-                filled[0] = attempt is not None
-                self._input.clear()
-                for message, scope in preload(filled[0]):
-                    self._input.submit(message, self._now(), scope)
-            await self._dial_and_install(attempt)
-
-        try:
-            opened = await self._rotation.open(
-                reason,
-                handle,
-                kind,
-                dial,
-                delays=delays,
-                may_rebuild=preload is not None,
-                rebuild_when_spent=preload is not None,
-                on_retry=self._connect_retried if report_retries else None,
-            )
-        except BaseException:
-            self._input.clear()
-            self._life.failed()
-            raise
-        self._life.opened()
-        return opened
-
-    async def _open_taken_over(
-        self,
-        handle: HandleRef | None,
-        kind: HandleKind,
-        delays: tuple[float, ...],
-        preload: Callable[[bool], Preload],
-    ) -> Opened:
-        """A takeover's session (``Persister.take_over``): see ``_open``."""
-        return await self._open(
-            handle, delays=delays, reason=MoveReason.TAKEOVER, kind=kind, preload=preload
-        )
-
-    def _connect_retried(self, error: BaseException) -> None:
-        """A failed dial of ``connect`` is retried: the framework hears of it."""
-        if isinstance(error, Exception):
-            self._s.call(self.on_error, TransportErrorEvent(error, recoverable=True))
-
-    async def _dial_and_install(self, handle: HandleRef | None) -> None:
-        """One dial of ``_open``: on success the connection is installed and the session
-        takes input from it."""
-        if handle is None:
-            self._history.clear()
-            self._s.seeded = ()
-        conn = await self._dialler.dial(handle)
-        self._tools.connected(conn.dial_gen, resumed_from=None)
-        if handle is None:
-            self._s.forget_handle()
-            # Nothing seeds this session: history replayed while it dialled goes to it as sent.
-            self._input.attach_fresh(conn, self._now(), seeded=False)
-        else:
-            # Until the session issues a handle of its own, the one it resumed from is its
-            # latest, as after a move: a store saves it, a move or another takeover resumes
-            # from it, and either replays everything sent since (that session lacks it all).
-            self._s.resumable(handle)
-            self._tools.handle_recorded(handle, conn.dial_gen)
-            self._input.record_foreign_handle(handle)
-            self._input.attach_resumed(conn, handle, self._now())
-            self._rotation.resumed_from(handle)
-        self._s.activate()
-        self._s.install(conn, *self._dialler.take(conn))
 
     # --- sending: every client message goes through Sends (gemini/sends.py) -------------------
 

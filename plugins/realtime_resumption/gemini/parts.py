@@ -4,7 +4,7 @@ together.
 The parts (``gemini/state.py``'s ``TransportState`` and the bookkeeping it holds, the
 ``InputPath``, the ``ConnectionRouter``, the ``Dialler``, the ``Switchover``, the
 ``Rotation``, the ``Receiver``, the ``Persister`` with a store, the ``Lifecycle``, the
-``Sends``, the ``Closer``, and the telemetry's view of the framework's callbacks) are built
+``Sends``, the ``Closer``, the ``Opener``, and the telemetry's view of the framework's callbacks) are built
 here, in the one order their references allow, so the transport itself only holds and drives
 them. Where two parts call each other, the one built first calls the other through a
 function that looks it up when called.
@@ -22,6 +22,7 @@ from realtime_resumption.gemini.input_path import InputPath
 from realtime_resumption.gemini.live_models import traits
 from realtime_resumption.gemini.live_options import Auth, StoreOptions
 from realtime_resumption.gemini.observed import observed
+from realtime_resumption.gemini.opening import Opener
 from realtime_resumption.gemini.persistence import Persister
 from realtime_resumption.gemini.receive import Receiver
 from realtime_resumption.gemini.rotation import Rotation
@@ -64,6 +65,7 @@ class Parts:
     lifecycle: Lifecycle
     sends: Sends
     closer: Closer
+    opener: Opener
 
 
 def build(
@@ -211,6 +213,19 @@ def build(
         describe=describe,
         number=number,
     )
+    opener = Opener(
+        s,
+        owner,
+        lifecycle,
+        dialler=dialler,
+        rotation=rotation,
+        closer=closer,
+        sends=sends,
+        input_path=input_path,
+        tools=tools,
+        history=history,
+        retained_turn=retained_turn,
+    )
     return Parts(
         auth=auth,
         observer=observer,
@@ -229,4 +244,5 @@ def build(
         lifecycle=lifecycle,
         sends=sends,
         closer=closer,
+        opener=opener,
     )
