@@ -71,6 +71,7 @@ from realtime_resumption.gemini import (
     OutboxLimits,
     RetryPolicy,
     StoreOptions,
+    TransportOptions,
     model_version,
 )
 from realtime_resumption.pipecat.gemini import settings as settings_map
@@ -202,18 +203,20 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
 
         adapter = self.get_llm_adapter()
         self._transport = GeminiLiveTransport(
-            **self._transport_auth(),
-            system_instruction=self._system_instruction_from_init,
-            tools=adapter.from_standard_tools(tools) or () if tools else (),
-            initial_history_in_client_content=self._takes_initial_history,
-            resumption=resumption,
-            input_buffer=input_buffer,
-            retry_budget=retry_budget,
-            resume_watchdog=resume_watchdog,
-            store=store,
-            session_key=session_key,
-            store_options=store_options,
-            **settings_map.live_options(self._settings),
+            TransportOptions(
+                **self._transport_auth(),
+                **settings_map.live_options(self._settings),
+                system_instruction=self._system_instruction_from_init,
+                tools=adapter.from_standard_tools(tools) or () if tools else (),
+                initial_history_in_client_content=self._takes_initial_history,
+                resumption=resumption,
+                input_buffer=input_buffer,
+                retry_budget=retry_budget,
+                resume_watchdog=resume_watchdog,
+                store=store,
+                session_key=session_key,
+                store_options=store_options,
+            )
         )
         self._frames = ResponseFrames(
             self,

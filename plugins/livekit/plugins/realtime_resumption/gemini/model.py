@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import weakref
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from google.genai import types
 from livekit.agents import llm
@@ -22,12 +22,25 @@ from livekit.plugins.google.realtime.realtime_api import (
 )
 
 from realtime_resumption import OutboxLimits, ResumptionOptions, RetryPolicy
-from realtime_resumption.gemini import DEFAULT_MODEL, StoreOptions, sliding_window
+from realtime_resumption.gemini import (
+    DEFAULT_MODEL,
+    DEFAULT_RESUME_WATCHDOG,
+    DEFAULT_RETRY_BUDGET,
+    StoreOptions,
+    TransportOptions,
+    sliding_window,
+)
 from realtime_resumption.store import SessionStore
-from realtime_resumption.transport import GenerationSettings
+from realtime_resumption.transport import GenerationSettings, ResponseModality
 
 from ..log import logger
-from .options import DEFAULT_IMAGE_ENCODE_OPTIONS, Options, warn_vertex_scheduling_unsupported
+from .options import (
+    DEFAULT_IMAGE_ENCODE_OPTIONS,
+    Options,
+    live_text,
+    livekit_telemetry,
+    warn_vertex_scheduling_unsupported,
+)
 
 if TYPE_CHECKING:
     from .session import RealtimeSession
@@ -117,7 +130,7 @@ class RealtimeModel(llm.RealtimeModel):
         model_name = (
             model if is_given(model) else (DEFAULT_VERTEX_MODEL if use_vertexai else DEFAULT_MODEL)
         )
-        modality = "audio"
+        modality: ResponseModality = "audio"
         if is_given(modalities) and types.Modality.AUDIO not in modalities:
             modality = "text"
         input_transcription = (
@@ -206,24 +219,22 @@ class RealtimeModel(llm.RealtimeModel):
                 update={"api_version": api_version}
             )
 
-        self._opts = Options(
-            model=model_name,
-            vertexai=use_vertexai,
+        # What each session's transport is built from, made (and checked) once here.
+        # mypy joins the budget's two types to object through ``_given``.
+        budget = cast("int | RetryPolicy | None", _given(retry_budget))
+        transport = TransportOptions(
             api_key=key if not use_vertexai else None,
+            vertexai=use_vertexai,
             project=gcp_project if use_vertexai else None,
             location=gcp_location if use_vertexai else None,
-            credentials=credentials,
+            credentials=credentials if use_vertexai else None,
+            model=model_name,
             voice=voice,
             language=_given(language),
             response_modality=modality,
-            instructions=_given(instructions),
+            system_instruction=_given(instructions),
             input_audio_transcription=input_transcription,
             output_audio_transcription=output_transcription,
-            image_encode_options=(
-                image_encode_options
-                if is_given(image_encode_options)
-                else DEFAULT_IMAGE_ENCODE_OPTIONS
-            ),
             realtime_input_config=realtime_input_config
             if is_given(realtime_input_config)
             else None,
@@ -232,20 +243,36 @@ class RealtimeModel(llm.RealtimeModel):
                 if is_given(context_window_compression)
                 else sliding_window()
             ),
+            generation=generation,
+            http_options=options_http,
+            setup_timeout=conn_options.timeout,
+            transparent=transparent,
+            initial_history_in_client_content=live_text(model_name),
+            telemetry=livekit_telemetry(),
+            resumption=_given(resumption),
+            input_buffer=_given(input_buffer),
+            retry_budget=budget if budget is not None else DEFAULT_RETRY_BUDGET,
+            resume_watchdog=(
+                resume_watchdog if is_given(resume_watchdog) else DEFAULT_RESUME_WATCHDOG
+            ),
+            store_options=store_options,
+        )
+        self._opts = Options(
+            transport_options=transport,
+            voice=voice,
+            instructions=_given(instructions),
+            image_encode_options=(
+                image_encode_options
+                if is_given(image_encode_options)
+                else DEFAULT_IMAGE_ENCODE_OPTIONS
+            ),
             tool_behavior=tool_behavior,
             tool_response_scheduling=tool_response_scheduling,
-            http_options=options_http,
             conn_options=conn_options,
             resumption_handle=resumption_handle,
-            transparent=transparent,
-            resumption=resumption,
-            input_buffer=input_buffer,
-            retry_budget=retry_budget,
-            resume_watchdog=resume_watchdog,
             generation=generation,
             store=store,
             session_key=_given(session_key),
-            store_options=store_options,
         )
         super().__init__(
             capabilities=llm.RealtimeCapabilities(
