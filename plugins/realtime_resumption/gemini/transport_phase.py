@@ -60,7 +60,8 @@ class Lifecycle:
 
     def __init__(self) -> None:
         self._phase = Phase.IDLE
-        self._held: list[tuple[ClientMessage, ReplayScope]] = []
+        self._held: list[tuple[ClientMessage, ReplayScope]] | None = None
+        """What was sent since ``connect`` began; None once taken (or with no connect)."""
         self._taken_over = False
 
     def __repr__(self) -> str:
@@ -92,22 +93,25 @@ class Lifecycle:
         return self._phase is Phase.HANDED_OVER
 
     def takes_input(self, session_up: bool) -> bool:
-        """Whether a send is taken now: a session is up (``session_up``), or ``connect`` is
-        starting or dialling; never once the call was handed over."""
+        """Whether a send is taken now: a session is up (``session_up``), ``connect`` is
+        dialling, or it is starting and what it holds was not taken yet (a takeover takes it
+        before its dial); never once the call was handed over."""
         if self._phase is Phase.HANDED_OVER:
             return False
-        return session_up or self.busy
+        if self._phase is Phase.STARTING:
+            return session_up or self._held is not None
+        return session_up or self._phase is Phase.DIALLING
 
     def hold(self, message: ClientMessage, scope: ReplayScope) -> bool:
         """Keep ``message`` until the dial starts; False when it started (send it on)."""
-        if self._phase is not Phase.STARTING:
+        if self._phase is not Phase.STARTING or self._held is None:
             return False
         self._held.append((message, scope))
         return True
 
     def take_held(self) -> list[tuple[ClientMessage, ReplayScope]]:
-        """What was sent before the dial started (once: it is forgotten here)."""
-        held, self._held = self._held, []
+        """What was sent before the dial started (once: nothing is held from then on)."""
+        held, self._held = self._held or [], None
         return held
 
     # --- transitions ---------------------------------------------------------------------------
@@ -115,6 +119,7 @@ class Lifecycle:
     def begin(self) -> None:
         """``connect`` was called."""
         self._move(_STARTS, Phase.STARTING)
+        self._held = []
         self._taken_over = False
 
     def claimed(self, stored: bool) -> None:
@@ -137,7 +142,7 @@ class Lifecycle:
         """The connect failed (or was abandoned): the held sends are dropped with it, and
         the transport is idle again; any other phase stays (a ``disconnect`` or a hand-over
         came meanwhile)."""
-        self._held = []
+        self._held = None
         if self.busy:
             self._phase = Phase.IDLE
 

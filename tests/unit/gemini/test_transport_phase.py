@@ -79,3 +79,15 @@ def test_a_call_handed_over_takes_nothing_and_stays_handed_over_through_disconne
     assert life.handed_over
     life.begin()  # a new connect starts afresh
     assert not life.handed_over and not life.taken_over
+
+
+def test_once_what_was_held_is_taken_nothing_more_is_held_or_taken_until_the_dial() -> None:
+    life = Lifecycle()
+    life.begin()
+    life.hold(ClientMessage.audio_stream_end(), ReplayScope.SESSION)
+    assert len(life.take_held()) == 1  # a takeover took it for its session
+    assert not life.takes_input(session_up=False)
+    assert not life.hold(ClientMessage.audio_stream_end(), ReplayScope.SESSION)
+    life.dial()
+    assert life.takes_input(session_up=False)
+    assert life.take_held() == []
