@@ -463,3 +463,22 @@ async def test_credential_expiry_is_reported_then_the_connection_closes(profile:
         await transport.connect()
         await transport.disconnect()
     assert len(issued) == 2
+
+
+async def test_a_reconnect_while_connect_dials_is_refused_and_leaves_that_connect_be(
+    emu: Emulator,
+) -> None:
+    transport = make_transport(emu, setup_timeout=10.0)
+    rec = Recorder(transport)
+    emu.faults.slow_setups(1, 2.0)
+    connecting = asyncio.create_task(transport.connect())
+    await rec.wait(lambda r: "attempt" in _kinds(r))
+    with pytest.raises(TransportError, match="connect is under way"):
+        await transport.reconnect()
+    await connecting
+    assert transport.is_connected
+    assert _kinds(rec) == ["attempt", "setup-ok"]
+    assert len(emu.ledger.sessions) == 1
+    transport.send_content(HELLO)
+    await rec.wait_for("on_turn_complete")
+    await transport.disconnect()

@@ -376,7 +376,12 @@ class GeminiLiveTransport(TransportCallbacks):
 
         Not connected: opens a session resuming from ``state.resumption_handle`` (else from
         ``resumption_handle``); a fresh one gets ``state.conversation_history`` replayed.
+
+        Raises ``TransportError`` while ``connect`` is under way: await it first.
         """
+        if self._life.busy:
+            # Its dial would race connect's own, whose session it would then reset.
+            raise TransportError(f"{self}: connect is under way; reconnect once it returns")
         history = tuple(state.conversation_history) if state is not None else ()
         if not self._active:
             handle = (

@@ -95,12 +95,13 @@ class Opener:
         with it a refused or spent handle opens a fresh session."""
         # A disconnect still closing (its caller was cancelled) finishes first.
         await self._closer.wait()
+        # First: a start the lifecycle refuses must leave the parts as they are.
+        self._life.dial()
         self._rotation.reset()
         self._input.clear()
         self._tools.clear()
         self._retained_turn.clear()
         self._sends.new_session()
-        self._life.dial()
         filled = [handle is not None]
         for message, scope in preload(filled[0]) if preload is not None else self._life.take_held():
             self._input.submit(message, self._now(), scope)
