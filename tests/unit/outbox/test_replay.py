@@ -1250,3 +1250,29 @@ def test_an_acknowledgement_on_another_connection_or_behind_the_rebuild_point_is
     assert outbox.lacking(None) == []
     with pytest.raises(ValueError, match="index"):
         outbox.confirmed(1, -1)
+
+
+def test_an_acknowledgement_passes_over_what_only_another_connection_was_given() -> None:
+    outbox, wire = make()
+    outbox.attach_fresh(1, 0.0)
+    send(outbox, wire, 0.0, "t1")
+    outbox.submit("c1", TXT, 0.0, scope=ReplayScope.CONNECTION)  # for connection 1 alone
+    send(outbox, wire, 0.0, "t2")
+    outbox.detach(1)
+    outbox.attach_fresh(2, 0.1)
+    assert wire.flush(0.1) == ["t1", "t2"]
+    outbox.confirmed(2, 2)  # connection 2 holds all it was given
+    assert outbox.lacking(None) == []
+
+
+def test_an_acknowledgement_that_advances_nothing_keeps_the_count_of_what_was_lost() -> None:
+    outbox, wire = make(max_audio_seconds=2.5 * CHUNK, max_media_age=100.0)
+    outbox.attach_fresh(1, 0.0)
+    send(outbox, wire, 0.0, "t1", "a1", "a2")
+    outbox.confirmed(1, 1)  # t1 is in the conversation; a1 and a2 are not yet
+    send(outbox, wire, 0.1, "a3")  # releases a1, which a rebuild now lacks
+    outbox.confirmed(1, 1)  # the same acknowledgement again
+    outbox.detach(1)
+    replay = outbox.attach_fresh(2, 0.2)
+    assert wire.flush(0.2) == ["a2", "a3"]
+    assert replay.audio_chunks_dropped == 1, "a1, released before the rebuild"
