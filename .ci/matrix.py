@@ -209,15 +209,24 @@ def run(cell: Cell, timeout: float) -> Result:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+        timed_out = False
         try:
             code = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            # A failed cell like any other: the table still shows every cell.
+            timed_out = True
         except BaseException:
             process.kill()
             process.wait()
             raise
+        if timed_out:
+            process.kill()
+            code = process.wait()
     seconds = time.monotonic() - started
     lines = log.read_text().splitlines()
     summary = next((line for line in reversed(lines) if " in " in line), "no summary")
+    if timed_out:
+        summary = f"timed out after {timeout:.0f} s"
     if code != 0:
         print(f"--- {cell.name} failed; the end of {log.relative_to(ROOT)}:", flush=True)
         print("\n".join(lines[-60:]), flush=True)
