@@ -46,7 +46,12 @@ Transitions (``point``: the latest handle is a resumable point; ``want``: a move
                                 when the caller can rebuild); point ─► MoveNow(planned), or
                                 StartTimer(spread); StartTimer(fallback), or at once
                                 ─► MoveNow(deadline); ignored during a move in flight
-    ConfigChanged(now, within)  as GoAway, without the quiet rule: reason ``config``
+    ConfigChanged(now, within)  no turn in progress, no point, and the connection has
+                                answered nothing (quiet, or no handle yet): no resumable
+                                point comes before the user's next turn ─► MoveNow(config,
+                                forced) now, from the latest handle (none: the caller
+                                rebuilds); else as GoAway, without the quiet rule: reason
+                                ``config``
     ConfigDropped               the setup change is gone (rolled back): reason as if none
     Requested(reason)           ─► MoveNow(reason) now, from the point or the latest handle
                                 (none: MoveNow(reason, none), the caller rebuilds)
@@ -253,7 +258,18 @@ class GoAway:
 @dataclass(frozen=True)
 class ConfigChanged:
     """The setup changed and the connection cannot apply it: move at the next resumable point,
-    within ``within`` seconds."""
+    within ``within`` seconds.
+
+    Gemini issues a resumable handle once it has answered a turn, so a connection that has
+    answered nothing (a fresh one, or the one a move just installed) gives no resumable point
+    before the user's next turn, and that turn would be heard and answered with the old setup.
+    With no turn in progress there, the move comes now instead, forced (input is held for the
+    new connection, so a turn that begins meanwhile goes to it whole, not cut). Every caller
+    gets this, awaited or not: a Pipecat pipeline that changes its instructions before the
+    user speaks wants the first answer to follow them as much as a LiveKit agent awaiting
+    ``update_instructions`` does, and the price, one dial while nothing is said, is paid
+    before anyone waits on it.
+    """
 
     now: float
     within: float
@@ -510,6 +526,12 @@ class MoveTiming(Generic[H]):
                 return []
             self._config = True
             self._note_deadline(event.now + event.within)
+            if not self.in_turn and not self.at_point:
+                if self.latest_handle is None:
+                    return self._clear_want() + self._rebuild(MoveReason.CONFIG, True)
+                if self.quiet:
+                    self.at_point = True  # nothing said since the switch: as good as a point
+                    return self._decide(MoveReason.DEADLINE, requested=MoveReason.CONFIG)
             return self._want(event.now, event.within)
         elif isinstance(event, ConfigDropped):
             self._config = False

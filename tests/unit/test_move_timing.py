@@ -445,7 +445,9 @@ def test_any_sequence_keeps_the_timers_and_the_rules(
             elif isinstance(action, t.MoveNow):
                 if action.reason is MoveReason.PLANNED and action.handle is not None:
                     assert action.kind is HandleKind.AFTER_TURN
-                if action.kind is HandleKind.AFTER_TURN and not isinstance(event, t.GoAway):
+                if action.kind is HandleKind.AFTER_TURN and not isinstance(
+                    event, (t.GoAway, t.ConfigChanged)
+                ):
                     assert point or isinstance(event, t.Update)
             elif isinstance(action, t.Attempt):
                 assert attempts
@@ -494,17 +496,52 @@ def test_a_goaway_at_the_tolerance_s_edge_still_ends_the_capped_session() -> Non
     assert move == t.MoveNow(MoveReason.DEADLINE, None, HandleKind.NONE, forced=True)
 
 
-def test_a_quiet_goaway_with_a_move_wanted_already_moves_without_the_spread() -> None:
+def test_a_setup_change_on_a_quiet_connection_moves_now_from_its_handle() -> None:
+    """No resumable point comes before the user's next turn there: the move does not wait
+    for one, and is forced (input held for the new connection, a turn begun meanwhile goes
+    to it whole)."""
     options = ResumptionOptions(storm_spread=4.0)
     timing: t.MoveTiming[str] = t.MoveTiming(options, attempts=False, spread_draw=lambda: 0.5)
     at_point(timing)
     only_move(timing.send(t.Requested()))
     timing.send(t.Switched(resumed=True))
-    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [t.StartTimer(595.0, TimerKind.FALLBACK)]
-    assert timing.send(t.GoAway(1.0, 30.0)) == [
-        t.CancelTimer(TimerKind.FALLBACK),
-        t.MoveNow(MoveReason.PLANNED, H1, HandleKind.AFTER_TURN, forced=False),
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [
+        t.MoveNow(MoveReason.CONFIG, H1, HandleKind.AFTER_TURN, forced=True)
     ]
+    assert not timing.wanted and not timing.at_point
+
+
+def test_a_setup_change_on_a_connection_that_issued_no_handle_rebuilds_now() -> None:
+    timing: t.MoveTiming[str] = t.MoveTiming(FAST, attempts=False)
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [
+        t.MoveNow(MoveReason.CONFIG, None, HandleKind.NONE, forced=True)
+    ]
+    assert not timing.wanted
+
+
+def test_a_setup_change_during_a_turn_waits_for_the_point_after_it() -> None:
+    timing: t.MoveTiming[str] = t.MoveTiming(FAST, attempts=False)
+    timing.send(t.TurnStarted())
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [t.StartTimer(595.0, TimerKind.FALLBACK)]
+    timing.send(t.TurnEnded())
+    move = only_move(timing.send(t.Update(H1, True)))
+    assert move == t.MoveNow(MoveReason.CONFIG, H1, HandleKind.AFTER_TURN, forced=False)
+
+    # Quiet since the switch, then a turn: its answer will bring the point.
+    timing = t.MoveTiming(FAST, attempts=False)
+    at_point(timing)
+    only_move(timing.send(t.Requested()))
+    timing.send(t.Switched(resumed=True))
+    timing.send(t.TurnStarted())
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [t.StartTimer(595.0, TimerKind.FALLBACK)]
+
+
+def test_a_setup_change_where_a_turn_was_answered_waits_for_its_point() -> None:
+    """Not quiet, a handle, no point yet (the answer's resumable handle is on its way)."""
+    timing: t.MoveTiming[str] = t.MoveTiming(FAST, attempts=False)
+    timing.send(t.Update(H1, False))
+    timing.send(t.Heard())
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [t.StartTimer(595.0, TimerKind.FALLBACK)]
 
 
 def test_a_quiet_goaway_with_no_move_wanted_yet_is_spread() -> None:
@@ -531,5 +568,8 @@ def test_a_move_s_end_forgets_the_goaway_it_answered(end: str) -> None:
         timing.send(t.Forget())
     else:
         timing.send(t.AttemptSucceeded())
+    # (In a turn: where nothing was said, a setup change would move at once.)
+    timing.send(t.TurnStarted())
     timing.send(t.ConfigChanged(1.0, 600.0))
+    timing.send(t.TurnEnded())
     assert only_move(timing.send(t.Update(H2, True))).reason is MoveReason.CONFIG
