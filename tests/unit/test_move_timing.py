@@ -518,6 +518,28 @@ def test_a_setup_change_on_a_connection_that_issued_no_handle_rebuilds_now() -> 
     ]
     assert not timing.wanted
 
+    # A goAway's want waiting on its fallback ends with that move.
+    timing = t.MoveTiming(FAST, attempts=False)
+    assert timing.send(t.GoAway(0.0, 30.0)) == [t.StartTimer(25.0, TimerKind.FALLBACK)]
+    assert timing.send(t.ConfigChanged(1.0, 600.0)) == [
+        t.CancelTimer(TimerKind.FALLBACK),
+        t.MoveNow(MoveReason.CONFIG, None, HandleKind.NONE, forced=True),
+    ]
+    assert not timing.wanted
+
+
+def test_a_setup_change_at_a_point_on_a_quiet_connection_is_a_planned_move() -> None:
+    """The point came (the service issued a resumable handle): the move leaves from it as a
+    planned one, which yields to a turn, not a forced one."""
+    timing: t.MoveTiming[str] = t.MoveTiming(FAST, attempts=False)
+    at_point(timing)
+    only_move(timing.send(t.Requested()))
+    timing.send(t.Switched(resumed=True))
+    timing.send(t.Update(H2, True))
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [
+        t.MoveNow(MoveReason.CONFIG, H2, HandleKind.AFTER_TURN, forced=False)
+    ]
+
 
 def test_a_setup_change_during_a_turn_waits_for_the_point_after_it() -> None:
     timing: t.MoveTiming[str] = t.MoveTiming(FAST, attempts=False)
