@@ -275,6 +275,29 @@ def test_a_session_resumed_from_a_handle_keeps_it_as_no_point() -> None:
     assert timing.send(t.GoAway(0.0, 30.0)) == [t.StartTimer(25.0, TimerKind.FALLBACK)]
 
 
+def test_a_setup_change_on_a_session_resumed_from_a_handle_moves_now_from_it() -> None:
+    """Until the resumed session answers, it issues no handle: the move comes now, forced from
+    the handle resumed from (mid-turn: it may be another process's, taken at any moment)."""
+    timing: t.MoveTiming[str] = t.MoveTiming(FAST, attempts=False)
+    timing.send(t.ResumedFrom(H1))
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [
+        t.MoveNow(MoveReason.CONFIG, H1, HandleKind.MID_TURN, forced=True)
+    ]
+
+    # Once the user was heard, or the session issued a handle of its own, it waits.
+    for since in (t.Heard(), t.Update(H2, False)):
+        timing = t.MoveTiming(FAST, attempts=False)
+        timing.send(t.ResumedFrom(H1))
+        timing.send(since)
+        assert timing.send(t.ConfigChanged(0.0, 600.0)) == [t.StartTimer(595.0, TimerKind.FALLBACK)]
+
+    # A switch that replayed a turn leaves that handle behind (its connection is not quiet).
+    timing = t.MoveTiming(FAST, attempts=False)
+    timing.send(t.ResumedFrom(H1))
+    timing.send(t.Switched(resumed=True, replayed_turn=True))
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [t.StartTimer(595.0, TimerKind.FALLBACK)]
+
+
 def test_a_goaway_on_a_quiet_connection_moves_at_once() -> None:
     timing: t.MoveTiming[str] = t.MoveTiming(FAST, attempts=False)
     at_point(timing)
