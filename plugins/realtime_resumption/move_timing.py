@@ -537,7 +537,7 @@ class MoveTiming(Generic[H]):
                 if self.quiet:
                     self.at_point = True  # nothing said since the switch: as good as a point
                 if self.quiet or self._on_resumed:
-                    return self._decide(MoveReason.DEADLINE, requested=MoveReason.CONFIG)
+                    return self._decide(MoveReason.CONFIG)
             return self._want(event.now, event.within)
         elif isinstance(event, ConfigDropped):
             self._config = False
@@ -711,7 +711,8 @@ class MoveTiming(Generic[H]):
 
     def _decide(self, decided: MoveReason, requested: MoveReason | None = None) -> list[Action[H]]:
         """Move now from the latest handle; ``decided``: planned (from a resumable point),
-        deadline (forced, from a fallback) or lost."""
+        deadline (forced, from a fallback), lost, or config (forced: a setup change where no
+        resumable point comes before the user's next turn)."""
         handle = self.latest_handle
         assert handle is not None, "a move needs a handle"
         kind = HandleKind.AFTER_TURN if self.at_point else HandleKind.MID_TURN

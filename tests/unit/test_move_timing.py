@@ -284,6 +284,15 @@ def test_a_setup_change_on_a_session_resumed_from_a_handle_moves_now_from_it() -
         t.MoveNow(MoveReason.CONFIG, H1, HandleKind.MID_TURN, forced=True)
     ]
 
+    # A goAway waiting on its fallback: the setup change moves now, for the setup.
+    timing = t.MoveTiming(FAST, attempts=False)
+    timing.send(t.ResumedFrom(H1))
+    assert timing.send(t.GoAway(0.0, 30.0)) == [t.StartTimer(25.0, TimerKind.FALLBACK)]
+    assert timing.send(t.ConfigChanged(1.0, 600.0)) == [
+        t.CancelTimer(TimerKind.FALLBACK),
+        t.MoveNow(MoveReason.CONFIG, H1, HandleKind.MID_TURN, forced=True),
+    ]
+
     # Once the user was heard, or the session issued a handle of its own, it waits.
     for since in (t.Heard(), t.Update(H2, False)):
         timing = t.MoveTiming(FAST, attempts=False)
@@ -517,6 +526,20 @@ def test_a_goaway_at_the_tolerance_s_edge_still_ends_the_capped_session() -> Non
     # Forced or not as the move would be: the fallback forces this one.
     move = only_move(timing.send(t.TimerExpired(TimerKind.FALLBACK, 56.0)))
     assert move == t.MoveNow(MoveReason.DEADLINE, None, HandleKind.NONE, forced=True)
+
+
+def test_a_quiet_goaway_with_a_move_wanted_already_moves_without_the_spread() -> None:
+    options = ResumptionOptions(storm_spread=4.0)
+    timing: t.MoveTiming[str] = t.MoveTiming(options, attempts=False, spread_draw=lambda: 0.5)
+    at_point(timing)
+    only_move(timing.send(t.Requested()))
+    # A setup change while the move runs: the connection it installs is wanted away too.
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [t.StartTimer(595.0, TimerKind.FALLBACK)]
+    timing.send(t.Switched(resumed=True))
+    assert timing.send(t.GoAway(1.0, 30.0)) == [
+        t.CancelTimer(TimerKind.FALLBACK),
+        t.MoveNow(MoveReason.PLANNED, H1, HandleKind.AFTER_TURN, forced=False),
+    ]
 
 
 def test_a_setup_change_on_a_quiet_connection_moves_now_from_its_handle() -> None:
