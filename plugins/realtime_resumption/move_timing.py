@@ -46,11 +46,18 @@ Transitions (``point``: the latest handle is a resumable point; ``want``: a move
                                 when the caller can rebuild); point ─► MoveNow(planned), or
                                 StartTimer(spread); StartTimer(fallback), or at once
                                 ─► MoveNow(deadline); ignored during a move in flight
-    ConfigChanged(now, within)  as GoAway, without the quiet rule: reason ``config``
+    ConfigChanged(now, within)  no turn in progress, no point, and the connection has
+                                answered nothing (quiet, no handle yet, or still on the
+                                handle it was resumed from): no resumable point comes
+                                before the user's next turn ─► MoveNow(config, forced) now,
+                                from the latest handle (none: the caller rebuilds); else as
+                                GoAway, without the quiet rule: reason ``config``
     ConfigDropped               the setup change is gone (rolled back): reason as if none
     Requested(reason)           ─► MoveNow(reason) now, from the point or the latest handle
                                 (none: MoveNow(reason, none), the caller rebuilds)
-    ResumedFrom(handle)         ``handle`` is the latest, no point
+    ResumedFrom(handle)         ``handle`` is the latest, no point; until the session
+                                issues a handle or the user is heard, a setup change
+                                moves now (from it, mid-turn: it may be a foreign one)
     TimerExpired(spread)        still a point, still a want ─► MoveNow(planned)
     TimerExpired(fallback)      a handle ─► MoveNow(deadline); none: Lapsed (the want ends)
     ConnectionLost              a handle ─► MoveNow(lost); none: the want ends, no move
@@ -253,7 +260,18 @@ class GoAway:
 @dataclass(frozen=True)
 class ConfigChanged:
     """The setup changed and the connection cannot apply it: move at the next resumable point,
-    within ``within`` seconds."""
+    within ``within`` seconds.
+
+    Gemini issues a resumable handle once it has answered a turn, so a connection that has
+    answered nothing (a fresh one, or the one a move just installed) gives no resumable point
+    before the user's next turn, and that turn would be heard and answered with the old setup.
+    With no turn in progress there, the move comes now instead, forced (input is held for the
+    new connection, so a turn that begins meanwhile goes to it whole, not cut). Every caller
+    gets this, awaited or not: a Pipecat pipeline that changes its instructions before the
+    user speaks wants the first answer to follow them as much as a LiveKit agent awaiting
+    ``update_instructions`` does, and the price, one dial while nothing is said, is paid
+    before anyone waits on it.
+    """
 
     now: float
     within: float
@@ -469,6 +487,9 @@ class MoveTiming(Generic[H]):
     """A ``goAway`` is among what the move answers."""
     _config: bool = False
     """A setup change is among what the move answers."""
+    _on_resumed: bool = False
+    """The latest handle is the one the session was resumed from, and nothing was heard since:
+    the connection has answered nothing."""
 
     def __repr__(self) -> str:
         return (
@@ -491,7 +512,7 @@ class MoveTiming(Generic[H]):
     def send(self, event: Event[H]) -> list[Action[H]]:
         """Apply ``event``; returns the actions to carry out, in order."""
         if isinstance(event, (TurnStarted, Heard)):
-            self.quiet = False
+            self.quiet = self._on_resumed = False
         if isinstance(event, Forget):
             return self._forget()
         if self.stopped:
@@ -510,6 +531,13 @@ class MoveTiming(Generic[H]):
                 return []
             self._config = True
             self._note_deadline(event.now + event.within)
+            if not self.in_turn and not self.at_point:
+                if self.latest_handle is None:
+                    return self._clear_want() + self._rebuild(MoveReason.CONFIG, True)
+                if self.quiet:
+                    self.at_point = True  # nothing said since the switch: as good as a point
+                if self.quiet or self._on_resumed:
+                    return self._decide(MoveReason.CONFIG)
             return self._want(event.now, event.within)
         elif isinstance(event, ConfigDropped):
             self._config = False
@@ -525,6 +553,7 @@ class MoveTiming(Generic[H]):
         elif isinstance(event, ResumedFrom):
             self.latest_handle = event.handle
             self.at_point = False
+            self._on_resumed = True
         elif isinstance(event, TimerExpired):
             return self._expired(event)
         elif isinstance(event, ConnectionLost):
@@ -547,6 +576,8 @@ class MoveTiming(Generic[H]):
 
     def _update(self, event: Update[H]) -> list[Action[H]]:
         handle = event.handle
+        if handle:
+            self._on_resumed = False  # the session issued a handle of its own
         if not event.resumable:
             self.at_point = False
             if handle and self.latest_handle is None:
@@ -649,7 +680,7 @@ class MoveTiming(Generic[H]):
     def _switched(self, event: Switched) -> list[Action[H]]:
         self.answered_deadline = self.deadline if event.resumed and self._go_away else None
         self.quiet = not event.replayed_turn
-        self.ending = False
+        self.ending = self._on_resumed = False
         self.deadline = None
         self._go_away = self._config = False
         if event.resumed:
@@ -670,7 +701,7 @@ class MoveTiming(Generic[H]):
     def _forget(self) -> list[Action[H]]:
         actions = self._clear_want()
         self.latest_handle = None
-        self.at_point = self.in_turn = self.stopped = False
+        self.at_point = self.in_turn = self.stopped = self._on_resumed = False
         self.move = None
         self.deadline = None
         self._go_away = self._config = False
@@ -680,7 +711,8 @@ class MoveTiming(Generic[H]):
 
     def _decide(self, decided: MoveReason, requested: MoveReason | None = None) -> list[Action[H]]:
         """Move now from the latest handle; ``decided``: planned (from a resumable point),
-        deadline (forced, from a fallback) or lost."""
+        deadline (forced, from a fallback), lost, or config (forced: a setup change where no
+        resumable point comes before the user's next turn)."""
         handle = self.latest_handle
         assert handle is not None, "a move needs a handle"
         kind = HandleKind.AFTER_TURN if self.at_point else HandleKind.MID_TURN

@@ -336,7 +336,7 @@ async def test_a_system_message_in_the_first_context_is_in_the_setup_that_answer
         sessions = list(emu.ledger.sessions.values())
     # Nothing had been said: the session moved to the new setup before the first turn.
     (moved,) = rig.of(SessionMovedFrame)
-    assert moved.report.reason is MoveReason.REQUESTED
+    assert moved.report.reason is MoveReason.CONFIG
     answered = [(s, t) for s in sessions for t in s.turns.values()]
     assert len(answered) == 1
     session, turn = answered[0]

@@ -63,6 +63,35 @@ async def test_new_tools_move_the_session_at_once_when_idle() -> None:
     assert session.state is not None and session.state.functions == ("lookup",)
 
 
+async def test_new_tools_on_a_fresh_connection_go_live_with_no_user_turn() -> None:
+    """A connection that has answered nothing issues no handle before the user's next turn:
+    the session moves to the new setup now (rebuilt: nothing was said to lose), not after
+    that turn was answered with the old one."""
+    async with Emulator(emulator_config("gemini")) as emu:
+        transport = make_transport(emu)
+        rec = Recorder(transport)
+        await transport.connect()
+        await transport.update_session(SessionUpdate(tools=TOOLS))
+        await rec.wait_for("on_move")
+        assert not transport.pending_setup_change
+        transport.send_content(ASK)
+        await rec.wait_for("on_tool_call")  # only the new setup declares the tool
+        await transport.disconnect()
+
+    (move,) = rec.moves
+    assert (move.reason, move.handle_kind, move.outcome) == (
+        MoveReason.CONFIG,
+        HandleKind.NONE,
+        MoveOutcome.REBUILT,
+    )
+    first, second = emu.ledger.sessions.values()
+    (old,) = [c for c in first.connections if c.established]
+    (new,) = [c for c in second.connections if c.established]
+    assert old.setup is not None and new.setup is not None
+    assert (old.setup.tools, new.setup.tools) == ((), ("lookup",))
+    assert new.setup_at is not None and old.closed_at is not None
+
+
 @pytest.mark.parametrize("profile", ["gemini", "vertex"])
 async def test_a_change_mid_answer_waits_for_the_answer(profile: str) -> None:
     async with Emulator(emulator_config(profile, answer_chunks=40)) as emu:

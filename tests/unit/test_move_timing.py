@@ -275,6 +275,38 @@ def test_a_session_resumed_from_a_handle_keeps_it_as_no_point() -> None:
     assert timing.send(t.GoAway(0.0, 30.0)) == [t.StartTimer(25.0, TimerKind.FALLBACK)]
 
 
+def test_a_setup_change_on_a_session_resumed_from_a_handle_moves_now_from_it() -> None:
+    """Until the resumed session answers, it issues no handle: the move comes now, forced from
+    the handle resumed from (mid-turn: it may be another process's, taken at any moment)."""
+    timing: t.MoveTiming[str] = t.MoveTiming(FAST, attempts=False)
+    timing.send(t.ResumedFrom(H1))
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [
+        t.MoveNow(MoveReason.CONFIG, H1, HandleKind.MID_TURN, forced=True)
+    ]
+
+    # A goAway waiting on its fallback: the setup change moves now, for the setup.
+    timing = t.MoveTiming(FAST, attempts=False)
+    timing.send(t.ResumedFrom(H1))
+    assert timing.send(t.GoAway(0.0, 30.0)) == [t.StartTimer(25.0, TimerKind.FALLBACK)]
+    assert timing.send(t.ConfigChanged(1.0, 600.0)) == [
+        t.CancelTimer(TimerKind.FALLBACK),
+        t.MoveNow(MoveReason.CONFIG, H1, HandleKind.MID_TURN, forced=True),
+    ]
+
+    # Once the user was heard, or the session issued a handle of its own, it waits.
+    for since in (t.Heard(), t.Update(H2, False)):
+        timing = t.MoveTiming(FAST, attempts=False)
+        timing.send(t.ResumedFrom(H1))
+        timing.send(since)
+        assert timing.send(t.ConfigChanged(0.0, 600.0)) == [t.StartTimer(595.0, TimerKind.FALLBACK)]
+
+    # A switch that replayed a turn leaves that handle behind (its connection is not quiet).
+    timing = t.MoveTiming(FAST, attempts=False)
+    timing.send(t.ResumedFrom(H1))
+    timing.send(t.Switched(resumed=True, replayed_turn=True))
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [t.StartTimer(595.0, TimerKind.FALLBACK)]
+
+
 def test_a_goaway_on_a_quiet_connection_moves_at_once() -> None:
     timing: t.MoveTiming[str] = t.MoveTiming(FAST, attempts=False)
     at_point(timing)
@@ -445,7 +477,9 @@ def test_any_sequence_keeps_the_timers_and_the_rules(
             elif isinstance(action, t.MoveNow):
                 if action.reason is MoveReason.PLANNED and action.handle is not None:
                     assert action.kind is HandleKind.AFTER_TURN
-                if action.kind is HandleKind.AFTER_TURN and not isinstance(event, t.GoAway):
+                if action.kind is HandleKind.AFTER_TURN and not isinstance(
+                    event, (t.GoAway, t.ConfigChanged)
+                ):
                     assert point or isinstance(event, t.Update)
             elif isinstance(action, t.Attempt):
                 assert attempts
@@ -499,12 +533,83 @@ def test_a_quiet_goaway_with_a_move_wanted_already_moves_without_the_spread() ->
     timing: t.MoveTiming[str] = t.MoveTiming(options, attempts=False, spread_draw=lambda: 0.5)
     at_point(timing)
     only_move(timing.send(t.Requested()))
-    timing.send(t.Switched(resumed=True))
+    # A setup change while the move runs: the connection it installs is wanted away too.
     assert timing.send(t.ConfigChanged(0.0, 600.0)) == [t.StartTimer(595.0, TimerKind.FALLBACK)]
+    timing.send(t.Switched(resumed=True))
     assert timing.send(t.GoAway(1.0, 30.0)) == [
         t.CancelTimer(TimerKind.FALLBACK),
         t.MoveNow(MoveReason.PLANNED, H1, HandleKind.AFTER_TURN, forced=False),
     ]
+
+
+def test_a_setup_change_on_a_quiet_connection_moves_now_from_its_handle() -> None:
+    """No resumable point comes before the user's next turn there: the move does not wait
+    for one, and is forced (input held for the new connection, a turn begun meanwhile goes
+    to it whole)."""
+    options = ResumptionOptions(storm_spread=4.0)
+    timing: t.MoveTiming[str] = t.MoveTiming(options, attempts=False, spread_draw=lambda: 0.5)
+    at_point(timing)
+    only_move(timing.send(t.Requested()))
+    timing.send(t.Switched(resumed=True))
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [
+        t.MoveNow(MoveReason.CONFIG, H1, HandleKind.AFTER_TURN, forced=True)
+    ]
+    assert not timing.wanted and not timing.at_point
+
+
+def test_a_setup_change_on_a_connection_that_issued_no_handle_rebuilds_now() -> None:
+    timing: t.MoveTiming[str] = t.MoveTiming(FAST, attempts=False)
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [
+        t.MoveNow(MoveReason.CONFIG, None, HandleKind.NONE, forced=True)
+    ]
+    assert not timing.wanted
+
+    # A goAway's want waiting on its fallback ends with that move.
+    timing = t.MoveTiming(FAST, attempts=False)
+    assert timing.send(t.GoAway(0.0, 30.0)) == [t.StartTimer(25.0, TimerKind.FALLBACK)]
+    assert timing.send(t.ConfigChanged(1.0, 600.0)) == [
+        t.CancelTimer(TimerKind.FALLBACK),
+        t.MoveNow(MoveReason.CONFIG, None, HandleKind.NONE, forced=True),
+    ]
+    assert not timing.wanted
+
+
+def test_a_setup_change_at_a_point_on_a_quiet_connection_is_a_planned_move() -> None:
+    """The point came (the service issued a resumable handle): the move leaves from it as a
+    planned one, which yields to a turn, not a forced one."""
+    timing: t.MoveTiming[str] = t.MoveTiming(FAST, attempts=False)
+    at_point(timing)
+    only_move(timing.send(t.Requested()))
+    timing.send(t.Switched(resumed=True))
+    timing.send(t.Update(H2, True))
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [
+        t.MoveNow(MoveReason.CONFIG, H2, HandleKind.AFTER_TURN, forced=False)
+    ]
+
+
+def test_a_setup_change_during_a_turn_waits_for_the_point_after_it() -> None:
+    timing: t.MoveTiming[str] = t.MoveTiming(FAST, attempts=False)
+    timing.send(t.TurnStarted())
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [t.StartTimer(595.0, TimerKind.FALLBACK)]
+    timing.send(t.TurnEnded())
+    move = only_move(timing.send(t.Update(H1, True)))
+    assert move == t.MoveNow(MoveReason.CONFIG, H1, HandleKind.AFTER_TURN, forced=False)
+
+    # Quiet since the switch, then a turn: its answer will bring the point.
+    timing = t.MoveTiming(FAST, attempts=False)
+    at_point(timing)
+    only_move(timing.send(t.Requested()))
+    timing.send(t.Switched(resumed=True))
+    timing.send(t.TurnStarted())
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [t.StartTimer(595.0, TimerKind.FALLBACK)]
+
+
+def test_a_setup_change_where_a_turn_was_answered_waits_for_its_point() -> None:
+    """Not quiet, a handle, no point yet (the answer's resumable handle is on its way)."""
+    timing: t.MoveTiming[str] = t.MoveTiming(FAST, attempts=False)
+    timing.send(t.Update(H1, False))
+    timing.send(t.Heard())
+    assert timing.send(t.ConfigChanged(0.0, 600.0)) == [t.StartTimer(595.0, TimerKind.FALLBACK)]
 
 
 def test_a_quiet_goaway_with_no_move_wanted_yet_is_spread() -> None:
@@ -531,5 +636,8 @@ def test_a_move_s_end_forgets_the_goaway_it_answered(end: str) -> None:
         timing.send(t.Forget())
     else:
         timing.send(t.AttemptSucceeded())
+    # (In a turn: where nothing was said, a setup change would move at once.)
+    timing.send(t.TurnStarted())
     timing.send(t.ConfigChanged(1.0, 600.0))
+    timing.send(t.TurnEnded())
     assert only_move(timing.send(t.Update(H2, True))).reason is MoveReason.CONFIG

@@ -311,13 +311,15 @@ class Rotation:
         )
 
     def config_changed(self) -> None:
-        """The setup changed and Gemini cannot apply it live: move at the next resumable
-        point with the new setup."""
+        """The setup changed and Gemini cannot apply it live: move to a connection set up
+        with it at the next resumable point, or now where none comes before the user's next
+        turn (the decider's rule: nothing in progress on a connection that has answered
+        nothing)."""
         if not self._enabled or self._closed:
             return
         if not self.moving:
             logger.info(
-                "{}: the setup changed; moving at the next resumable point", self._s.callbacks
+                "{}: the setup changed; moving to a connection set up with it", self._s.callbacks
             )
             self._machine.send(m.Wanted())
             self._feed(t.ConfigChanged(self._s.now(), CONFIG_MOVE_WAIT))
@@ -544,7 +546,10 @@ class Rotation:
                     self._pinned(handle),
                     kind,
                     incumbent=self._s.current is not None,
-                    can_rebuild=self._s.can_rebuild(),
+                    # A setup change on a session that has said nothing and issued no
+                    # handle rebuilds it empty: nothing is there to lose.
+                    can_rebuild=self._s.can_rebuild()
+                    or (reason is MoveReason.CONFIG and handle is None),
                     forced=forced,
                     break_first=ENDPOINTS.break_first(self._endpoint()),
                 )

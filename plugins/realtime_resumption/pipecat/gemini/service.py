@@ -721,14 +721,9 @@ class GeminiLiveLLMService(LLMService[GeminiLiveLLMAdapter]):  # type: ignore[mi
             ),
         )
         if update != SessionUpdate():
+            # Nothing was said yet: the transport moves to a connection with the new setup
+            # now (as the stock service reconnects), and what is sent meanwhile waits for it.
             await self._transport.update_session(update)
-            if not self._frames.answers:
-                # Nothing was said yet: open a connection with the new setup now (as the stock
-                # service reconnects) rather than answer the first turn with the old one.
-                try:
-                    await self._transport.reconnect()
-                except TransportError as error:
-                    logger.warning(f"{self}: the new setup waits for the next move: {error}")
         await self._send_completed_tool_calls(send=False)
         if self._frames.answers:
             # The conversation is under way (the first context came with a later turn): the

@@ -102,7 +102,6 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._in_activity = False
         self._pending_config: SessionUpdate | None = None
         self._setup_waiters: list[asyncio.Future[None]] = []
-        self._setup_move: asyncio.Task[None] | None = None
         self._streams = GenerationStreams(
             audio_output=options.response_modality == "audio",
             on_open=self._generation_opened,
@@ -480,12 +479,12 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
 
     async def _setup_live(self) -> None:
         """Wait (``UPDATE_TIMEOUT``) until the session runs on a connection set up with every
-        update so far, or is over."""
+        update so far, or is over. The transport moves to it: at once on a connection that has
+        answered nothing, else at the next resumable point."""
         if self._setup_settled():
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._setup_waiters.append(waiter)
-        self._move_to_setup()
         try:
             async with asyncio.timeout(UPDATE_TIMEOUT):
                 await waiter
@@ -502,43 +501,6 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         if self._phase in ("lost", "closed"):
             return True
         return self._phase == "ready" and not self._transport.pending_setup_change
-
-    def _move_to_setup(self) -> None:
-        """Where the model takes the change in the session the transport applied it already
-        (no setup change is pending, so this does nothing). Elsewhere Gemini takes a new
-        setup only on a new connection, and the transport moves to one at its next resumable
-        point: between turns, once the service sent a handle. A
-        connection that has answered nothing yet (a fresh one, or the one a move just
-        installed) has sent none, so an awaited update would wait for the next turn. With no
-        turn in progress, move now instead (a requested move: a turn that begins meanwhile is
-        held for the new connection, not cut)."""
-        t = self._transport
-        if (
-            not self._setup_waiters
-            or self._phase != "ready"
-            or not t.pending_setup_change
-            or t.moving
-            or self._streams.answering
-            or self._streams.current is not None
-            or t.pending_tool_calls
-            or self._setup_move is not None
-        ):
-            return
-        self._setup_move = asyncio.create_task(self._request_move())
-        self._tasks.add(self._setup_move)
-        self._setup_move.add_done_callback(self._tasks.discard)
-
-    async def _request_move(self) -> None:
-        try:
-            await self._transport.reconnect()
-        except (TransportError, TimeoutError) as error:
-            # A lost session is reported by the transport itself (on_move, on_error).
-            logger.debug("the move to the new setup did not complete", extra={"error": str(error)})
-            return
-        finally:
-            self._setup_move = None
-        # Updates made during that move need one more.
-        self._move_to_setup()
 
     def _check_setup(self, *, over: bool = False) -> None:
         """Release the updates waiting for their setup, once it is live (or ``over``: the
@@ -801,8 +763,6 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             ),
         )
         self._check_setup()
-        # (Soon: the transport finishes installing the new connection first.)
-        asyncio.get_running_loop().call_soon(self._move_to_setup)
         if report.outcome is not MoveOutcome.LOST:
             self._restart_reply_clock()
             self.emit("session_reconnected", llm.RealtimeSessionReconnectedEvent())
