@@ -1,0 +1,762 @@
+"""``OpenAIRealtimeTransport``: the transport interface on OpenAI Realtime, over the ``openai``
+SDK's realtime client (OpenAI, or Azure OpenAI through ``AsyncAzureOpenAI``).
+
+It serves the members OpenAI Realtime has: audio and text in, audio, transcripts and text out,
+function calls and their outputs, ``cancel_response`` with ``conversation.item.truncate``,
+``clear_input_audio`` (``input_audio_buffer.clear``), the server VAD's
+``speech_started``/``speech_stopped``, usage, and the prompt-cache bust a ``session.update`` of
+instructions or tools causes. The generation lifecycle is the shared tracker's
+(``generation.py``): one start and one end per answer.
+
+Every server event is read into a typed value (``realtime_server_events``) and followed by a
+:class:`~realtime_resumption.openai.conversation_state.ConversationState`, so the transport
+knows at any moment the conversation, the input not yet in an item, and whether the call is at
+a turn boundary: what a new session needs to carry the call on (``realtime_moves``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import uuid
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import openai
+from loguru import logger
+
+from realtime_resumption.generation import (
+    Effect,
+    FirstAudio,
+    GenerationEnded,
+    GenerationStarted,
+    GenerationTracker,
+    ReasoningDone,
+    ReasoningStarted,
+    TextDone,
+    TurnCompleted,
+    TurnInterrupted,
+)
+from realtime_resumption.openai.conversation_state import ConversationState
+from realtime_resumption.openai.realtime_connection import RealtimeConnection, dial
+from realtime_resumption.openai.realtime_options import MAX_EVENT_BYTES, OpenAIRealtimeOptions
+from realtime_resumption.openai.realtime_server_events import (
+    AudioDelta,
+    FunctionArgumentsDone,
+    InputTranscriptCompleted,
+    ItemAnnounced,
+    Malformed,
+    OutputTextDelta,
+    ResponseCreated,
+    ResponseDone,
+    ServerError,
+    ServerEvent,
+    SessionEvent,
+    SpeechStarted,
+    SpeechStopped,
+)
+from realtime_resumption.openai.session_config import Flavour, SessionConfig
+from realtime_resumption.openai.session_update import apply_update, cache_busts
+from realtime_resumption.transport import (
+    AudioFormatSpec,
+    CancelResponseOptions,
+    ConnectAttempt,
+    ConnectError,
+    ConnectFailure,
+    ConnectionLifecycleEvent,
+    ContentTurn,
+    GenerationClose,
+    GenerationEndReason,
+    GenerationOverrides,
+    MessageTooLargeError,
+    NotConnectedError,
+    ProviderEvidenceEvent,
+    RealtimeLLMUsage,
+    ReasoningInfo,
+    ReconnectState,
+    SendQueueFullError,
+    SessionUpdate,
+    SetupFailed,
+    SetupOk,
+    ToolCall,
+    ToolResult,
+    TransportCapabilities,
+    TransportError,
+    TransportErrorEvent,
+    TransportUsageMetadata,
+    UnknownToolCallError,
+)
+
+WAIT_FOR_DONE: Final = 2.0
+"""Seconds ``cancel_response(wait_for_done=True)`` waits for the cancelled ``response.done``."""
+UPDATE_TIMEOUT: Final = 5.0
+"""Seconds ``update_session`` waits for the ``session.updated`` that confirms it."""
+
+_CAPABILITIES: Final = TransportCapabilities(
+    message_truncation=True,
+    turn_detection=True,
+    user_transcription=True,
+    in_place_session_update=True,
+    text_response_modality=True,
+    parallel_tool_calls=True,
+    clear_input_audio=True,
+)
+
+
+def _item_id() -> str:
+    # Client item ids: short enough for the service's id limit, unique per call.
+    return f"rr_{uuid.uuid4().hex[:24]}"
+
+
+@dataclass
+class _Session:
+    """One server session the transport has open: its socket and what it holds."""
+
+    conn: RealtimeConnection
+    state: ConversationState
+    attempt: str
+    """The dial's ``connect_attempt_id``."""
+    created_at: float | None = None
+    """The event loop's time at its ``session.created`` (the cap counts from it)."""
+
+
+class OpenAIRealtimeTransport:
+    """The transport interface (``LLMTransport``) on OpenAI Realtime; see the module docs.
+
+    ``client`` is an ``openai.AsyncOpenAI`` or ``openai.AsyncAzureOpenAI`` (its key never
+    appears in the transport's logs, reprs or errors); ``config`` the session's configuration
+    (instructions, tools, voice, formats, turn detection, transcription).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        config: SessionConfig | None = None,
+        options: OpenAIRealtimeOptions | None = None,
+    ) -> None:
+        if not isinstance(client, openai.AsyncOpenAI):
+            raise TypeError(
+                f"client must be an openai.AsyncOpenAI or AsyncAzureOpenAI, "
+                f"not {type(client).__name__}"
+            )
+        if config is not None and not isinstance(config, SessionConfig):
+            raise TypeError(f"config must be a SessionConfig, not {type(config).__name__}")
+        if options is not None and not isinstance(options, OpenAIRealtimeOptions):
+            raise TypeError(f"options must be OpenAIRealtimeOptions, not {type(options).__name__}")
+        self._client = client
+        self._options = options or OpenAIRealtimeOptions()
+        self._azure = isinstance(client, openai.AsyncAzureOpenAI)
+        self._flavour: Flavour = self._options.flavour_for(self._azure)
+        self._config = config or SessionConfig()
+        self._check_formats(self._config)
+        self._session: _Session | None = None
+        self._pending: _Session | None = None
+        """A session being dialled and set up (its events feed its state only)."""
+        self._tracker = GenerationTracker()
+        self._tick: asyncio.TimerHandle | None = None
+        self._held: deque[tuple[dict[str, Any], bytes | None]] = deque()
+        """Client events (with the audio of an append) waiting for a session to take them."""
+        self._holding = False
+        self._calls: dict[str, str] = {}
+        """Open function calls: call id to name, until their output is sent."""
+        self._unconfirmed: dict[str, dict[str, Any]] = {}
+        """Items the client created that no ``conversation.item.*`` echo confirmed yet."""
+        self._response_requested = False
+        """A ``response.create`` was sent and no ``response.created`` came since."""
+        self._cancelled: str | None = None
+        """The response ``cancel_response`` cancelled, until its ``response.done``."""
+        self._audio_item: str | None = None
+        """The assistant item whose audio arrived last (what a truncate cuts)."""
+        self._transport_generation = 0
+        self._dial_gen = 0
+        self._closed = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._update_lock = asyncio.Lock()
+        self.on_audio_output: Callable[[bytes], None] | None = None
+        self.on_tool_call: Callable[[Sequence[ToolCall]], None] | None = None
+        self.on_tool_call_cancel: Callable[[Sequence[str]], None] | None = None
+        self.on_turn_complete: Callable[[int | None], None] | None = None
+        self.on_interrupted: Callable[[int | None], None] | None = None
+        self.on_input_transcription: Callable[[str], None] | None = None
+        self.on_output_transcription: Callable[[str], None] | None = None
+        self.on_session_ready: Callable[[str], None] | None = None
+        self.on_error: Callable[[TransportErrorEvent], None] | None = None
+        self.on_close: Callable[[int | None, str | None], None] | None = None
+        self.on_model_turn_start: Callable[[str | None], None] | None = None
+        self.on_generation_start: Callable[[str], None] | None = None
+        self.on_generation_end: Callable[[str, GenerationEndReason], None] | None = None
+        self.on_first_audio_chunk: Callable[[], None] | None = None
+        self.on_text_output: Callable[[str], None] | None = None
+        self.on_text_done: Callable[[], None] | None = None
+        self.on_speech_started: Callable[[], None] | None = None
+        self.on_user_speech_stopped: Callable[[], None] | None = None
+        self.on_go_away: Callable[[str | None, float | None], None] | None = None
+        self.on_resumption_update: Callable[[str | None, bool, int | None], None] | None = None
+        self.on_credential_expiry: Callable[[], None] | None = None
+        self.on_grounding_metadata: Callable[[Mapping[str, Any]], None] | None = None
+        self.on_realtime_llm_usage: Callable[[RealtimeLLMUsage], None] | None = None
+        self.on_usage_metadata: Callable[[TransportUsageMetadata], None] | None = None
+        self.on_connection_lifecycle: Callable[[ConnectionLifecycleEvent], None] | None = None
+        self.on_reasoning_start: Callable[[], None] | None = None
+        self.on_reasoning_done: Callable[[ReasoningInfo], None] | None = None
+        self.on_reasoning_summary: Callable[[str], None] | None = None
+        self.on_cache_bust: (
+            Callable[[Literal["instructions_changed", "tools_changed"]], None] | None
+        ) = None
+        self.on_provider_evidence: Callable[[ProviderEvidenceEvent], None] | None = None
+
+    def __repr__(self) -> str:
+        session = self._session.state.session_id if self._session else None
+        return (
+            f"OpenAIRealtimeTransport(model={self._options.model!r}, flavour={self._flavour}, "
+            f"session={session!r}, connected={self.is_connected})"
+        )
+
+    # --- static description -----------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> TransportCapabilities:
+        """What OpenAI Realtime serves through this transport."""
+        return _CAPABILITIES
+
+    @property
+    def audio_format(self) -> AudioFormatSpec:
+        """PCM16 mono at the session's input and output rates (24 kHz by default)."""
+        return AudioFormatSpec(
+            self._config.input_format.sample_rate, self._config.output_format.sample_rate
+        )
+
+    @property
+    def is_connected(self) -> bool:
+        """A session is up and takes input."""
+        return self._session is not None and self._session.conn.open and not self._closed
+
+    @property
+    def config(self) -> SessionConfig:
+        """The configuration the next session is given."""
+        return self._config
+
+    @property
+    def conversation(self) -> ConversationState | None:
+        """The current session's conversation and input buffer (None before ``connect``)."""
+        return self._session.state if self._session else None
+
+    @property
+    def current_transport_generation(self) -> int:
+        """Advances on each session whose configuration the service confirmed."""
+        return self._transport_generation
+
+    @property
+    def current_dial_gen(self) -> int:
+        """Advances per dial."""
+        return self._dial_gen
+
+    def get_active_server_turn_id(self) -> int | None:
+        """The active server turn's id, None between turns."""
+        return self._tracker.active_server_turn_id
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def connect(self, config: SessionUpdate | None = None) -> None:
+        """Open a session, give it the configuration (``config`` applied first) and return
+        once the service confirmed it (``session.updated``). Raises ``ConnectError`` when the
+        dial fails, with no credential in its message."""
+        if self._closed:
+            raise TransportError("the transport was disconnected; make a new one")
+        if config is not None:
+            self._set_config(apply_update(self._config, config))
+        if self._session is not None:
+            return
+        session = await self._open_session()
+        self._install(session)
+        self._call(self.on_session_ready, session.state.session_id or "")
+
+    async def disconnect(self) -> None:
+        """Close the session and stop everything the transport runs. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        session, self._session = self._session, None
+        if self._tick is not None:
+            self._tick.cancel()
+        self._apply(self._tracker.connection_lost(self._now()))
+        for task in list(self._tasks):
+            task.cancel()
+        if session is not None:
+            await session.conn.close()
+            self._closed_event(session, 1000, "disconnect")
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._call(self.on_close, 1000, "disconnect")
+
+    async def reconnect(self, state: ReconnectState | None = None) -> None:
+        """Close the session and open a new one given the conversation so far (or
+        ``state``'s history when the transport has none)."""
+        raise NotImplementedError
+
+    # --- input ------------------------------------------------------------------------------
+
+    def send_audio(self, audio: bytes) -> None:
+        """Append PCM16 user audio (``audio_format``'s input side) to the input buffer."""
+        if not isinstance(audio, bytes | bytearray | memoryview):
+            raise TypeError(f"audio must be bytes, not {type(audio).__name__}")
+        data = bytes(audio)
+        if len(data) % 2:
+            raise ValueError("PCM16 audio must have an even number of bytes")
+        if not data:
+            return
+        if len(data) * 4 // 3 > MAX_EVENT_BYTES:
+            raise MessageTooLargeError(
+                f"an audio chunk of {len(data)} bytes exceeds the service's event limit"
+            )
+        encoded = base64.b64encode(data).decode()
+        self._send({"type": "input_audio_buffer.append", "audio": encoded}, audio=data)
+
+    def commit_audio(self) -> None:
+        """End the user's turn now (``input_audio_buffer.commit``). With server turn
+        detection the service commits by itself, so this sends nothing."""
+        if self._config.turn_detection is not None:
+            return
+        self._send({"type": "input_audio_buffer.commit"})
+
+    def clear_audio(self) -> None:
+        """Drop input audio the service holds uncommitted (``input_audio_buffer.clear``)."""
+        self._send({"type": "input_audio_buffer.clear"})
+
+    def clear_input_audio(self) -> None:
+        """The interface's ``clearInputAudio``: the same as :meth:`clear_audio`."""
+        self.clear_audio()
+
+    async def update_session(self, update: SessionUpdate) -> None:
+        """Apply ``update``. Before ``connect`` it only changes the configuration; after, it
+        sends one ``session.update`` and returns once the service confirmed it (updates run one
+        at a time, in call order). ``on_cache_bust`` fires first when instructions or tools
+        change."""
+        new = apply_update(self._config, update)
+        async with self._update_lock:
+            session = self._session
+            if session is None or not session.conn.open:
+                self._set_config(new)
+                return
+            for reason in cache_busts(self._config, new):
+                self._call(self.on_cache_bust, reason)
+            self._set_config(new)
+            waiting = session.conn.wait_for(
+                lambda e: isinstance(e, SessionEvent) and not e.created, UPDATE_TIMEOUT
+            )
+            task = asyncio.ensure_future(waiting)
+            session.conn.post(new.session_update(self._flavour))
+            try:
+                await task
+            except (TimeoutError, ConnectError):
+                logger.warning("{}: the session update was not confirmed", self)
+
+    async def transfer_session(
+        self, update: SessionUpdate, state: ReconnectState | None = None
+    ) -> None:
+        """An agent transfer: OpenAI Realtime applies any configuration in place, so this is
+        :meth:`update_session` (``state`` is not needed: the session keeps its conversation)."""
+        await self.update_session(update)
+
+    def send_content(self, turns: Sequence[ContentTurn], turn_complete: bool = True) -> None:
+        """Add text turns to the conversation; with ``turn_complete``, ask for an answer."""
+        if isinstance(turns, str | bytes) or not isinstance(turns, Sequence):
+            raise TypeError("turns must be a sequence of ContentTurn")
+        for turn in turns:
+            if not isinstance(turn, ContentTurn) or not isinstance(turn.text, str):
+                raise TypeError("turns must be ContentTurn values with text")
+            if turn.role not in ("user", "model"):
+                raise ValueError(f"a turn's role is 'user' or 'model', not {turn.role!r}")
+        self._require_session()
+        for turn in turns:
+            if turn.role == "user":
+                content = [{"type": "input_text", "text": turn.text}]
+                role = "user"
+            else:
+                part = "output_text" if self._flavour == "ga" else "text"
+                content = [{"type": part, "text": turn.text}]
+                role = "assistant"
+            self._create_item({"type": "message", "role": role, "content": content})
+        if turns and turns[-1].role == "user":
+            self._apply(self._tracker.user_turn(self._now()))
+        if turn_complete:
+            self._request_response()
+
+    def send_file(self, data: bytes, mime_type: str) -> None:
+        """Send an image (``input_image``) as a user item. Other files are refused: OpenAI
+        Realtime takes images only."""
+        if not isinstance(data, bytes | bytearray):
+            raise TypeError(f"data must be bytes, not {type(data).__name__}")
+        if not isinstance(mime_type, str) or not mime_type.startswith("image/"):
+            raise ValueError(f"OpenAI Realtime takes images only, not {mime_type!r}")
+        url = f"data:{mime_type};base64,{base64.b64encode(bytes(data)).decode()}"
+        if len(url) > MAX_EVENT_BYTES:
+            raise MessageTooLargeError(f"an image of {len(data)} bytes exceeds the event limit")
+        self._require_session()
+        content = [{"type": "input_image", "image_url": url}]
+        self._create_item({"type": "message", "role": "user", "content": content})
+
+    def send_tool_result(self, result: ToolResult) -> None:
+        """Give a function call its output (``function_call_output``) and, unless the result
+        is ``silent``, ask for the answer that uses it. Raises ``UnknownToolCallError`` for a
+        call the session never issued or already answered."""
+        if not isinstance(result, ToolResult):
+            raise TypeError(f"result must be a ToolResult, not {type(result).__name__}")
+        if result.id not in self._calls:
+            raise UnknownToolCallError(f"no open function call has the id {result.id!r}")
+        try:
+            output = json.dumps(result.response, default=str)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"the result of {result.name!r} is not JSON: {exc}") from None
+        self._require_session()
+        del self._calls[result.id]
+        item = {"type": "function_call_output", "call_id": result.id, "output": output}
+        self._create_item(item)
+        if result.scheduling != "silent":
+            self._request_response()
+
+    def trigger_generation(
+        self, instructions: str | None = None, overrides: GenerationOverrides | None = None
+    ) -> None:
+        """Ask for an answer (``response.create``); ``instructions`` for this answer only."""
+        if instructions is not None and not isinstance(instructions, str):
+            raise TypeError("instructions must be a string")
+        if overrides is not None and overrides.reasoning_effort is not None:
+            raise ValueError("OpenAI Realtime has no reasoning_effort override")
+        self._require_session()
+        self._request_response(instructions)
+
+    async def cancel_response(self, options: CancelResponseOptions | None = None) -> None:
+        """Cancel the answer in flight (``response.cancel``) and, with ``truncate``, cut its
+        audio item where playback stopped (``conversation.item.truncate``, at most the audio
+        received). Never raises; never calls a framework callback but the generation's end."""
+        try:
+            opts = options or CancelResponseOptions()
+            session = self._session
+            if session is None or not session.conn.open:
+                return
+            response = session.state.response_in_progress
+            done: asyncio.Future[Any] | None = None
+            if response is not None:
+                self._cancelled = response
+                if opts.wait_for_done:
+                    done = asyncio.ensure_future(
+                        session.conn.wait_for(
+                            lambda e: isinstance(e, ResponseDone) and e.response_id == response,
+                            WAIT_FOR_DONE,
+                        )
+                    )
+                session.conn.post({"type": "response.cancel"})
+            self._apply(self._tracker.cancel(self._now()))
+            self._truncate(session, opts.truncate)
+            if done is not None:
+                try:
+                    await done
+                except (TimeoutError, ConnectError):
+                    pass
+        except Exception:
+            logger.exception("{}: cancel_response failed", self)
+
+    # --- internals: sending -----------------------------------------------------------------
+
+    def _require_session(self) -> None:
+        if self._closed or (self._session is None and not self._holding):
+            raise NotConnectedError("no session: call connect() first")
+
+    def _send(self, event: dict[str, Any], *, audio: bytes | None = None) -> None:
+        """Post ``event`` to the session, or hold it while none takes input."""
+        self._require_session()
+        session = self._session
+        if self._holding or session is None:
+            if len(self._held) >= self._options.max_queued_events:
+                raise SendQueueFullError("the input held during a move is full")
+            self._held.append((event, audio))
+            return
+        self._post(session, event, audio)
+
+    def _post(self, session: _Session, event: dict[str, Any], audio: bytes | None) -> None:
+        kind = event["type"]
+        session.conn.post(event)
+        if audio is not None:
+            session.state.appended(audio)
+        elif kind == "input_audio_buffer.commit":
+            session.state.sent_commit()
+        elif kind == "input_audio_buffer.clear":
+            session.state.sent_clear()
+        elif kind == "response.create":
+            self._response_requested = True
+
+    def _create_item(self, item: dict[str, Any]) -> None:
+        item = {"id": _item_id(), **item}
+        event = {"type": "conversation.item.create", "item": item}
+        self._unconfirmed[item["id"]] = event
+        self._send(event)
+
+    def _request_response(self, instructions: str | None = None) -> None:
+        event: dict[str, Any] = {"type": "response.create"}
+        if instructions is not None:
+            event["response"] = {"instructions": instructions}
+        self._send(event)
+
+    def _truncate(self, session: _Session, at: float | Literal["generated"] | None) -> None:
+        item_id = self._audio_item
+        if at is None or item_id is None:
+            return
+        held = session.state.item(item_id)
+        if held is None:
+            return
+        if at == "generated":
+            end_ms = held.audio_ms
+        elif isinstance(at, int | float) and at >= 0:
+            # The service refuses a truncate past the audio it sent.
+            end_ms = min(int(at * 1000), held.audio_ms)
+        else:
+            logger.warning("{}: truncate must be seconds >= 0 or 'generated'", self)
+            return
+        session.conn.post(
+            {
+                "type": "conversation.item.truncate",
+                "item_id": item_id,
+                "content_index": 0,
+                "audio_end_ms": end_ms,
+            }
+        )
+
+    # --- internals: sessions ----------------------------------------------------------------
+
+    def _check_formats(self, config: SessionConfig) -> None:
+        for fmt in (config.input_format, config.output_format):
+            if fmt.encoding != "pcm":
+                raise ValueError("OpenAIRealtimeTransport carries PCM16 audio only")
+
+    def _set_config(self, config: SessionConfig) -> None:
+        self._check_formats(config)
+        self._config = config
+
+    async def _open_session(self) -> _Session:
+        """Dial, give the session the configuration, and return it once confirmed."""
+        self._dial_gen += 1
+        attempt = f"oai-{self._dial_gen}"
+        self._call(self.on_connection_lifecycle, ConnectAttempt(attempt, handle_supplied=False))
+        timeout = self._options.connect_timeout
+        try:
+            sdk = await dial(
+                self._client,
+                model=self._options.model,
+                flavour=self._flavour,
+                websocket_options=self._options.websocket_options,
+                timeout=timeout,
+            )
+        except ConnectError as exc:
+            self._call(self.on_connection_lifecycle, SetupFailed(attempt, exc.failure))
+            raise
+        state = ConversationState(
+            input_format=self._config.input_format, output_format=self._config.output_format
+        )
+        conn = RealtimeConnection(
+            sdk, flavour=self._flavour, on_event=self._on_event, on_closed=self._on_closed
+        )
+        session = _Session(conn, state, attempt)
+        self._pending = session
+        try:
+            async with asyncio.timeout(timeout):
+                created = conn.wait_for(
+                    lambda e: isinstance(e, SessionEvent) and e.created, timeout
+                )
+                await created
+                updated = asyncio.ensure_future(
+                    conn.wait_for(
+                        lambda e: (
+                            isinstance(e, SessionEvent | ServerError)
+                            and not (isinstance(e, SessionEvent) and e.created)
+                        ),
+                        timeout,
+                    )
+                )
+                conn.post(self._config.session_update(self._flavour))
+                answer = await updated
+        except (TimeoutError, ConnectError) as exc:
+            await conn.close()
+            failure = (
+                exc.failure
+                if isinstance(exc, ConnectError)
+                else ConnectFailure("timeout", f"no confirmed session within {timeout:g} s")
+            )
+            self._call(self.on_connection_lifecycle, SetupFailed(attempt, failure))
+            raise ConnectError(failure) from None
+        finally:
+            self._pending = None
+        if isinstance(answer, ServerError):
+            await conn.close()
+            failure = ConnectFailure(
+                "error",
+                "the service refused the session's configuration",
+                provider_text=f"{answer.code}: {answer.message}",
+            )
+            self._call(self.on_connection_lifecycle, SetupFailed(attempt, failure))
+            raise ConnectError(failure)
+        self._transport_generation += 1
+        session.attempt = attempt
+        self._call(
+            self.on_connection_lifecycle,
+            SetupOk(attempt, self._transport_generation, session.state.session_id),
+        )
+        return session
+
+    def _install(self, session: _Session) -> None:
+        self._session = session
+
+    def _on_event(self, conn: RealtimeConnection, event: ServerEvent) -> None:
+        session = self._session
+        for s in (session, self._pending):
+            if s is not None and s.conn is conn:
+                s.state.receive(event)
+                if isinstance(event, SessionEvent) and event.created:
+                    s.created_at = self._now()
+                if s is session:
+                    self._dispatch(s, event)
+                return
+
+    def _on_closed(self, conn: RealtimeConnection, code: int | None, reason: str | None) -> None:
+        session = self._session
+        if session is None or session.conn is not conn:
+            return
+        self._session = None
+        self._closed_event(session, code, reason)
+        self._apply(self._tracker.connection_lost(self._now()))
+        self._closed = True
+        self._call(self.on_close, code, reason)
+
+    def _closed_event(self, session: _Session, code: int | None, reason: str | None) -> None:
+        self._call(
+            self.on_connection_lifecycle,
+            GenerationClose(
+                session.attempt, self._transport_generation, code, (reason or "")[:200]
+            ),
+        )
+
+    # --- internals: what the server says ----------------------------------------------------
+
+    def _dispatch(self, session: _Session, event: ServerEvent) -> None:
+        now = self._now()
+        if isinstance(event, AudioDelta):
+            self._audio_item = event.item_id
+            self._apply(self._tracker.model_output(now, "audio"))
+            if not self._tracker.suppressing:
+                self._call(self.on_audio_output, event.audio)
+        elif isinstance(event, OutputTextDelta):
+            kind: Literal["transcript", "text"] = (
+                "transcript" if event.modality == "audio" else "text"
+            )
+            self._apply(self._tracker.model_output(now, kind))
+            if not self._tracker.suppressing:
+                callback = (
+                    self.on_output_transcription if kind == "transcript" else self.on_text_output
+                )
+                self._call(callback, event.delta)
+        elif isinstance(event, FunctionArgumentsDone):
+            self._function_call(now, event)
+        elif isinstance(event, ResponseCreated):
+            self._response_requested = False
+        elif isinstance(event, ResponseDone):
+            self._response_done(now, event)
+        elif isinstance(event, SpeechStarted):
+            self._apply(self._tracker.user_turn(now))
+            self._call(self.on_speech_started)
+        elif isinstance(event, SpeechStopped):
+            self._call(self.on_user_speech_stopped)
+        elif isinstance(event, InputTranscriptCompleted):
+            self._tracker.user_spoke()
+            self._call(self.on_input_transcription, event.transcript)
+            if event.usage is not None:
+                self._call(self.on_realtime_llm_usage, event.usage)
+        elif isinstance(event, ItemAnnounced):
+            self._unconfirmed.pop(event.item.id, None)
+        elif isinstance(event, ServerError):
+            error = TransportError(
+                f"the service reported an error: {event.code or event.error_type}"
+            )
+            self._call(self.on_error, TransportErrorEvent(error, recoverable=True))
+        elif isinstance(event, Malformed):
+            logger.warning("{}: a malformed server event ({})", self, event.reason)
+
+    def _function_call(self, now: float, event: FunctionArgumentsDone) -> None:
+        if self._tracker.suppressing:
+            return  # a cancelled answer's call: never to be answered
+        try:
+            args = json.loads(event.arguments) if event.arguments else {}
+        except ValueError:
+            args = {"_raw": event.arguments}
+        if not isinstance(args, dict):
+            args = {"_raw": args}
+        self._calls[event.call_id] = event.name
+        self._apply(self._tracker.tool_calls(now, [event.call_id]))
+        self._call(self.on_tool_call, [ToolCall(event.call_id, event.name, args)])
+
+    def _response_done(self, now: float, event: ResponseDone) -> None:
+        if event.usage is not None:
+            self._call(self.on_realtime_llm_usage, event.usage)
+        ours = self._cancelled == event.response_id
+        if ours:
+            self._cancelled = None
+        if event.status == "cancelled" and not ours:
+            # The server's VAD heard the user over the answer (``turn_detected``).
+            self._apply(self._tracker.interrupted(now))
+            return
+        self._apply(self._tracker.generation_complete(now))
+        self._apply(
+            self._tracker.turn_complete(
+                now, tools_pending=bool(self._calls), tool_call_may_follow=False
+            )
+        )
+
+    # --- internals: the generation lifecycle ------------------------------------------------
+
+    def _apply(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, GenerationStarted):
+                self._call(self.on_model_turn_start, effect.generation_id)
+                self._call(self.on_generation_start, effect.generation_id)
+            elif isinstance(effect, GenerationEnded):
+                self._call(self.on_generation_end, effect.generation_id, effect.reason)
+            elif isinstance(effect, FirstAudio):
+                self._call(self.on_first_audio_chunk)
+            elif isinstance(effect, TextDone):
+                self._call(self.on_text_done)
+            elif isinstance(effect, TurnCompleted):
+                self._call(self.on_turn_complete, effect.server_turn_id)
+            elif isinstance(effect, TurnInterrupted):
+                self._call(self.on_interrupted, effect.server_turn_id)
+            elif isinstance(effect, ReasoningStarted):
+                self._call(self.on_reasoning_start)
+            elif isinstance(effect, ReasoningDone):
+                self._call(self.on_reasoning_done, ReasoningInfo(effect.duration))
+        self._schedule_tick()
+
+    def _schedule_tick(self) -> None:
+        if self._tick is not None:
+            self._tick.cancel()
+            self._tick = None
+        deadline = self._tracker.next_deadline
+        if deadline is not None and not self._closed:
+            loop = asyncio.get_running_loop()
+            self._tick = loop.call_at(
+                deadline, lambda: self._apply(self._tracker.tick(self._now()))
+            )
+
+    # --- small services ---------------------------------------------------------------------
+
+    @staticmethod
+    def _now() -> float:
+        return asyncio.get_running_loop().time()
+
+    def _call(self, callback: Callable[..., None] | None, *args: Any) -> None:
+        """Call a framework callback; one that raises is logged and changes nothing else."""
+        if callback is None:
+            return
+        try:
+            callback(*args)
+        except Exception:
+            logger.exception("{}: a callback raised; the transport goes on", self)
