@@ -39,7 +39,9 @@ Transitions (``point``: the latest handle is a resumable point; ``want``: a move
                                 spread waiting) ─► MoveNow(planned)
                                 not resumable: no point (its handle kept only if none is)
     TurnStarted                 turn in progress, no point, not quiet
-    TurnEnded                   no turn in progress (the next resumable handle is a point)
+    TurnEnded                   no turn in progress (the next resumable handle is a point;
+                                ``rebuilds``: the point itself, and with a want
+                                ─► MoveNow(planned, none))
     Heard                       not quiet (a sign of the user that starts no turn)
     GoAway(now, time_left)      want; deadline and fallback only move earlier; quiet: the
                                 latest handle is a point (no handle: MoveNow(planned, none)
@@ -52,7 +54,8 @@ Transitions (``point``: the latest handle is a resumable point; ``want``: a move
                                 (none: MoveNow(reason, none), the caller rebuilds)
     ResumedFrom(handle)         ``handle`` is the latest, no point
     TimerExpired(spread)        still a point, still a want ─► MoveNow(planned)
-    TimerExpired(fallback)      a handle ─► MoveNow(deadline); none: Lapsed (the want ends)
+    TimerExpired(fallback)      a handle (or ``rebuilds``) ─► MoveNow(deadline); none: Lapsed
+                                (the want ends)
     ConnectionLost              a handle ─► MoveNow(lost); none: the want ends, no move
     AttemptSucceeded            the move in flight ends (the handle stays, as a fallback)
     AttemptFailed               ─► Attempt(next, its delay), or GiveUp: stopped
@@ -444,6 +447,11 @@ class MoveTiming(Generic[H]):
     options: ResumptionOptions = field(default_factory=ResumptionOptions)
     attempts: bool = True
     spread_draw: Callable[[], float] = _never_drawn
+    rebuilds: bool = False
+    """The provider has no resumption handles (OpenAI Realtime): every move rebuilds a fresh
+    session from the conversation, a turn's end (``TurnEnded``, no turn since) is the
+    resumable point, and the deadline fallback rebuilds instead of lapsing
+    (``attempts=False`` only)."""
     latest_handle: H | None = None
     """The handle a move would resume from, or None before the first usable update."""
     at_point: bool = False
@@ -469,6 +477,10 @@ class MoveTiming(Generic[H]):
     """A ``goAway`` is among what the move answers."""
     _config: bool = False
     """A setup change is among what the move answers."""
+
+    def __post_init__(self) -> None:
+        if self.rebuilds and self.attempts:
+            raise ValueError("a MoveTiming that rebuilds leaves the attempts to its caller")
 
     def __repr__(self) -> str:
         return (
@@ -503,6 +515,11 @@ class MoveTiming(Generic[H]):
             self.at_point = False
         elif isinstance(event, TurnEnded):
             self.in_turn = False
+            if self.rebuilds:
+                # No handle will mark the point: the turn's end is the point itself.
+                self.at_point = not self.moving
+                if self.at_point and self.wanted and TimerKind.SPREAD not in self._timers:
+                    return self._decide(MoveReason.PLANNED)
         elif isinstance(event, GoAway):
             return self._go_away_event(event)
         elif isinstance(event, ConfigChanged):
@@ -616,7 +633,7 @@ class MoveTiming(Generic[H]):
         return []
 
     def _fallback(self) -> list[Action[H]]:
-        if self.latest_handle is None:
+        if self.latest_handle is None and not self.rebuilds:
             actions = self._clear_want()
             actions.append(Lapsed())
             return actions
@@ -682,7 +699,7 @@ class MoveTiming(Generic[H]):
         """Move now from the latest handle; ``decided``: planned (from a resumable point),
         deadline (forced, from a fallback) or lost."""
         handle = self.latest_handle
-        assert handle is not None, "a move needs a handle"
+        assert handle is not None or self.rebuilds, "a move needs a handle"
         kind = HandleKind.AFTER_TURN if self.at_point else HandleKind.MID_TURN
         actions = self._clear_want()
         # The handle is being spent: the next resumable point comes from the new connection.
@@ -694,7 +711,7 @@ class MoveTiming(Generic[H]):
         else:
             reason = decided
         forced = decided is not MoveReason.PLANNED
-        if self.ending:
+        if self.ending or handle is None:
             return actions + self._rebuild(reason, forced)
         actions.append(MoveNow(reason, handle, kind, forced))
         if self.attempts:
