@@ -28,6 +28,7 @@ from typing import Any, Final, Literal
 import openai
 from loguru import logger
 
+from realtime_resumption.failures import CloseMeaning, Stage
 from realtime_resumption.generation import (
     Effect,
     FirstAudio,
@@ -40,7 +41,57 @@ from realtime_resumption.generation import (
     TurnCompleted,
     TurnInterrupted,
 )
-from realtime_resumption.openai.conversation_state import ConversationState
+from realtime_resumption.move_machine import (
+    Abandon,
+    Action,
+    BackoffOver,
+    Begin,
+    Dial,
+    Dispose,
+    Due,
+    Failed,
+    Gate,
+    GiveUp,
+    InputGate,
+    Lost,
+    MoveMachine,
+    Retried,
+    Served,
+    Settle,
+    Settled,
+    Switch,
+    Wait,
+)
+from realtime_resumption.move_machine import SetupOk as MoveSetupOk
+from realtime_resumption.move_machine import TurnStarted as MoveTurnStarted
+from realtime_resumption.move_reports import (
+    HandleKind,
+    MoveInProgress,
+    MoveLog,
+    MoveOutcome,
+    MoveReason,
+    MoveReport,
+)
+from realtime_resumption.move_timing import (
+    Abandoned,
+    CancelTimer,
+    ConnectionLost,
+    GoAway,
+    MoveNow,
+    MoveTiming,
+    Requested,
+    ResumptionOptions,
+    StartTimer,
+    Switched,
+    TimerExpired,
+    TimerKind,
+    TurnEnded,
+    TurnStarted,
+)
+from realtime_resumption.move_timing import Dispose as TimingDispose
+from realtime_resumption.move_timing import Event as TimingEvent
+from realtime_resumption.openai.conversation_seed import build_seed, items_from_replay
+from realtime_resumption.openai.conversation_state import ConversationState, HeldItem
 from realtime_resumption.openai.realtime_connection import RealtimeConnection, dial
 from realtime_resumption.openai.realtime_options import MAX_EVENT_BYTES, OpenAIRealtimeOptions
 from realtime_resumption.openai.realtime_server_events import (
@@ -59,6 +110,7 @@ from realtime_resumption.openai.realtime_server_events import (
     SpeechStopped,
 )
 from realtime_resumption.openai.session_config import Flavour, SessionConfig
+from realtime_resumption.openai.session_handover import Handover, plan_handover
 from realtime_resumption.openai.session_update import apply_update, cache_busts
 from realtime_resumption.transport import (
     AudioFormatSpec,
@@ -78,10 +130,12 @@ from realtime_resumption.transport import (
     ReasoningInfo,
     ReconnectState,
     SendQueueFullError,
+    SessionLostError,
     SessionUpdate,
     SetupFailed,
     SetupOk,
     ToolCall,
+    ToolCallOrphanedError,
     ToolResult,
     TransportCapabilities,
     TransportError,
@@ -94,6 +148,18 @@ WAIT_FOR_DONE: Final = 2.0
 """Seconds ``cancel_response(wait_for_done=True)`` waits for the cancelled ``response.done``."""
 UPDATE_TIMEOUT: Final = 5.0
 """Seconds ``update_session`` waits for the ``session.updated`` that confirms it."""
+
+REPLAY_APPEND_MS: Final = 20
+"""Milliseconds of input per ``input_audio_buffer.append`` when a new session is given the
+input the old one held uncommitted: the frame size frameworks stream (Pipecat sends 20 ms
+frames), so the replayed audio reaches the service as the live audio did."""
+
+
+def _reading(code: int | None) -> CloseMeaning:
+    """OpenAI's close codes, read for the failure policy: none refuses a resumption point
+    (there is none), so every close is a plain close, retried."""
+    return CloseMeaning.CLOSED
+
 
 _CAPABILITIES: Final = TransportCapabilities(
     message_truncation=True,
@@ -155,11 +221,41 @@ class OpenAIRealtimeTransport:
         self._session: _Session | None = None
         self._pending: _Session | None = None
         """A session being dialled and set up (its events feed its state only)."""
+        self._candidate: _Session | None = None
+        """The session a move set up, until the switch to it."""
+        self._source: _Session | None = None
+        """The session whose conversation the move in progress carries (the incumbent, or
+        the session that was lost)."""
+        self._seeded: Handover | None = None
+        """What the candidate was given at its dial."""
+        self._timing: MoveTiming[str] = MoveTiming(
+            ResumptionOptions(
+                deadline_margin=self._options.forced_margin,
+                retry_delays=self._options.retry_delays,
+                attempt_timeout=self._options.connect_timeout,
+            ),
+            attempts=False,
+            rebuilds=True,
+        )
+        self._machine = MoveMachine(
+            self._options.retry_delays, self._options.retry_policy, _reading
+        )
+        self._timers: dict[TimerKind | str, asyncio.TimerHandle] = {}
+        self._at_boundary: bool | None = None
+        self._move_done: asyncio.Future[None] | None = None
+        """Resolved when the move in progress switched or the session was lost
+        (``reconnect`` waits on it)."""
+        self._orphaned: set[str] = set()
+        """Function calls a move could not carry (the seed's budget left them out)."""
+        self._log = MoveLog()
+        self._move: MoveInProgress | None = None
+        self._cut_by_loss = False
+        """The loss that starts the next move cut an answer."""
         self._tracker = GenerationTracker()
         self._tick: asyncio.TimerHandle | None = None
         self._held: deque[tuple[dict[str, Any], bytes | None]] = deque()
         """Client events (with the audio of an append) waiting for a session to take them."""
-        self._holding = False
+        self._gate = InputGate.OPEN
         self._calls: dict[str, str] = {}
         """Open function calls: call id to name, until their output is sent."""
         self._unconfirmed: dict[str, dict[str, Any]] = {}
@@ -207,6 +303,11 @@ class OpenAIRealtimeTransport:
             Callable[[Literal["instructions_changed", "tools_changed"]], None] | None
         ) = None
         self.on_provider_evidence: Callable[[ProviderEvidenceEvent], None] | None = None
+        self.on_move: Callable[[MoveReport], None] | None = None
+        """Each finished move: why, its outcome (``rebuilt``, or ``lost``), the input gap, the
+        input held and replayed, the attempts, whether it cut an answer."""
+        self.on_move_started: Callable[[MoveReason, HandleKind], None] | None = None
+        """Each move that begins (the handle kind is always ``none``: every move rebuilds)."""
 
     def __repr__(self) -> str:
         session = self._session.state.session_id if self._session else None
@@ -254,6 +355,11 @@ class OpenAIRealtimeTransport:
         """Advances per dial."""
         return self._dial_gen
 
+    @property
+    def move_log(self) -> MoveLog:
+        """The session's moves: counts per outcome and the latest reports."""
+        return self._log
+
     def get_active_server_turn_id(self) -> int | None:
         """The active server turn's id, None between turns."""
         return self._tracker.active_server_turn_id
@@ -278,13 +384,13 @@ class OpenAIRealtimeTransport:
         """Close the session and stop everything the transport runs. Idempotent."""
         if self._closed:
             return
-        self._closed = True
+        self._stop()
         session, self._session = self._session, None
-        if self._tick is not None:
-            self._tick.cancel()
-        self._apply(self._tracker.connection_lost(self._now()))
+        candidate, self._candidate = self._candidate, None
         for task in list(self._tasks):
             task.cancel()
+        if candidate is not None:
+            await candidate.conn.close()
         if session is not None:
             await session.conn.close()
             self._closed_event(session, 1000, "disconnect")
@@ -292,9 +398,22 @@ class OpenAIRealtimeTransport:
         self._call(self.on_close, 1000, "disconnect")
 
     async def reconnect(self, state: ReconnectState | None = None) -> None:
-        """Close the session and open a new one given the conversation so far (or
-        ``state``'s history when the transport has none)."""
-        raise NotImplementedError
+        """Move the call to a new session given the conversation so far, and return once it
+        serves (or raise ``SessionLostError`` when every attempt failed). Before any session,
+        it connects and gives the new session ``state``'s history."""
+        if self._closed:
+            raise TransportError("the transport was disconnected; make a new one")
+        if self._session is None and self._source is None:
+            history = state.conversation_history if state is not None else ()
+            session = await self._open_session(items_from_replay(history))
+            for event in self._seed_events(session.state.items):
+                session.conn.post(event)
+            self._install(session)
+            return
+        if self._move_done is None:
+            self._move_done = asyncio.get_running_loop().create_future()
+            self._timing_send(Requested(MoveReason.REQUESTED))
+        await asyncio.shield(self._move_done)
 
     # --- input ------------------------------------------------------------------------------
 
@@ -404,6 +523,8 @@ class OpenAIRealtimeTransport:
         call the session never issued or already answered."""
         if not isinstance(result, ToolResult):
             raise TypeError(f"result must be a ToolResult, not {type(result).__name__}")
+        if result.id in self._orphaned:
+            raise ToolCallOrphanedError(result.id)
         if result.id not in self._calls:
             raise UnknownToolCallError(f"no open function call has the id {result.id!r}")
         try:
@@ -462,19 +583,23 @@ class OpenAIRealtimeTransport:
     # --- internals: sending -----------------------------------------------------------------
 
     def _require_session(self) -> None:
-        if self._closed or (self._session is None and not self._holding):
+        if self._closed or (self._session is None and self._source is None):
             raise NotConnectedError("no session: call connect() first")
 
     def _send(self, event: dict[str, Any], *, audio: bytes | None = None) -> None:
-        """Post ``event`` to the session, or hold it while none takes input."""
+        """Post ``event`` to the session, or hold it while none takes it (a move)."""
         self._require_session()
         session = self._session
-        if self._holding or session is None:
+        takes = self._gate is InputGate.OPEN or (
+            self._gate is InputGate.MEDIA_ONLY and audio is not None
+        )
+        if session is None or not takes or self._held:
             if len(self._held) >= self._options.max_queued_events:
                 raise SendQueueFullError("the input held during a move is full")
             self._held.append((event, audio))
             return
         self._post(session, event, audio)
+        self._update_boundary()
 
     def _post(self, session: _Session, event: dict[str, Any], audio: bytes | None) -> None:
         kind = event["type"]
@@ -487,12 +612,11 @@ class OpenAIRealtimeTransport:
             session.state.sent_clear()
         elif kind == "response.create":
             self._response_requested = True
+        elif kind == "conversation.item.create":
+            self._unconfirmed[event["item"]["id"]] = event
 
     def _create_item(self, item: dict[str, Any]) -> None:
-        item = {"id": _item_id(), **item}
-        event = {"type": "conversation.item.create", "item": item}
-        self._unconfirmed[item["id"]] = event
-        self._send(event)
+        self._send({"type": "conversation.item.create", "item": {"id": _item_id(), **item}})
 
     def _request_response(self, instructions: str | None = None) -> None:
         event: dict[str, Any] = {"type": "response.create"}
@@ -535,8 +659,9 @@ class OpenAIRealtimeTransport:
         self._check_formats(config)
         self._config = config
 
-    async def _open_session(self) -> _Session:
-        """Dial, give the session the configuration, and return it once confirmed."""
+    async def _open_session(self, conversation: Sequence[HeldItem] = ()) -> _Session:
+        """Dial, give the session the configuration, and return it once confirmed; its state
+        starts with ``conversation`` (the items a seed is about to give it)."""
         self._dial_gen += 1
         attempt = f"oai-{self._dial_gen}"
         self._call(self.on_connection_lifecycle, ConnectAttempt(attempt, handle_supplied=False))
@@ -553,7 +678,9 @@ class OpenAIRealtimeTransport:
             self._call(self.on_connection_lifecycle, SetupFailed(attempt, exc.failure))
             raise
         state = ConversationState(
-            input_format=self._config.input_format, output_format=self._config.output_format
+            input_format=self._config.input_format,
+            output_format=self._config.output_format,
+            conversation=conversation,
         )
         conn = RealtimeConnection(
             sdk, flavour=self._flavour, on_event=self._on_event, on_closed=self._on_closed
@@ -606,28 +733,41 @@ class OpenAIRealtimeTransport:
         return session
 
     def _install(self, session: _Session) -> None:
+        """``session`` serves the call from now on: input goes to it, and its cap counts."""
         self._session = session
+        self._schedule_cap(session)
+        self._update_boundary()
 
     def _on_event(self, conn: RealtimeConnection, event: ServerEvent) -> None:
         session = self._session
-        for s in (session, self._pending):
+        for s in (session, self._pending, self._candidate):
             if s is not None and s.conn is conn:
                 s.state.receive(event)
                 if isinstance(event, SessionEvent) and event.created:
                     s.created_at = self._now()
                 if s is session:
                     self._dispatch(s, event)
+                    self._update_boundary()
                 return
 
     def _on_closed(self, conn: RealtimeConnection, code: int | None, reason: str | None) -> None:
         session = self._session
         if session is None or session.conn is not conn:
-            return
+            return  # a candidate's close reaches its settle; an old session's means nothing
         self._session = None
         self._closed_event(session, code, reason)
-        self._apply(self._tracker.connection_lost(self._now()))
-        self._closed = True
-        self._call(self.on_close, code, reason)
+        if self._closed:
+            return
+        now = self._now()
+        if self._tracker.answer_in_progress:
+            # The end cut the answer: reported as interrupted; the new session answers again.
+            self._apply(self._tracker.interrupted(now))
+            self._cut_by_loss = True
+        self._source = self._source or session
+        self._at_boundary = None
+        self._timing_send(ConnectionLost())
+        lost = Lost(now, code, None, HandleKind.NONE, can_rebuild=True)
+        self._run(self._machine.send(lost))
 
     def _closed_event(self, session: _Session, code: int | None, reason: str | None) -> None:
         self._call(
@@ -636,6 +776,315 @@ class OpenAIRealtimeTransport:
                 session.attempt, self._transport_generation, code, (reason or "")[:200]
             ),
         )
+
+    # --- internals: moves -------------------------------------------------------------------
+    #
+    # When to move is MoveTiming's (a cap notice, then the next turn boundary, else the
+    # deadline fallback); the move itself is MoveMachine's (dial, settle, switch, retries and
+    # the failure budget). The transport carries out their actions: every move rebuilds, as
+    # OpenAI Realtime keeps nothing across sessions.
+
+    def _schedule_cap(self, session: _Session) -> None:
+        """Tell the timing of the cap ``move_margin`` before it (a notice the service never
+        sends: the cap counts from ``session.created``)."""
+        cap = self._options.cap_for(self._azure)
+        if cap is None or session.created_at is None:
+            return
+        at = session.created_at + cap - self._options.move_margin
+        closes_at = session.created_at + cap
+
+        def notice() -> None:
+            self._timers.pop("cap", None)
+            if self._session is session and not self._closed:
+                now = self._now()
+                self._timing_send(GoAway(now, closes_at - now, rebuild_when_quiet=True))
+
+        self._set_timer("cap", at, notice)
+
+    def _update_boundary(self) -> None:
+        """Tell the timing (and a move in progress) when the call leaves or reaches a turn
+        boundary: no answer under way or owed, the user not speaking, nothing of the client's
+        unconfirmed, no function call open."""
+        session = self._session
+        if session is None:
+            return
+        at = (
+            session.state.at_turn_boundary
+            and not self._response_requested
+            and not self._unconfirmed
+            and not self._calls
+            and not self._tracker.answer_in_progress
+            and not self._held
+        )
+        if at == self._at_boundary:
+            return
+        self._at_boundary = at
+        if at:
+            self._timing_send(TurnEnded())
+            return
+        self._timing_send(TurnStarted())
+        if self._machine.moving:
+            self._run(self._machine.send(MoveTurnStarted()))
+
+    def _timing_send(self, event: TimingEvent[str]) -> None:
+        for action in self._timing.send(event):
+            if isinstance(action, StartTimer):
+                self._set_timer(action.kind, action.at, self._timer_fired(action.kind))
+            elif isinstance(action, CancelTimer):
+                timer = self._timers.pop(action.kind, None)
+                if timer is not None:
+                    timer.cancel()
+            elif isinstance(action, MoveNow):
+                due = Due(
+                    self._now(),
+                    action.reason,
+                    None,
+                    HandleKind.NONE,
+                    incumbent=self._session is not None,
+                    can_rebuild=True,
+                    forced=action.forced,
+                )
+                self._run(self._machine.send(due))
+
+    def _timer_fired(self, kind: TimerKind) -> Callable[[], None]:
+        def fired() -> None:
+            self._timers.pop(kind, None)
+            self._timing_send(TimerExpired(kind, self._now()))
+
+        return fired
+
+    def _run(self, actions: list[Action]) -> None:
+        """Carry out the move machine's actions, in order."""
+        for action in actions:
+            if isinstance(action, Gate):
+                self._gate = action.gate
+                if action.gate is InputGate.HELD and self._move is not None:
+                    self._move.input_stopped(self._now())
+            elif isinstance(action, Begin):
+                self._begin(action.reason)
+            elif isinstance(action, Dial):
+                if self._move is not None:
+                    self._move.attempt(None, HandleKind.NONE)
+                self._own(self._attempt(), "dial")
+            elif isinstance(action, Settle):
+                self._own(self._settle(action.seconds), "settle")
+            elif isinstance(action, Switch):
+                self._switch()
+            elif isinstance(action, Wait):
+                self._set_timer(
+                    "backoff",
+                    self._now() + action.seconds,
+                    lambda: self._run(self._machine.send(BackoffOver())),
+                )
+            elif isinstance(action, Abandon):
+                self._abandon()
+            elif isinstance(action, Retried):
+                error = TransportError(f"a move's attempt failed: {action.why}")
+                self._call(self.on_error, TransportErrorEvent(error, recoverable=True))
+            elif isinstance(action, GiveUp):
+                self._lose(action.why)
+            else:
+                # Break, RefusedWhileOpen, RollBack: the reading above never asks for them.
+                logger.debug("{}: no use for {!r}", self, action)
+
+    def _begin(self, reason: MoveReason) -> None:
+        now = self._now()
+        self._source = self._source or self._session
+        self._move = self._log.begin(reason, None, HandleKind.NONE, now)
+        if self._session is None:
+            self._move.incumbent_gone()
+            self._move.input_stopped(now)
+        if self._cut_by_loss:
+            self._move.turn_was_cut()
+            self._cut_by_loss = False
+        logger.info("{}: moving to a new session ({})", self, reason)
+        self._call(self.on_move_started, reason, HandleKind.NONE)
+
+    def _finish_report(self, outcome: MoveOutcome, **figures: Any) -> None:
+        move, self._move = self._move, None
+        if move is not None:
+            self._call(self.on_move, move.finish(outcome, self._now(), **figures))
+
+    async def _attempt(self) -> None:
+        """One attempt of the move: a new session, given the configuration and the
+        conversation of the session the move carries."""
+        source = self._source
+        assert source is not None
+        plan = self._plan(source)
+        try:
+            candidate = await self._open_session(plan.seed.items)
+        except ConnectError as exc:
+            self._run(self._machine.send(Failed(self._now(), Stage.DIAL, error=exc)))
+            return
+        if self._closed or self._machine.move is None:
+            await candidate.conn.close()  # abandoned or disposed meanwhile
+            return
+        for event in plan.seed.events:
+            candidate.conn.post(event)
+        self._candidate, self._seeded = candidate, plan
+        self._run(self._machine.send(MoveSetupOk()))
+
+    async def _settle(self, seconds: float) -> None:
+        """Until the candidate says something, closes, or ``seconds`` pass."""
+        candidate = self._candidate
+        assert candidate is not None
+        try:
+            await candidate.conn.wait_for(lambda _: True, seconds)
+        except TimeoutError:
+            pass
+        except ConnectError:
+            self._candidate = None
+            failed = Failed(self._now(), Stage.SETTLING, code=candidate.conn.close_code)
+            self._run(self._machine.send(failed))
+            return
+        if self._candidate is candidate:
+            self._run(self._machine.send(Settled(self._now())))
+
+    def _plan(self, source: _Session) -> Handover:
+        return plan_handover(
+            source.state,
+            unconfirmed=list(self._unconfirmed.values()),
+            response_requested=self._response_requested,
+            budget_tokens=self._options.seed_budget_tokens,
+            input_format=self._config.input_format,
+            flavour=self._flavour,
+        )
+
+    def _seed_events(self, items: Sequence[HeldItem]) -> list[dict[str, Any]]:
+        """The seed of ``items`` (a stored conversation) for a session that has none."""
+        seed = build_seed(
+            items,
+            budget_tokens=self._options.seed_budget_tokens,
+            input_format=self._config.input_format,
+            flavour=self._flavour,
+        )
+        return list(seed.events)
+
+    def _switch(self) -> None:
+        """The candidate serves the call from now on: the old session stops taking input at
+        once and closes; the candidate gets what the old one held uncommitted, the items it
+        never confirmed, an answer it owed, then the input held during the move."""
+        candidate, seeded, source = self._candidate, self._seeded, self._source
+        assert candidate is not None and seeded is not None and source is not None
+        self._candidate = self._seeded = self._source = None
+        old, self._session = self._session, None
+        now = self._now()
+        if old is not None:
+            self._closed_event(old, 1000, "moved")
+            self._own(old.conn.close(), "close")
+        if self._tracker.answer_in_progress:
+            # A forced move cut an answer the old session was giving.
+            self._apply(self._tracker.interrupted(now))
+            if self._move is not None:
+                self._move.turn_was_cut()
+        plan = self._plan(source)
+        self._session = candidate
+        seeded_ids = {item.id for item in seeded.seed.items}
+        for event in plan.seed.events:
+            # What the conversation gained since the dial (a forced move's incumbent).
+            if event["item"]["id"] not in seeded_ids:
+                self._post(candidate, event, None)
+        step = REPLAY_APPEND_MS * self._config.input_format.bytes_per_ms
+        for start in range(0, len(plan.audio), step):
+            chunk = plan.audio[start : start + step]
+            append = {
+                "type": "input_audio_buffer.append",
+                "audio": base64.b64encode(chunk).decode(),
+            }
+            self._post(candidate, append, chunk)
+        for event in plan.resend:
+            self._post(candidate, event, None)
+        self._response_requested = False
+        if plan.answer:
+            self._post(candidate, {"type": "response.create"}, None)
+        self._orphan_calls(plan)
+        self._gate = InputGate.OPEN
+        held, self._held = self._held, deque()
+        for event, audio in held:
+            self._post(candidate, event, audio)
+        per_ms = self._config.input_format.bytes_per_ms
+        self._finish_report(
+            MoveOutcome.REBUILT,
+            messages_buffered=len(held),
+            messages_replayed=len(plan.resend) + -(-len(plan.audio) // step),
+            audio_seconds_held=sum(len(a) for _, a in held if a is not None) / per_ms / 1000,
+            audio_seconds_replayed=len(plan.audio) / per_ms / 1000,
+        )
+        self._at_boundary = None
+        self._timing_send(Switched(resumed=False, replayed_turn=plan.answer or bool(held)))
+        self._install(candidate)
+        self._finish_move(None)
+
+    def _orphan_calls(self, plan: Handover) -> None:
+        """Open function calls the seed left out: their output would be refused."""
+        carried = {item.call_id for item in plan.seed.items if item.call_id is not None}
+        lost = [call_id for call_id in self._calls if call_id not in carried]
+        for call_id in lost:
+            del self._calls[call_id]
+            self._orphaned.add(call_id)
+        if lost:
+            self._call(self.on_tool_call_cancel, lost)
+
+    def _abandon(self) -> None:
+        """A turn began on the incumbent during a planned move: the candidate is given up,
+        and the timing waits for the next boundary (or the deadline)."""
+        candidate, self._candidate = self._candidate, None
+        self._seeded = None
+        self._source = None
+        if candidate is not None:
+            self._own(candidate.conn.close(), "close")
+        self._timing_send(Abandoned(self._now(), None))
+
+    def _lose(self, why: str) -> None:
+        """Every attempt failed: the call is over."""
+        error = SessionLostError(why)
+        self._finish_move(error)
+        self._finish_report(MoveOutcome.LOST, error=why)
+        self._stop()
+        candidate, self._candidate = self._candidate, None
+        if candidate is not None:
+            self._own(candidate.conn.close(), "close")
+        self._call(self.on_error, TransportErrorEvent(error, recoverable=False))
+        self._call(self.on_close, None, why)
+
+    def _finish_move(self, error: BaseException | None) -> None:
+        done, self._move_done = self._move_done, None
+        if done is not None and not done.done():
+            if error is None:
+                done.set_result(None)
+            else:
+                done.set_exception(error)
+
+    def _stop(self) -> None:
+        """Nothing moves or ticks any more (disconnect, or the session was lost)."""
+        self._closed = True
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        if self._tick is not None:
+            self._tick.cancel()
+        self._machine.send(Dispose())
+        self._timing.send(TimingDispose())
+        self._apply(self._tracker.connection_lost(self._now()))
+        self._held.clear()
+        self._finish_move(SessionLostError("the transport was disconnected"))
+
+    def _set_timer(self, key: TimerKind | str, at: float, fire: Callable[[], None]) -> None:
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        self._timers[key] = asyncio.get_running_loop().call_at(at, fire)
+
+    def _own(self, work: Any, name: str) -> None:
+        """Run ``work`` in a task the transport owns (cancelled by ``disconnect``)."""
+        task = asyncio.get_running_loop().create_task(work, name=f"oai-transport-{name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.opt(exception=task.exception()).error("{}: {} failed", self, task.get_name())
 
     # --- internals: what the server says ----------------------------------------------------
 
@@ -705,6 +1154,8 @@ class OpenAIRealtimeTransport:
             # The server's VAD heard the user over the answer (``turn_detected``).
             self._apply(self._tracker.interrupted(now))
             return
+        if event.status == "completed":
+            self._run(self._machine.send(Served()))
         self._apply(self._tracker.generation_complete(now))
         self._apply(
             self._tracker.turn_complete(
