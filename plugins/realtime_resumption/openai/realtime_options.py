@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from realtime_resumption.failures import RetryPolicy
+from realtime_resumption.move_timing import MIN_DEADLINE_MARGIN
 from realtime_resumption.openai.conversation_seed import DEFAULT_BUDGET_TOKENS
 from realtime_resumption.openai.session_config import Flavour
 
@@ -52,8 +53,9 @@ class OpenAIRealtimeOptions:
     move_margin: float = 120.0
     """A planned move is wanted this long before the cap, and waits for a turn boundary."""
     forced_margin: float = 15.0
-    """If no boundary came, the move is forced this long before the cap: long enough to set up
-    a new session before the old one closes."""
+    """If no boundary came, the move is forced at most this long before the cap (a third of
+    ``move_margin`` when that is less, never under ``MIN_DEADLINE_MARGIN``): long enough to
+    set up a new session before the old one closes."""
     seed_budget_tokens: int = DEFAULT_BUDGET_TOKENS
     """The token budget of the conversation a new session is given (oldest turns first)."""
     connect_timeout: float = 10.0
@@ -76,7 +78,12 @@ class OpenAIRealtimeOptions:
         if cap not in ("service", None):
             _seconds("session_cap", cap)
         _seconds("move_margin", self.move_margin, zero=True)
-        _seconds("forced_margin", self.forced_margin, zero=True)
+        _seconds("forced_margin", self.forced_margin)
+        if self.forced_margin < MIN_DEADLINE_MARGIN:
+            raise ValueError(
+                f"forced_margin must be at least {MIN_DEADLINE_MARGIN} s: a new session needs "
+                "that long to be set up before the old one closes"
+            )
         if self.forced_margin > self.move_margin:
             raise ValueError("forced_margin must not exceed move_margin")
         if isinstance(cap, int | float) and self.move_margin >= cap:

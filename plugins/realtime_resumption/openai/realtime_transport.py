@@ -149,6 +149,9 @@ WAIT_FOR_DONE: Final = 2.0
 UPDATE_TIMEOUT: Final = 5.0
 """Seconds ``update_session`` waits for the ``session.updated`` that confirms it."""
 
+SWITCH_MARGIN: Final = 0.5
+"""Seconds before the cap by which a forced move switches, even mid-answer: the old session
+may close a little before the transport's count (its clock started first)."""
 REPLAY_APPEND_MS: Final = 20
 """Milliseconds of input per ``input_audio_buffer.append`` when a new session is given the
 input the old one held uncommitted: the frame size frameworks stream (Pipecat sends 20 ms
@@ -187,6 +190,8 @@ class _Session:
     """The dial's ``connect_attempt_id``."""
     created_at: float | None = None
     """The event loop's time at its ``session.created`` (the cap counts from it)."""
+    closes_at: float | None = None
+    """When the service's cap closes it (None: no cap counted)."""
 
 
 class OpenAIRealtimeTransport:
@@ -251,6 +256,8 @@ class OpenAIRealtimeTransport:
         self._move: MoveInProgress | None = None
         self._cut_by_loss = False
         """The loss that starts the next move cut an answer."""
+        self._switch_deferred = False
+        """A forced move's switch waits for the answer the old session is giving."""
         self._tracker = GenerationTracker()
         self._tick: asyncio.TimerHandle | None = None
         self._held: deque[tuple[dict[str, Any], bytes | None]] = deque()
@@ -754,6 +761,10 @@ class OpenAIRealtimeTransport:
         session = self._session
         if session is None or session.conn is not conn:
             return  # a candidate's close reaches its settle; an old session's means nothing
+        if self._switch_deferred:
+            # The old session closed before its answer ended: switch to the candidate now.
+            self._deferred_switch()
+            return
         self._session = None
         self._closed_event(session, code, reason)
         if self._closed:
@@ -791,12 +802,13 @@ class OpenAIRealtimeTransport:
         if cap is None or session.created_at is None:
             return
         at = session.created_at + cap - self._options.move_margin
-        closes_at = session.created_at + cap
+        closes_at = session.closes_at = session.created_at + cap
 
         def notice() -> None:
             self._timers.pop("cap", None)
             if self._session is session and not self._closed:
                 now = self._now()
+                self._log.go_away(closes_at - now, now)
                 self._timing_send(GoAway(now, closes_at - now, rebuild_when_quiet=True))
 
         self._set_timer("cap", at, notice)
@@ -869,7 +881,7 @@ class OpenAIRealtimeTransport:
             elif isinstance(action, Settle):
                 self._own(self._settle(action.seconds), "settle")
             elif isinstance(action, Switch):
-                self._switch()
+                self._switch_when_answered()
             elif isinstance(action, Wait):
                 self._set_timer(
                     "backoff",
@@ -959,6 +971,32 @@ class OpenAIRealtimeTransport:
             flavour=self._flavour,
         )
         return list(seed.events)
+
+    def _switch_when_answered(self) -> None:
+        """A move forced by the cap's deadline waits for the answer the old session is giving,
+        as long as the cap allows (``SWITCH_MARGIN`` before it); any other switches now."""
+        old = self._session
+        move = self._move
+        if (
+            old is not None
+            and old.closes_at is not None
+            and move is not None
+            and move.reason is MoveReason.DEADLINE
+            and old.state.response_in_progress is not None
+            and self._now() < old.closes_at - SWITCH_MARGIN
+        ):
+            self._switch_deferred = True
+            self._set_timer("switch", old.closes_at - SWITCH_MARGIN, self._deferred_switch)
+            return
+        self._switch()
+
+    def _deferred_switch(self) -> None:
+        timer = self._timers.pop("switch", None)
+        if timer is not None:
+            timer.cancel()
+        if self._switch_deferred and self._candidate is not None and not self._closed:
+            self._switch_deferred = False
+            self._switch()
 
     def _switch(self) -> None:
         """The candidate serves the call from now on: the old session stops taking input at
@@ -1153,15 +1191,17 @@ class OpenAIRealtimeTransport:
         if event.status == "cancelled" and not ours:
             # The server's VAD heard the user over the answer (``turn_detected``).
             self._apply(self._tracker.interrupted(now))
-            return
-        if event.status == "completed":
-            self._run(self._machine.send(Served()))
-        self._apply(self._tracker.generation_complete(now))
-        self._apply(
-            self._tracker.turn_complete(
-                now, tools_pending=bool(self._calls), tool_call_may_follow=False
+        else:
+            if event.status == "completed":
+                self._run(self._machine.send(Served()))
+            self._apply(self._tracker.generation_complete(now))
+            self._apply(
+                self._tracker.turn_complete(
+                    now, tools_pending=bool(self._calls), tool_call_may_follow=False
+                )
             )
-        )
+        if self._switch_deferred:
+            self._deferred_switch()
 
     # --- internals: the generation lifecycle ------------------------------------------------
 

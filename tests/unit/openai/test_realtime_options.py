@@ -24,6 +24,7 @@ def test_the_cap_and_the_spelling_follow_the_service() -> None:
         {"session_cap": float("inf")},
         {"session_cap": 100, "move_margin": 100},
         {"move_margin": 10, "forced_margin": 20},
+        {"forced_margin": 0.5},
         {"connect_timeout": 0},
         {"retry_delays": ()},
         {"retry_delays": (-1.0,)},
