@@ -204,3 +204,25 @@ async def test_reconnect_before_any_session_gives_the_new_one_the_stored_history
         ("assistant", "hello pineapple"),
     ]
     assert "recall my name is pineapple" in rec.transcript
+
+
+async def test_the_conversation_given_to_a_new_session_is_bounded_by_the_token_budget() -> None:
+    async with OpenAIEmulator(config(answer_chunks=2)) as emu:
+        # About two turns' worth: each question and answer costs a dozen tokens or so.
+        t = transport(emu, HEARD, seed_budget_tokens=40)
+        rec = Recorder(t)
+        await t.connect()
+        for n in range(5):
+            talk(t, 20 * n, 5, ["turn", str(n)])
+            await rec.ended(n + 1)
+            await rec.until(lambda r, n=n: len(r.named("on_input_transcription")) == n + 1)
+        emu.faults.drop()
+        await rec.until(lambda r: bool(r.named("on_move")), timeout=10)
+        await asyncio.sleep(0.05)
+        await t.disconnect()
+    first, second = emu.ledger.sessions
+    seeded = [i.text for i in second.seeded if i.role == "user"]
+    # The oldest turns went first; the newest were kept, in order.
+    assert seeded and seeded == [f"turn {n}" for n in range(5)][-len(seeded) :]
+    assert len(seeded) < 5
+    assert len(second.seeded) < len([i for i in first.items if not i.deleted])

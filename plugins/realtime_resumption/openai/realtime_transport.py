@@ -112,6 +112,8 @@ from realtime_resumption.openai.realtime_server_events import (
 from realtime_resumption.openai.session_config import Flavour, SessionConfig
 from realtime_resumption.openai.session_handover import Handover, plan_handover
 from realtime_resumption.openai.session_update import apply_update, cache_busts
+from realtime_resumption.telemetry import AVAILABLE as TELEMETRY_AVAILABLE
+from realtime_resumption.telemetry import SessionTelemetry, Telemetry, default_telemetry
 from realtime_resumption.transport import (
     AudioFormatSpec,
     CancelResponseOptions,
@@ -207,6 +209,8 @@ class OpenAIRealtimeTransport:
         client: Any,
         config: SessionConfig | None = None,
         options: OpenAIRealtimeOptions | None = None,
+        *,
+        telemetry: Telemetry | bool = True,
     ) -> None:
         if not isinstance(client, openai.AsyncOpenAI):
             raise TypeError(
@@ -221,6 +225,12 @@ class OpenAIRealtimeTransport:
         self._options = options or OpenAIRealtimeOptions()
         self._azure = isinstance(client, openai.AsyncAzureOpenAI)
         self._flavour: Flavour = self._options.flavour_for(self._azure)
+        if telemetry is True and TELEMETRY_AVAILABLE:
+            telemetry = default_telemetry()
+        self._telemetry: SessionTelemetry | None = None
+        if isinstance(telemetry, Telemetry):
+            provider = "azure.ai.openai" if self._azure else "openai"
+            self._telemetry = telemetry.session(provider=provider, model=self._options.model)
         self._config = config or SessionConfig()
         self._check_formats(self._config)
         self._session: _Session | None = None
@@ -363,6 +373,12 @@ class OpenAIRealtimeTransport:
         return self._dial_gen
 
     @property
+    def telemetry(self) -> SessionTelemetry | None:
+        """The session's telemetry (None when turned off or without OpenTelemetry): set its
+        ``parent``/``generation_parent`` to nest the spans under a framework's."""
+        return self._telemetry
+
+    @property
     def move_log(self) -> MoveLog:
         """The session's moves: counts per outcome and the latest reports."""
         return self._log
@@ -385,7 +401,7 @@ class OpenAIRealtimeTransport:
             return
         session = await self._open_session()
         self._install(session)
-        self._call(self.on_session_ready, session.state.session_id or "")
+        self._emit("on_session_ready", session.state.session_id or "")
 
     async def disconnect(self) -> None:
         """Close the session and stop everything the transport runs. Idempotent."""
@@ -402,7 +418,9 @@ class OpenAIRealtimeTransport:
             await session.conn.close()
             self._closed_event(session, 1000, "disconnect")
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._call(self.on_close, 1000, "disconnect")
+        self._emit("on_close", 1000, "disconnect")
+        if self._telemetry is not None:
+            self._telemetry.close()
 
     async def reconnect(self, state: ReconnectState | None = None) -> None:
         """Move the call to a new session given the conversation so far, and return once it
@@ -467,7 +485,7 @@ class OpenAIRealtimeTransport:
                 self._set_config(new)
                 return
             for reason in cache_busts(self._config, new):
-                self._call(self.on_cache_bust, reason)
+                self._emit("on_cache_bust", reason)
             self._set_config(new)
             waiting = session.conn.wait_for(
                 lambda e: isinstance(e, SessionEvent) and not e.created, UPDATE_TIMEOUT
@@ -671,7 +689,7 @@ class OpenAIRealtimeTransport:
         starts with ``conversation`` (the items a seed is about to give it)."""
         self._dial_gen += 1
         attempt = f"oai-{self._dial_gen}"
-        self._call(self.on_connection_lifecycle, ConnectAttempt(attempt, handle_supplied=False))
+        self._emit("on_connection_lifecycle", ConnectAttempt(attempt, handle_supplied=False))
         timeout = self._options.connect_timeout
         try:
             sdk = await dial(
@@ -682,7 +700,7 @@ class OpenAIRealtimeTransport:
                 timeout=timeout,
             )
         except ConnectError as exc:
-            self._call(self.on_connection_lifecycle, SetupFailed(attempt, exc.failure))
+            self._emit("on_connection_lifecycle", SetupFailed(attempt, exc.failure))
             raise
         state = ConversationState(
             input_format=self._config.input_format,
@@ -718,7 +736,7 @@ class OpenAIRealtimeTransport:
                 if isinstance(exc, ConnectError)
                 else ConnectFailure("timeout", f"no confirmed session within {timeout:g} s")
             )
-            self._call(self.on_connection_lifecycle, SetupFailed(attempt, failure))
+            self._emit("on_connection_lifecycle", SetupFailed(attempt, failure))
             raise ConnectError(failure) from None
         finally:
             self._pending = None
@@ -729,12 +747,12 @@ class OpenAIRealtimeTransport:
                 "the service refused the session's configuration",
                 provider_text=f"{answer.code}: {answer.message}",
             )
-            self._call(self.on_connection_lifecycle, SetupFailed(attempt, failure))
+            self._emit("on_connection_lifecycle", SetupFailed(attempt, failure))
             raise ConnectError(failure)
         self._transport_generation += 1
         session.attempt = attempt
-        self._call(
-            self.on_connection_lifecycle,
+        self._emit(
+            "on_connection_lifecycle",
             SetupOk(attempt, self._transport_generation, session.state.session_id),
         )
         return session
@@ -781,8 +799,8 @@ class OpenAIRealtimeTransport:
         self._run(self._machine.send(lost))
 
     def _closed_event(self, session: _Session, code: int | None, reason: str | None) -> None:
-        self._call(
-            self.on_connection_lifecycle,
+        self._emit(
+            "on_connection_lifecycle",
             GenerationClose(
                 session.attempt, self._transport_generation, code, (reason or "")[:200]
             ),
@@ -892,7 +910,7 @@ class OpenAIRealtimeTransport:
                 self._abandon()
             elif isinstance(action, Retried):
                 error = TransportError(f"a move's attempt failed: {action.why}")
-                self._call(self.on_error, TransportErrorEvent(error, recoverable=True))
+                self._emit("on_error", TransportErrorEvent(error, recoverable=True))
             elif isinstance(action, GiveUp):
                 self._lose(action.why)
             else:
@@ -910,12 +928,12 @@ class OpenAIRealtimeTransport:
             self._move.turn_was_cut()
             self._cut_by_loss = False
         logger.info("{}: moving to a new session ({})", self, reason)
-        self._call(self.on_move_started, reason, HandleKind.NONE)
+        self._emit("on_move_started", reason, HandleKind.NONE)
 
     def _finish_report(self, outcome: MoveOutcome, **figures: Any) -> None:
         move, self._move = self._move, None
         if move is not None:
-            self._call(self.on_move, move.finish(outcome, self._now(), **figures))
+            self._emit("on_move", move.finish(outcome, self._now(), **figures))
 
     async def _attempt(self) -> None:
         """One attempt of the move: a new session, given the configuration and the
@@ -1061,7 +1079,7 @@ class OpenAIRealtimeTransport:
             del self._calls[call_id]
             self._orphaned.add(call_id)
         if lost:
-            self._call(self.on_tool_call_cancel, lost)
+            self._emit("on_tool_call_cancel", lost)
 
     def _abandon(self) -> None:
         """A turn began on the incumbent during a planned move: the candidate is given up,
@@ -1082,8 +1100,10 @@ class OpenAIRealtimeTransport:
         candidate, self._candidate = self._candidate, None
         if candidate is not None:
             self._own(candidate.conn.close(), "close")
-        self._call(self.on_error, TransportErrorEvent(error, recoverable=False))
-        self._call(self.on_close, None, why)
+        self._emit("on_error", TransportErrorEvent(error, recoverable=False))
+        self._emit("on_close", None, why)
+        if self._telemetry is not None:
+            self._telemetry.close()
 
     def _finish_move(self, error: BaseException | None) -> None:
         done, self._move_done = self._move_done, None
@@ -1132,17 +1152,15 @@ class OpenAIRealtimeTransport:
             self._audio_item = event.item_id
             self._apply(self._tracker.model_output(now, "audio"))
             if not self._tracker.suppressing:
-                self._call(self.on_audio_output, event.audio)
+                self._emit("on_audio_output", event.audio)
         elif isinstance(event, OutputTextDelta):
             kind: Literal["transcript", "text"] = (
                 "transcript" if event.modality == "audio" else "text"
             )
             self._apply(self._tracker.model_output(now, kind))
             if not self._tracker.suppressing:
-                callback = (
-                    self.on_output_transcription if kind == "transcript" else self.on_text_output
-                )
-                self._call(callback, event.delta)
+                name = "on_output_transcription" if kind == "transcript" else "on_text_output"
+                self._emit(name, event.delta)
         elif isinstance(event, FunctionArgumentsDone):
             self._function_call(now, event)
         elif isinstance(event, ResponseCreated):
@@ -1151,21 +1169,21 @@ class OpenAIRealtimeTransport:
             self._response_done(now, event)
         elif isinstance(event, SpeechStarted):
             self._apply(self._tracker.user_turn(now))
-            self._call(self.on_speech_started)
+            self._emit("on_speech_started")
         elif isinstance(event, SpeechStopped):
-            self._call(self.on_user_speech_stopped)
+            self._emit("on_user_speech_stopped")
         elif isinstance(event, InputTranscriptCompleted):
             self._tracker.user_spoke()
-            self._call(self.on_input_transcription, event.transcript)
+            self._emit("on_input_transcription", event.transcript)
             if event.usage is not None:
-                self._call(self.on_realtime_llm_usage, event.usage)
+                self._emit("on_realtime_llm_usage", event.usage)
         elif isinstance(event, ItemAnnounced):
             self._unconfirmed.pop(event.item.id, None)
         elif isinstance(event, ServerError):
             error = TransportError(
                 f"the service reported an error: {event.code or event.error_type}"
             )
-            self._call(self.on_error, TransportErrorEvent(error, recoverable=True))
+            self._emit("on_error", TransportErrorEvent(error, recoverable=True))
         elif isinstance(event, Malformed):
             logger.warning("{}: a malformed server event ({})", self, event.reason)
 
@@ -1180,11 +1198,11 @@ class OpenAIRealtimeTransport:
             args = {"_raw": args}
         self._calls[event.call_id] = event.name
         self._apply(self._tracker.tool_calls(now, [event.call_id]))
-        self._call(self.on_tool_call, [ToolCall(event.call_id, event.name, args)])
+        self._emit("on_tool_call", [ToolCall(event.call_id, event.name, args)])
 
     def _response_done(self, now: float, event: ResponseDone) -> None:
         if event.usage is not None:
-            self._call(self.on_realtime_llm_usage, event.usage)
+            self._emit("on_realtime_llm_usage", event.usage)
         ours = self._cancelled == event.response_id
         if ours:
             self._cancelled = None
@@ -1208,22 +1226,22 @@ class OpenAIRealtimeTransport:
     def _apply(self, effects: list[Effect]) -> None:
         for effect in effects:
             if isinstance(effect, GenerationStarted):
-                self._call(self.on_model_turn_start, effect.generation_id)
-                self._call(self.on_generation_start, effect.generation_id)
+                self._emit("on_model_turn_start", effect.generation_id)
+                self._emit("on_generation_start", effect.generation_id)
             elif isinstance(effect, GenerationEnded):
-                self._call(self.on_generation_end, effect.generation_id, effect.reason)
+                self._emit("on_generation_end", effect.generation_id, effect.reason)
             elif isinstance(effect, FirstAudio):
-                self._call(self.on_first_audio_chunk)
+                self._emit("on_first_audio_chunk")
             elif isinstance(effect, TextDone):
-                self._call(self.on_text_done)
+                self._emit("on_text_done")
             elif isinstance(effect, TurnCompleted):
-                self._call(self.on_turn_complete, effect.server_turn_id)
+                self._emit("on_turn_complete", effect.server_turn_id)
             elif isinstance(effect, TurnInterrupted):
-                self._call(self.on_interrupted, effect.server_turn_id)
+                self._emit("on_interrupted", effect.server_turn_id)
             elif isinstance(effect, ReasoningStarted):
-                self._call(self.on_reasoning_start)
+                self._emit("on_reasoning_start")
             elif isinstance(effect, ReasoningDone):
-                self._call(self.on_reasoning_done, ReasoningInfo(effect.duration))
+                self._emit("on_reasoning_done", ReasoningInfo(effect.duration))
         self._schedule_tick()
 
     def _schedule_tick(self) -> None:
@@ -1243,8 +1261,13 @@ class OpenAIRealtimeTransport:
     def _now() -> float:
         return asyncio.get_running_loop().time()
 
-    def _call(self, callback: Callable[..., None] | None, *args: Any) -> None:
-        """Call a framework callback; one that raises is logged and changes nothing else."""
+    def _emit(self, name: str, *args: Any) -> None:
+        """Call the framework's callback ``name`` (after the telemetry's hook of that name,
+        if it has one); one that raises is logged and changes nothing else."""
+        hook = getattr(self._telemetry, name, None)
+        if hook is not None:
+            hook(*args)  # the telemetry's hooks catch their own errors
+        callback: Callable[..., None] | None = getattr(self, name)
         if callback is None:
             return
         try:
