@@ -226,3 +226,23 @@ async def test_the_conversation_given_to_a_new_session_is_bounded_by_the_token_b
     assert seeded and seeded == [f"turn {n}" for n in range(5)][-len(seeded) :]
     assert len(seeded) < 5
     assert len(second.seeded) < len([i for i in first.items if not i.deleted])
+
+
+async def test_on_azure_the_beta_protocol_is_spoken_and_a_drop_is_rebuilt_the_same_way() -> None:
+    async with OpenAIEmulator(config(profile="azure", answer_chunks=3)) as emu:
+        t = transport(emu, HEARD, client=emu.azure_client(), model="my-deployment")
+        rec = Recorder(t)
+        await t.connect()
+        talk(t, 0, 5, ["pineapple"])
+        await rec.ended(1)
+        await rec.until(lambda r: bool(r.named("on_input_transcription")))
+        emu.faults.drop()
+        await rec.until(lambda r: bool(r.named("on_move")), timeout=10)
+        talk(t, 20, 5, ["recall"])
+        await rec.ended(2)
+        await t.disconnect()
+    first, second = emu.ledger.sessions
+    assert first.flavour == second.flavour == "beta"
+    assert "/openai/realtime" in first.path
+    assert [(i.role, i.text) for i in second.seeded][:1] == [("user", "pineapple")]
+    assert "recall pineapple" in rec.transcript

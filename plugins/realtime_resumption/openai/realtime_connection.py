@@ -100,7 +100,7 @@ class RealtimeConnection:
         self._sdk = sdk_connection
         self._on_event = on_event
         self._on_closed = on_closed
-        self._outgoing: deque[str] = deque()
+        self._outgoing: deque[dict[str, Any]] = deque()
         self._wake = asyncio.Event()
         self._closing = False
         self._ended = False
@@ -130,7 +130,7 @@ class RealtimeConnection:
         """Queue ``event`` for the socket, after every event posted before it."""
         if not self.open:
             return
-        self._outgoing.append(json.dumps(event))
+        self._outgoing.append(event)
         self._wake.set()
 
     async def wait_for(self, match: Callable[[ServerEvent], bool], timeout: float) -> ServerEvent:
@@ -187,16 +187,31 @@ class RealtimeConnection:
         try:
             while True:
                 while self._outgoing:
-                    await self._sdk.send_raw(self._outgoing[0])
+                    await self._send(self._outgoing[0])
                     self._outgoing.popleft()
                     self.written += 1
                 self._wake.clear()
                 await self._wake.wait()
         except asyncio.CancelledError:
             raise
+        except ConnectionClosed:
+            pass  # the reader sees the close and reports it
         except Exception as exc:
-            # The reader sees the close and reports it; nothing more is written here.
-            logger.debug("{}: a write failed ({})", self.id, type(exc).__name__)
+            # A socket that cannot be written to is no session: end it, so it is replaced.
+            logger.warning(
+                "{}: a write failed ({}); ending the session", self.id, type(exc).__name__
+            )
+            self._end(None, None)
+            self._reader.cancel()
+
+    async def _send(self, event: dict[str, Any]) -> None:
+        # The GA client takes the text as it is; the beta client has no raw send, and checks
+        # the event against its own types first.
+        send_raw = getattr(self._sdk, "send_raw", None)
+        if send_raw is not None:
+            await send_raw(json.dumps(event))
+        else:
+            await self._sdk.send(event)
 
     def _release(self, event: ServerEvent) -> None:
         for match, future in list(self._waiters):
