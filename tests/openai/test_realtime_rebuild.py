@@ -246,3 +246,18 @@ async def test_on_azure_the_beta_protocol_is_spoken_and_a_drop_is_rebuilt_the_sa
     assert "/openai/realtime" in first.path
     assert [(i.role, i.text) for i in second.seeded][:1] == [("user", "pineapple")]
     assert "recall pineapple" in rec.transcript
+
+
+async def test_reconnect_during_a_move_waits_for_that_move_instead_of_starting_another() -> None:
+    async with OpenAIEmulator(config()) as emu:
+        t = transport(emu, retry_delays=(0.0, 0.05, 0.05))
+        rec = Recorder(t)
+        await t.connect()
+        emu.faults.refuse_dials(503, count=1)
+        emu.faults.drop()
+        await rec.until(lambda r: bool(r.named("on_move_started")))
+        await asyncio.wait_for(t.reconnect(), 10)
+        assert t.is_connected
+        await asyncio.sleep(0.05)
+        await t.disconnect()
+    assert len(rec.named("on_move")) == 1 and len(emu.ledger.sessions) == 2

@@ -28,6 +28,7 @@ from realtime_resumption.transport import (
     SessionUpdate,
     SetupOk,
     ToolResult,
+    TransportError,
     UnknownToolCallError,
 )
 from tests.openai.transport_helpers import Recorder, transport
@@ -289,3 +290,16 @@ def test_without_the_sdk_the_import_says_which_extra_to_install() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert "pip install 'realtime-resumption[openai]'" in out.stdout
+
+
+async def test_an_update_the_service_refuses_raises_and_the_configuration_stays() -> None:
+    async with OpenAIEmulator(config()) as emu:
+        t = transport(emu, SessionConfig(voice="alloy"))
+        await t.connect()
+        with pytest.raises(TransportError, match="refused the session update"):
+            await t.update_session(SessionUpdate(voice="no-such-voice"))
+        assert t.config.voice == "alloy"
+        await t.update_session(SessionUpdate(voice="verse"))
+        assert t.config.voice == "verse"
+        await t.disconnect()
+    assert emu.ledger.sessions[0].errors[0][0] is not None

@@ -133,21 +133,36 @@ class RealtimeConnection:
         self._outgoing.append(event)
         self._wake.set()
 
-    async def wait_for(self, match: Callable[[ServerEvent], bool], timeout: float) -> ServerEvent:
-        """The first server event from now on that ``match`` accepts, delivered to the owner
-        first. Raises ``TimeoutError`` after ``timeout`` seconds, and :class:`ConnectError`
-        when the socket ends before it."""
-        if not self.open:
-            raise ConnectError(ConnectFailure("closed", "the session has ended", self.close_code))
+    def expect(self, match: Callable[[ServerEvent], bool]) -> asyncio.Future[ServerEvent]:
+        """A future of the first server event from now on that ``match`` accepts (delivered
+        to the owner first), registered at once: an event that answers something posted after
+        this call cannot be missed. It fails with :class:`ConnectError` when the socket ends
+        first; cancelling it forgets it."""
         future: asyncio.Future[ServerEvent] = asyncio.get_running_loop().create_future()
+        if not self.open:
+            failure = ConnectFailure("closed", "the session has ended", self.close_code)
+            future.set_exception(ConnectError(failure))
+            return future
         waiter = (match, future)
         self._waiters.append(waiter)
+        future.add_done_callback(lambda _: self._forget(waiter))
+        return future
+
+    async def wait_for(self, match: Callable[[ServerEvent], bool], timeout: float) -> ServerEvent:
+        """The first server event from now on that ``match`` accepts. Raises ``TimeoutError``
+        after ``timeout`` seconds, and :class:`ConnectError` when the socket ends before it."""
+        future = self.expect(match)
         try:
             async with asyncio.timeout(timeout):
                 return await future
         finally:
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
+            future.cancel()
+
+    def _forget(
+        self, waiter: tuple[Callable[[ServerEvent], bool], asyncio.Future[ServerEvent]]
+    ) -> None:
+        if waiter in self._waiters:
+            self._waiters.remove(waiter)
 
     async def close(self) -> None:
         """Close the socket (bounded by :data:`CLOSE_TIMEOUT`) and stop both tasks. Idempotent;
@@ -225,7 +240,7 @@ class RealtimeConnection:
         self.close_code = code
         self._writer.cancel()
         failure = ConnectFailure("closed", "the session ended", code)
-        for _, future in self._waiters:
+        for _, future in list(self._waiters):
             if not future.done():
                 future.set_exception(ConnectError(failure))
         self._on_closed(self, code, reason)

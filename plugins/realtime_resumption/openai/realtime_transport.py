@@ -437,8 +437,16 @@ class OpenAIRealtimeTransport:
             return
         if self._move_done is None:
             self._move_done = asyncio.get_running_loop().create_future()
-            self._timing_send(Requested(MoveReason.REQUESTED))
-        await asyncio.shield(self._move_done)
+            if not self._machine.moving:
+                # A move already under way is the new session asked for: wait for it.
+                self._timing_send(Requested(MoveReason.REQUESTED))
+        delays = self._options.retry_delays
+        bound = self._options.connect_timeout * (len(delays) + 1) + sum(delays) + 1.0
+        try:
+            async with asyncio.timeout(bound):
+                await asyncio.shield(self._move_done)
+        except TimeoutError:
+            raise TransportError(f"the move did not complete within {bound:g} s") from None
 
     # --- input ------------------------------------------------------------------------------
 
@@ -486,16 +494,29 @@ class OpenAIRealtimeTransport:
                 return
             for reason in cache_busts(self._config, new):
                 self._emit("on_cache_bust", reason)
+            old, event_id = self._config, f"rr_update_{uuid.uuid4().hex[:16]}"
             self._set_config(new)
-            waiting = session.conn.wait_for(
-                lambda e: isinstance(e, SessionEvent) and not e.created, UPDATE_TIMEOUT
+            answered = session.conn.expect(
+                lambda e: (
+                    (isinstance(e, SessionEvent) and not e.created)
+                    or (isinstance(e, ServerError) and e.event_id == event_id)
+                )
             )
-            task = asyncio.ensure_future(waiting)
-            session.conn.post(new.session_update(self._flavour))
+            session.conn.post({**new.session_update(self._flavour), "event_id": event_id})
             try:
-                await task
+                async with asyncio.timeout(UPDATE_TIMEOUT):
+                    answer = await answered
             except (TimeoutError, ConnectError):
                 logger.warning("{}: the session update was not confirmed", self)
+                return
+            finally:
+                answered.cancel()
+            if isinstance(answer, ServerError):
+                # The service kept the configuration it had: so does the transport.
+                self._set_config(old)
+                raise TransportError(
+                    f"the service refused the session update ({answer.code or answer.error_type})"
+                )
 
     async def transfer_session(
         self, update: SessionUpdate, state: ReconnectState | None = None
@@ -588,20 +609,20 @@ class OpenAIRealtimeTransport:
             if response is not None:
                 self._cancelled = response
                 if opts.wait_for_done:
-                    done = asyncio.ensure_future(
-                        session.conn.wait_for(
-                            lambda e: isinstance(e, ResponseDone) and e.response_id == response,
-                            WAIT_FOR_DONE,
-                        )
+                    done = session.conn.expect(
+                        lambda e: isinstance(e, ResponseDone) and e.response_id == response
                     )
                 session.conn.post({"type": "response.cancel"})
             self._apply(self._tracker.cancel(self._now()))
             self._truncate(session, opts.truncate)
             if done is not None:
                 try:
-                    await done
+                    async with asyncio.timeout(WAIT_FOR_DONE):
+                        await done
                 except (TimeoutError, ConnectError):
                     pass
+                finally:
+                    done.cancel()
         except Exception:
             logger.exception("{}: cancel_response failed", self)
 
@@ -624,7 +645,9 @@ class OpenAIRealtimeTransport:
             self._held.append((event, audio))
             return
         self._post(session, event, audio)
-        self._update_boundary()
+        if audio is None:
+            # Audio alone changes nothing until the server says what it heard.
+            self._update_boundary()
 
     def _post(self, session: _Session, event: dict[str, Any], audio: bytes | None) -> None:
         kind = event["type"]
@@ -713,22 +736,7 @@ class OpenAIRealtimeTransport:
         session = _Session(conn, state, attempt)
         self._pending = session
         try:
-            async with asyncio.timeout(timeout):
-                created = conn.wait_for(
-                    lambda e: isinstance(e, SessionEvent) and e.created, timeout
-                )
-                await created
-                updated = asyncio.ensure_future(
-                    conn.wait_for(
-                        lambda e: (
-                            isinstance(e, SessionEvent | ServerError)
-                            and not (isinstance(e, SessionEvent) and e.created)
-                        ),
-                        timeout,
-                    )
-                )
-                conn.post(self._config.session_update(self._flavour))
-                answer = await updated
+            answer = await self._configure(conn, timeout)
         except (TimeoutError, ConnectError) as exc:
             await conn.close()
             failure = (
@@ -738,6 +746,10 @@ class OpenAIRealtimeTransport:
             )
             self._emit("on_connection_lifecycle", SetupFailed(attempt, failure))
             raise ConnectError(failure) from None
+        except BaseException:
+            # Cancelled (a disconnect, an abandoned move): the socket is closed, not leaked.
+            await asyncio.shield(conn.close())
+            raise
         finally:
             self._pending = None
         if isinstance(answer, ServerError):
@@ -750,12 +762,27 @@ class OpenAIRealtimeTransport:
             self._emit("on_connection_lifecycle", SetupFailed(attempt, failure))
             raise ConnectError(failure)
         self._transport_generation += 1
-        session.attempt = attempt
         self._emit(
             "on_connection_lifecycle",
             SetupOk(attempt, self._transport_generation, session.state.session_id),
         )
         return session
+
+    async def _configure(self, conn: RealtimeConnection, timeout: float) -> ServerEvent:
+        """Wait for ``session.created``, send the configuration, and return the service's
+        answer to it: ``session.updated``, or the ``error`` that refused it."""
+        async with asyncio.timeout(timeout):
+            await conn.wait_for(lambda e: isinstance(e, SessionEvent) and e.created, timeout)
+            answered = conn.expect(
+                lambda e: (
+                    isinstance(e, ServerError) or (isinstance(e, SessionEvent) and not e.created)
+                )
+            )
+            conn.post(self._config.session_update(self._flavour))
+            try:
+                return await answered
+            finally:
+                answered.cancel()
 
     def _install(self, session: _Session) -> None:
         """``session`` serves the call from now on: input goes to it, and its cap counts."""
@@ -1070,6 +1097,10 @@ class OpenAIRealtimeTransport:
         self._timing_send(Switched(resumed=False, replayed_turn=plan.answer or bool(held)))
         self._install(candidate)
         self._finish_move(None)
+        if not candidate.conn.open:
+            # It closed after it settled (a deferred switch waited): a loss like any other,
+            # on probation, so it counts as a failed attempt of this move.
+            self._on_closed(candidate.conn, candidate.conn.close_code, None)
 
     def _orphan_calls(self, plan: Handover) -> None:
         """Open function calls the seed left out: their output would be refused."""
