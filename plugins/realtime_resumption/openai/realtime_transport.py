@@ -397,8 +397,8 @@ class OpenAIRealtimeTransport:
             raise TransportError("the transport was disconnected; make a new one")
         if config is not None:
             self._set_config(apply_update(self._config, config))
-        if self._session is not None:
-            return
+        if self._session is not None or self._source is not None:
+            return  # connected, or a move is bringing the next session up
         session = await self._open_session()
         self._install(session)
         self._emit("on_session_ready", session.state.session_id or "")
@@ -430,10 +430,17 @@ class OpenAIRealtimeTransport:
             raise TransportError("the transport was disconnected; make a new one")
         if self._session is None and self._source is None:
             history = state.conversation_history if state is not None else ()
-            session = await self._open_session(items_from_replay(history))
-            for event in self._seed_events(session.state.items):
+            seed = build_seed(
+                items_from_replay(history),
+                budget_tokens=self._options.seed_budget_tokens,
+                input_format=self._config.input_format,
+                flavour=self._flavour,
+            )
+            session = await self._open_session(seed.items)
+            for event in seed.events:
                 session.conn.post(event)
             self._install(session)
+            self._emit("on_session_ready", session.state.session_id or "")
             return
         if self._move_done is None:
             self._move_done = asyncio.get_running_loop().create_future()
@@ -1006,16 +1013,6 @@ class OpenAIRealtimeTransport:
             input_format=self._config.input_format,
             flavour=self._flavour,
         )
-
-    def _seed_events(self, items: Sequence[HeldItem]) -> list[dict[str, Any]]:
-        """The seed of ``items`` (a stored conversation) for a session that has none."""
-        seed = build_seed(
-            items,
-            budget_tokens=self._options.seed_budget_tokens,
-            input_format=self._config.input_format,
-            flavour=self._flavour,
-        )
-        return list(seed.events)
 
     def _switch_when_answered(self) -> None:
         """A move forced by the cap's deadline waits for the answer the old session is giving,
