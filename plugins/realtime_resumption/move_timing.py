@@ -39,7 +39,9 @@ Transitions (``point``: the latest handle is a resumable point; ``want``: a move
                                 spread waiting) ─► MoveNow(planned)
                                 not resumable: no point (its handle kept only if none is)
     TurnStarted                 turn in progress, no point, not quiet
-    TurnEnded                   no turn in progress (the next resumable handle is a point)
+    TurnEnded                   no turn in progress (the next resumable handle is a point;
+                                ``rebuilds``: the point itself, and with a want
+                                ─► MoveNow(planned, none))
     Heard                       not quiet (a sign of the user that starts no turn)
     GoAway(now, time_left)      want; deadline and fallback only move earlier; quiet: the
                                 latest handle is a point (no handle: MoveNow(planned, none)
@@ -59,7 +61,8 @@ Transitions (``point``: the latest handle is a resumable point; ``want``: a move
                                 issues a handle or the user is heard, a setup change
                                 moves now (from it, mid-turn: it may be a foreign one)
     TimerExpired(spread)        still a point, still a want ─► MoveNow(planned)
-    TimerExpired(fallback)      a handle ─► MoveNow(deadline); none: Lapsed (the want ends)
+    TimerExpired(fallback)      a handle (or ``rebuilds``) ─► MoveNow(deadline); none: Lapsed
+                                (the want ends)
     ConnectionLost              a handle ─► MoveNow(lost); none: the want ends, no move
     AttemptSucceeded            the move in flight ends (the handle stays, as a fallback)
     AttemptFailed               ─► Attempt(next, its delay), or GiveUp: stopped
@@ -462,6 +465,11 @@ class MoveTiming(Generic[H]):
     options: ResumptionOptions = field(default_factory=ResumptionOptions)
     attempts: bool = True
     spread_draw: Callable[[], float] = _never_drawn
+    rebuilds: bool = False
+    """The provider has no resumption handles (OpenAI Realtime): every move rebuilds a fresh
+    session from the conversation, a turn's end (``TurnEnded``, no turn since) is the
+    resumable point, and the deadline fallback rebuilds instead of lapsing
+    (``attempts=False`` only)."""
     latest_handle: H | None = None
     """The handle a move would resume from, or None before the first usable update."""
     at_point: bool = False
@@ -490,6 +498,10 @@ class MoveTiming(Generic[H]):
     _on_resumed: bool = False
     """The latest handle is the one the session was resumed from, and nothing was heard since:
     the connection has answered nothing."""
+
+    def __post_init__(self) -> None:
+        if self.rebuilds and self.attempts:
+            raise ValueError("a MoveTiming that rebuilds leaves the attempts to its caller")
 
     def __repr__(self) -> str:
         return (
@@ -524,6 +536,11 @@ class MoveTiming(Generic[H]):
             self.at_point = False
         elif isinstance(event, TurnEnded):
             self.in_turn = False
+            if self.rebuilds:
+                # No handle will mark the point: the turn's end is the point itself.
+                self.at_point = not self.moving
+                if self.at_point and self.wanted and TimerKind.SPREAD not in self._timers:
+                    return self._decide(MoveReason.PLANNED)
         elif isinstance(event, GoAway):
             return self._go_away_event(event)
         elif isinstance(event, ConfigChanged):
@@ -647,7 +664,7 @@ class MoveTiming(Generic[H]):
         return []
 
     def _fallback(self) -> list[Action[H]]:
-        if self.latest_handle is None:
+        if self.latest_handle is None and not self.rebuilds:
             actions = self._clear_want()
             actions.append(Lapsed())
             return actions
@@ -714,7 +731,7 @@ class MoveTiming(Generic[H]):
         deadline (forced, from a fallback), lost, or config (forced: a setup change where no
         resumable point comes before the user's next turn)."""
         handle = self.latest_handle
-        assert handle is not None, "a move needs a handle"
+        assert handle is not None or self.rebuilds, "a move needs a handle"
         kind = HandleKind.AFTER_TURN if self.at_point else HandleKind.MID_TURN
         actions = self._clear_want()
         # The handle is being spent: the next resumable point comes from the new connection.
@@ -726,7 +743,7 @@ class MoveTiming(Generic[H]):
         else:
             reason = decided
         forced = decided is not MoveReason.PLANNED
-        if self.ending:
+        if self.ending or handle is None:
             return actions + self._rebuild(reason, forced)
         actions.append(MoveNow(reason, handle, kind, forced))
         if self.attempts:

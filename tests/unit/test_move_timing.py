@@ -641,3 +641,57 @@ def test_a_move_s_end_forgets_the_goaway_it_answered(end: str) -> None:
     timing.send(t.ConfigChanged(1.0, 600.0))
     timing.send(t.TurnEnded())
     assert only_move(timing.send(t.Update(H2, True))).reason is MoveReason.CONFIG
+
+
+# --- a provider without handles (rebuilds) ----------------------------------------------------
+
+
+def rebuilding() -> t.MoveTiming[str]:
+    return t.MoveTiming(FAST, attempts=False, rebuilds=True)
+
+
+def test_without_handles_a_want_waits_for_the_turns_end_and_then_rebuilds() -> None:
+    timing = rebuilding()
+    timing.send(t.TurnStarted())
+    actions = timing.send(t.GoAway(now=0.0, time_left=60.0))
+    assert moves(actions) == [] and timing.wanted
+    move = only_move(timing.send(t.TurnEnded()))
+    assert (move.reason, move.handle, move.kind, move.forced) == (
+        MoveReason.PLANNED,
+        None,
+        HandleKind.NONE,
+        False,
+    )
+    assert not timing.wanted and not timing.at_point
+
+
+def test_without_handles_a_turns_end_before_the_want_makes_the_want_move_at_once() -> None:
+    timing = rebuilding()
+    timing.send(t.TurnStarted())
+    assert timing.send(t.TurnEnded()) == [] and timing.at_point
+    move = only_move(timing.send(t.GoAway(now=0.0, time_left=60.0)))
+    assert move.reason is MoveReason.PLANNED and move.handle is None
+
+
+def test_without_handles_the_fallback_rebuilds_forced_instead_of_lapsing() -> None:
+    timing = rebuilding()
+    timing.send(t.TurnStarted())
+    actions = timing.send(t.GoAway(now=0.0, time_left=60.0))
+    [timer] = [a for a in actions if isinstance(a, t.StartTimer)]
+    assert timer.kind is TimerKind.FALLBACK and timer.at == 55.0
+    move = only_move(timing.send(t.TimerExpired(TimerKind.FALLBACK, 55.0)))
+    assert (move.reason, move.handle, move.forced) == (MoveReason.DEADLINE, None, True)
+    assert not any(isinstance(a, t.Lapsed) for a in actions)
+
+
+def test_with_handles_a_turns_end_is_no_point_and_the_fallback_still_lapses() -> None:
+    timing: t.MoveTiming[str] = t.MoveTiming(FAST, attempts=False)
+    timing.send(t.TurnStarted())
+    timing.send(t.GoAway(now=0.0, time_left=60.0))
+    assert timing.send(t.TurnEnded()) == [] and not timing.at_point
+    assert timing.send(t.TimerExpired(TimerKind.FALLBACK, 55.0)) == [t.Lapsed()]
+
+
+def test_a_rebuilding_timing_that_would_run_the_attempts_is_refused() -> None:
+    with pytest.raises(ValueError, match="attempts"):
+        t.MoveTiming(FAST, rebuilds=True)
