@@ -198,3 +198,27 @@ async def test_the_azure_service_takes_stocks_keywords_and_dials_the_v1_surface(
     assert record.answers[0].outcome == "complete"
     with pytest.raises(ValueError, match="api_key"):
         AzureRealtimeLLMService(base_url=base)
+
+
+@pytest.mark.openai_emulator(time_scale=0.05, api_key="sk-the-right-one")
+async def test_a_refused_key_is_an_error_frame_that_never_shows_the_key(
+    openai_emulator_trusted: OpenAIEmulator,
+) -> None:
+    emu = openai_emulator_trusted
+    service = OpenAIRealtimeLLMService(
+        api_key="sk-wrong-0123456789abcdef",
+        base_url=emu.realtime_url,
+        settings=OpenAIRealtimeLLMService.Settings(model="gpt-realtime"),
+    )
+    async with Rig([service]) as rig:
+        await rig.wait(lambda: rig.count(ErrorFrame, up=True) >= 1)
+        (error,) = rig.of(ErrorFrame, up=True)
+        assert error.error.startswith("Error connecting") and not error.fatal
+        assert "0123456789abcdef" not in error.error
+        assert "0123456789abcdef" not in repr(error.exception)
+    assert all(s.created_at is None for s in emu.ledger.sessions)
+
+
+def test_options_of_the_wrong_type_are_refused_at_construction() -> None:
+    with pytest.raises(TypeError, match="OpenAIRealtimeOptions"):
+        OpenAIRealtimeLLMService(api_key="sk-test", options={"session_cap": 10})  # type: ignore[arg-type]

@@ -245,7 +245,12 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
     ) -> None:
         if item.type == "function_call_output":
             call_id = item.call_id or ""
-            name = self._tool_names.pop(call_id, "")
+            if call_id not in self._tool_names:
+                # A result the first context brings, of a call no session of this service
+                # made: the transport takes results of its own calls only.
+                logger.warning(f"{self}: the result of call {call_id!r} is not replayed")
+                return
+            name = self._tool_names.pop(call_id)
             transport.send_tool_result(
                 ToolResult(call_id, name, _response(item.output), scheduling="silent")
             )
