@@ -222,3 +222,35 @@ async def test_a_refused_key_is_an_error_frame_that_never_shows_the_key(
 def test_options_of_the_wrong_type_are_refused_at_construction() -> None:
     with pytest.raises(TypeError, match="OpenAIRealtimeOptions"):
         OpenAIRealtimeLLMService(api_key="sk-test", options={"session_cap": 10})  # type: ignore[arg-type]
+
+
+@pytest.mark.openai_emulator(time_scale=0.05, answer_chunks=3)
+async def test_a_restored_context_reaches_the_model_as_stocks_adapter_packs_it(
+    openai_emulator_trusted: OpenAIEmulator,
+) -> None:
+    """A context restored from an earlier call (a function call and its result among it) goes
+    in as the adapter gives it to stock (one user text), and the answer comes."""
+    emu = openai_emulator_trusted
+    context = LLMContext(
+        messages=[
+            {"role": "user", "content": "what is the weather"},
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": "call_old",
+                        "type": "function",
+                        "function": {"name": "weather", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_old", "content": '{"sky": "clear"}'},
+        ]
+    )
+    async with Rig([_service(emu)]) as rig:
+        await rig.context(context)
+        await rig.wait(lambda: rig.count(GenerationEndedFrame) >= 1)
+        _no_errors(rig)
+    record = emu.ledger.sessions[0]
+    assert record.answers[0].outcome == "complete"
+    assert "what is the weather" in record.conversation_text
