@@ -20,6 +20,7 @@ from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import (
     ErrorFrame,
     InputAudioRawFrame,
+    InterruptionFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
     TTSAudioRawFrame,
@@ -107,3 +108,27 @@ async def test_example_realtime_openai(openai_emulator_trusted: OpenAIEmulator, 
     assert record.committed_speech == list(range(6))
     assert "nice" in record.conversation_text
     assert record.errors == []
+
+
+@pytest.mark.openai_emulator(time_scale=0.05, answer_chunks=40, chunk_ms=100)
+async def test_example_barge_in_interrupts_the_bot(
+    openai_emulator_trusted: OpenAIEmulator, make: Make
+) -> None:
+    """The user speaks over the greeting: the pipeline is interrupted, the greeting is cut and
+    the user's turn answered."""
+    emu = openai_emulator_trusted
+    context = LLMContext()
+    pair = LLMContextAggregatorPair(context)
+    async with Rig([pair.user(), make(emu), pair.assistant()]) as rig:
+        await rig.run_bot()
+        await rig.wait(lambda: rig.count(TTSAudioRawFrame) >= 2)
+        await _speak(rig, 0, 6, ["stop"])
+        await rig.wait(lambda: rig.count(InterruptionFrame) >= 1)
+        answers = lambda: emu.ledger.sessions[0].answers  # noqa: E731
+        await until(lambda: len(answers()) >= 2 and answers()[1].outcome == "complete")
+        assert answers()[0].outcome != "complete"
+        assert not rig.of(ErrorFrame) and not rig.of(ErrorFrame, up=True)
+    await emu.wait_disconnected()
+    record = emu.ledger.sessions[0]
+    assert record.committed_speech == list(range(6))
+    assert "heard stop" in record.conversation_text
