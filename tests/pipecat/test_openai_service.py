@@ -254,3 +254,27 @@ async def test_a_restored_context_reaches_the_model_as_stocks_adapter_packs_it(
     record = emu.ledger.sessions[0]
     assert record.answers[0].outcome == "complete"
     assert "what is the weather" in record.conversation_text
+
+
+@pytest.mark.openai_emulator(time_scale=0.05, answer_chunks=3, api_key="entra-token-0001")
+async def test_the_azure_service_dials_with_the_token_its_provider_gives(
+    openai_emulator_trusted: OpenAIEmulator,
+) -> None:
+    emu = openai_emulator_trusted
+    asked: list[int] = []
+
+    async def token_provider() -> str:
+        asked.append(1)
+        return "entra-token-0001"
+
+    service = AzureRealtimeLLMService(
+        token_provider=token_provider,
+        base_url=emu.realtime_url.replace("/v1/realtime", "/openai/v1/realtime"),
+        settings=AzureRealtimeLLMService.Settings(model="my-deployment"),
+    )
+    async with Rig([service]) as rig:
+        await rig.context(LLMContext())
+        await rig.wait(lambda: rig.count(GenerationEndedFrame) >= 1)
+        _no_errors(rig)
+    assert asked == [1]
+    assert emu.ledger.sessions[0].answers[0].outcome == "complete"
