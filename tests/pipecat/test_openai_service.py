@@ -5,6 +5,8 @@ the call carried on past a drop and past the service's cap, where stock keeps no
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
@@ -278,3 +280,44 @@ async def test_the_azure_service_dials_with_the_token_its_provider_gives(
         _no_errors(rig)
     assert asked == [1]
     assert emu.ledger.sessions[0].answers[0].outcome == "complete"
+
+
+@pytest.mark.openai_emulator(time_scale=0.05, answer_chunks=3)
+async def test_a_function_running_across_a_drop_has_its_result_answered_in_the_new_session(
+    openai_emulator_trusted: OpenAIEmulator,
+) -> None:
+    emu = openai_emulator_trusted
+    release = asyncio.Event()
+    calls: list[str] = []
+
+    async def weather(params: FunctionCallParams) -> None:
+        calls.append(params.tool_call_id)
+        await release.wait()
+        await params.result_callback({"sky": "sunny"})
+
+    service = _service(emu)
+    service.register_function("weather", weather)
+    tools = ToolsSchema(
+        standard_tools=[FunctionSchema(name="weather", description="", properties={}, required=[])]
+    )
+    context = LLMContext(tools=tools)
+    pair = LLMContextAggregatorPair(context)
+    async with Rig([pair.user(), service, pair.assistant()]) as rig:
+        await rig.context(context)
+        await until(lambda: bool(emu.ledger.sessions and emu.ledger.sessions[0].answers))
+        await until(lambda: emu.ledger.sessions[0].answers[0].outcome == "complete")
+        await _speak(rig, 0, 6, ["weather"])
+        await until(lambda: bool(calls))
+        assert emu.faults.drop() == 1
+        await rig.wait(lambda: rig.count(SessionMovedFrame) >= 1)
+        release.set()
+        await until(lambda: len(emu.ledger.sessions) == 2 and "sunny" in _said(emu))
+        _no_errors(rig)
+    first, second = emu.ledger.sessions
+    assert [i.call_id for i in second.seeded if i.type == "function_call"] == calls
+    outputs = [i for s in (first, second) for i in s.items if i.type == "function_call_output"]
+    assert len(outputs) == 1 and outputs[0] in second.items
+
+
+def _said(emu: OpenAIEmulator) -> str:
+    return emu.ledger.sessions[-1].conversation_text
