@@ -158,14 +158,15 @@ PUBLIC_CORE = {
     "realtime_resumption.gemini",
     "realtime_resumption.generation",
     "realtime_resumption.move_reports",
+    "realtime_resumption.openai",
     "realtime_resumption.redaction",
     "realtime_resumption.resumption",
     "realtime_resumption.store",
     "realtime_resumption.telemetry",
     "realtime_resumption.transport",
 }
-"""What the framework adapters may import of the core: its public modules, and the Gemini
-transport's package (never its parts)."""
+"""What the framework adapters may import of the core: its public modules, and the Gemini and
+OpenAI transports' packages (never their parts)."""
 
 
 def test_the_adapters_use_only_the_cores_public_modules() -> None:

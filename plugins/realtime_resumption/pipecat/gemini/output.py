@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from google.genai import types
 from loguru import logger
@@ -72,6 +72,9 @@ from realtime_resumption.transport import (
     TransportErrorEvent,
     TransportUsageMetadata,
 )
+
+if TYPE_CHECKING:
+    from realtime_resumption.openai import OpenAIRealtimeTransport
 
 OUTPUT_SAMPLE_RATE: Final = 24_000
 
@@ -124,8 +127,10 @@ class ResponseFrames:
         on_answer_end: Callable[[], Awaitable[None]],
         on_setup_refused: Callable[[], None] = lambda: None,
         model: Callable[[], str | None] = lambda: None,
+        provider: str = "Gemini Live",
     ) -> None:
         self._sink = sink
+        self._provider = provider
         self._on_setup_refused = on_setup_refused
         self._model = model
         self._on_tool_calls = on_tool_calls
@@ -157,7 +162,7 @@ class ResponseFrames:
 
     # --- wiring -------------------------------------------------------------------------------
 
-    def bind(self, transport: GeminiLiveTransport) -> None:
+    def bind(self, transport: GeminiLiveTransport | OpenAIRealtimeTransport) -> None:
         """Set every callback of ``transport`` this translator turns into frames."""
         put = self._put
         transport.on_generation_start = put(self._generation_start)
@@ -187,6 +192,11 @@ class ResponseFrames:
             error(event)
 
         transport.on_error = on_error
+
+    def in_turn(self, handler: _Handler) -> Callable[..., None]:
+        """A callback that runs ``handler`` in turn with the frames of the other callbacks
+        (for the callbacks a service binds itself)."""
+        return self._put(handler)
 
     def _put(self, handler: _Handler) -> Callable[..., None]:
         queue = self._queue
@@ -290,7 +300,11 @@ class ResponseFrames:
             self._grounding = metadata
 
     async def _usage_metadata(self, usage: TransportUsageMetadata) -> None:
-        tokens = token_usage(usage.raw)
+        await self.report_tokens(token_usage(usage.raw))
+
+    async def report_tokens(self, tokens: LLMTokenUsage) -> None:
+        """Report an answer's token usage: with its end, after its last frame, when it is
+        open (as the stock services), at once otherwise."""
         if self._generation is None:
             await self._sink.start_llm_usage_metrics(tokens)
         else:
@@ -404,11 +418,11 @@ class ResponseFrames:
         error = event.error
         exception = error if isinstance(error, Exception) else None
         if event.recoverable:
-            await self._sink.push_error(f"Gemini Live: {error}", exception=exception)
+            await self._sink.push_error(f"{self._provider}: {error}", exception=exception)
             return
         await self._sink.push_frame(SessionLostFrame(error=str(error)))
         await self._sink.push_error(
-            f"Gemini Live session lost: {error}",
+            f"{self._provider} session lost: {error}",
             exception=exception,
             force_treat_as_permanent=True,
         )
