@@ -1,0 +1,166 @@
+"""A real LiveKit ``AgentSession`` on the plugin's OpenAI ``RealtimeModel`` against the OpenAI
+Realtime emulator (the ``openai`` SDK over real TLS WebSockets): a spoken call as stock holds
+it, a dropped session carried on by a new one (``session_moved`` with what the move cost,
+``session_reconnected``, no recoverable error), and a ``generate_reply`` asked for during the
+move answered by the new session."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+from collections.abc import AsyncIterator
+from typing import Any
+
+import openai
+import pytest
+from livekit.agents import Agent, AgentSession
+from livekit.plugins import openai as lk_openai
+from livekit.plugins import realtime_resumption as rr
+
+from realtime_resumption.move_reports import MoveOutcome
+from realtime_resumption.openai import OpenAIRealtimeOptions
+from realtime_resumption.testing.openai_emulator import OpenAIEmulator
+
+from ..openai_emulator.oai_helpers import RATE, config
+from .lk_helpers import Microphone, Recorder, Speaker, until
+
+PACE = 0.05
+
+
+@contextlib.asynccontextmanager
+async def livekit_call(
+    emu: OpenAIEmulator, **model: Any
+) -> AsyncIterator[tuple[AgentSession, Microphone, Speaker, Recorder]]:
+    """A started AgentSession on our model pointed at ``emu`` (trusting its CA), with a
+    24 kHz paced microphone and a real-time speaker."""
+    options = OpenAIRealtimeOptions(websocket_options=emu.websocket_options())
+    realtime = rr.openai.RealtimeModel(
+        api_key="sk-test", base_url=emu.base_url, realtime_options=options, **model
+    )
+    session = AgentSession(llm=realtime, aec_warmup_duration=None)
+    mic, speaker, recorder = Microphone(pace=PACE, rate=RATE), Speaker(), Recorder()
+    session.input.audio = mic
+    session.output.audio = speaker
+    recorder.attach(session)
+    agent = Agent(instructions="Be brief.")
+    try:
+        await session.start(agent)
+        recorder.attach_realtime(agent.realtime_llm_session)
+        yield session, mic, speaker, recorder
+    finally:
+        mic.close()
+        await session.aclose()
+        await speaker.aclose()
+
+
+def _said(session: AgentSession, role: str) -> list[str]:
+    return [
+        item.text_content or ""
+        for item in session.history.items
+        if item.type == "message" and item.role == role
+    ]
+
+
+def test_the_constructors_take_every_keyword_of_stock() -> None:
+    """One import changed, nothing else: every keyword of stock's ``RealtimeModel`` and
+    ``with_azure`` is one of ours."""
+    for ours, stock in (
+        (rr.openai.RealtimeModel.__init__, lk_openai.realtime.RealtimeModel.__init__),
+        (rr.openai.RealtimeModel.with_azure, lk_openai.realtime.RealtimeModel.with_azure),
+    ):
+        mine = set(inspect.signature(ours).parameters)
+        theirs = set(inspect.signature(stock).parameters)
+        assert theirs <= mine, theirs - mine
+
+
+def test_missing_credentials_are_the_stock_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("AZURE_OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("AZURE_OPENAI_ENDPOINT", raising=False)
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        rr.openai.RealtimeModel()
+    with pytest.raises(ValueError, match="Missing credentials"):
+        rr.openai.RealtimeModel.with_azure(azure_deployment="d")
+    with pytest.raises(ValueError, match="Missing Azure endpoint"):
+        rr.openai.RealtimeModel.with_azure(azure_deployment="d", api_key="k")
+
+
+def test_with_azure_dials_azure_openai_with_its_deployment() -> None:
+    """``with_azure`` makes an Azure client on the endpoint's ``/openai``, with the deployment
+    as the model, as stock does."""
+    model = rr.openai.RealtimeModel.with_azure(
+        azure_deployment="my-deployment",
+        azure_endpoint="https://example.openai.azure.com/",
+        api_key="azure-key",
+    )
+    client = model.client()
+    assert isinstance(client, openai.AsyncAzureOpenAI)
+    assert str(client.base_url).startswith("https://example.openai.azure.com/openai")
+    assert model.model == "my-deployment"
+    assert model.provider == "example.openai.azure.com"
+    assert model.config.transcription is not None
+    assert model.config.transcription.model == "whisper-1"
+
+
+async def test_ours_holds_a_spoken_call_as_stock() -> None:
+    """The stock test's call on ours: the speech heard once, its transcript, the spoken
+    answer played out, no error."""
+    async with OpenAIEmulator(config(time_scale=PACE, answer_chunks=4)) as emu:
+        async with livekit_call(emu) as (session, mic, speaker, recorder):
+            mic.say(["hello", "livekit"])
+            await until(lambda: len(speaker.heard) >= 4 and not speaker.playing)
+            await until(lambda: len(_said(session, "assistant")) >= 1)
+            assert speaker.heard == [(1, k) for k in range(4)]
+            assert [t.transcript for t in recorder.transcripts if t.is_final] == ["hello livekit"]
+            assert "heard hello livekit" in _said(session, "assistant")[0]
+            assert not recorder.errors
+            spoken = list(mic.spoken)
+        await emu.wait_disconnected()
+    record = emu.ledger.sessions[0]
+    assert record.flavour == "ga"
+    assert record.committed_speech == spoken
+    assert [a.outcome for a in record.answers] == ["complete"]
+    assert record.errors == []
+
+
+async def test_a_dropped_session_is_carried_on_and_reported() -> None:
+    """Stock reports a drop as an error and replays its mirror; ours moves: one
+    ``session_moved`` (rebuilt, with its figures) then ``session_reconnected``, no error, and
+    a word said before the drop is recalled after it."""
+    async with OpenAIEmulator(config(time_scale=PACE, answer_chunks=3)) as emu:
+        async with livekit_call(emu) as (session, mic, _, recorder):
+            mic.say(["pineapple"])
+            await until(lambda: len(_said(session, "assistant")) >= 1)
+            assert emu.faults.drop() == 1
+            await until(lambda: recorder.reconnected == 1, timeout=10)
+            mic.say(["recall"])
+            await until(lambda: len(_said(session, "assistant")) >= 2, timeout=15)
+            assert "recall pineapple" in _said(session, "assistant")[-1]
+            assert not recorder.errors
+            (moved,) = recorder.moves
+            assert moved.report.outcome is MoveOutcome.REBUILT
+            assert any(isinstance(m, rr.SessionMoveMetrics) for m in recorder.metrics)
+    assert len(emu.ledger.sessions) == 2
+
+
+async def test_a_reply_asked_for_during_a_move_is_given_by_the_new_session() -> None:
+    """``generate_reply`` while the session moves (its first redial refused, so the move is
+    under way when the reply is asked for): the request waits for the new session, which
+    answers it; the handle resolves."""
+    async with OpenAIEmulator(config(time_scale=PACE, answer_chunks=2)) as emu:
+        async with livekit_call(emu) as (session, _, _, recorder):
+            await until(lambda: bool(emu.ledger.sessions))
+            await until(lambda: emu.ledger.sessions[0].client_events["session.update"] >= 1)
+            emu.faults.refuse_dials(503, count=1)
+            assert emu.faults.drop() == 1
+            await until(lambda: bool(recorder.errors))
+            assert not recorder.moves
+            handle = session.generate_reply(instructions="say hi")
+            async with asyncio.timeout(10):
+                await handle
+            assert recorder.reconnected == 1
+            assert all(e.recoverable for e in recorder.errors)
+    assert len(emu.ledger.sessions) == 2
+    assert emu.ledger.sessions[0].answers == []
+    assert len(emu.ledger.sessions[1].answers) == 1
