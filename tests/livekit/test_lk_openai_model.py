@@ -18,7 +18,7 @@ from livekit.agents import Agent, AgentSession
 from livekit.plugins import openai as lk_openai
 from livekit.plugins import realtime_resumption as rr
 
-from realtime_resumption.move_reports import MoveOutcome
+from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.openai import OpenAIRealtimeOptions
 from realtime_resumption.testing.openai_emulator import OpenAIEmulator
 
@@ -30,11 +30,19 @@ PACE = 0.05
 
 @contextlib.asynccontextmanager
 async def livekit_call(
-    emu: OpenAIEmulator, **model: Any
+    emu: OpenAIEmulator,
+    *,
+    move_margin: float = 120.0,
+    forced_margin: float = 15.0,
+    **model: Any,
 ) -> AsyncIterator[tuple[AgentSession, Microphone, Speaker, Recorder]]:
     """A started AgentSession on our model pointed at ``emu`` (trusting its CA), with a
     24 kHz paced microphone and a real-time speaker."""
-    options = OpenAIRealtimeOptions(websocket_options=emu.websocket_options())
+    options = OpenAIRealtimeOptions(
+        websocket_options=emu.websocket_options(),
+        move_margin=move_margin,
+        forced_margin=forced_margin,
+    )
     realtime = rr.openai.RealtimeModel(
         api_key="sk-test", base_url=emu.base_url, realtime_options=options, **model
     )
@@ -142,6 +150,49 @@ async def test_a_dropped_session_is_carried_on_and_reported() -> None:
             assert moved.report.outcome is MoveOutcome.REBUILT
             assert any(isinstance(m, rr.SessionMoveMetrics) for m in recorder.metrics)
     assert len(emu.ledger.sessions) == 2
+
+
+async def test_at_the_service_cap_the_call_goes_on_without_an_error() -> None:
+    """The stock test's cap (its own restart off there): stock reports a recoverable error
+    and replays its mirror; ours carries the call to a new session with no error, and a word
+    said before the cap is recalled after it."""
+    cfg = config(time_scale=PACE, answer_chunks=3, session_cap=40.0)
+    async with OpenAIEmulator(cfg) as emu:
+        async with livekit_call(emu) as (session, mic, _, recorder):
+            mic.say(["pineapple"])
+            await until(lambda: len(_said(session, "assistant")) >= 1)
+            await until(lambda: recorder.reconnected == 1, timeout=15)
+            mic.say(["recall"])
+            await until(lambda: len(_said(session, "assistant")) >= 2, timeout=15)
+            assert "recall pineapple" in _said(session, "assistant")[-1]
+            assert not recorder.errors
+    first = emu.ledger.sessions[0]
+    assert first.close_code == 1001 and first.closed_by == "cap"
+
+
+async def test_max_session_duration_moves_the_call_before_it_at_a_turn_boundary() -> None:
+    """``max_session_duration`` (stock: the connection is restarted then) is the cap the move
+    comes before: a planned move between turns, reported, with no error; the service never
+    closes a session for its cap."""
+    cfg = config(time_scale=PACE, answer_chunks=3, session_cap=200.0)
+    options = {"move_margin": 2.0, "forced_margin": 1.0}
+    async with OpenAIEmulator(cfg) as emu:
+        async with livekit_call(emu, max_session_duration=4.0, **options) as (
+            session,
+            mic,
+            _,
+            recorder,
+        ):
+            mic.say(["pineapple"])
+            await until(lambda: len(_said(session, "assistant")) >= 1)
+            await until(lambda: recorder.reconnected == 1, timeout=10)
+            (moved,) = recorder.moves
+            assert moved.report.reason is MoveReason.PLANNED
+            mic.say(["recall"])
+            await until(lambda: len(_said(session, "assistant")) >= 2, timeout=15)
+            assert "recall pineapple" in _said(session, "assistant")[-1]
+            assert not recorder.errors
+    assert emu.ledger.sessions[0].closed_by != "cap"
 
 
 async def test_a_reply_asked_for_during_a_move_is_given_by_the_new_session() -> None:
