@@ -14,7 +14,7 @@ from typing import Any
 
 import openai
 import pytest
-from livekit.agents import Agent, AgentSession
+from livekit.agents import Agent, AgentSession, APIConnectOptions, llm
 from livekit.plugins import openai as lk_openai
 from livekit.plugins import realtime_resumption as rr
 
@@ -215,3 +215,33 @@ async def test_a_reply_asked_for_during_a_move_is_given_by_the_new_session() -> 
     assert len(emu.ledger.sessions) == 2
     assert emu.ledger.sessions[0].answers == []
     assert len(emu.ledger.sessions[1].answers) == 1
+
+
+async def test_a_session_that_cannot_connect_fails_its_reply_and_says_why() -> None:
+    """Every dial refused (``conn_options``: one retry): each failed attempt is an ``error``,
+    the last one not recoverable; a ``generate_reply`` waiting for the connection fails with
+    a ``RealtimeError`` naming the refusal, with no key in it."""
+    async with OpenAIEmulator(config(time_scale=PACE)) as emu:
+        emu.faults.refuse_dials(503, count=5)
+        model = rr.openai.RealtimeModel(
+            api_key="sk-secret-key",
+            base_url=emu.base_url,
+            conn_options=APIConnectOptions(max_retry=1, retry_interval=0.05, timeout=5.0),
+            realtime_options=OpenAIRealtimeOptions(websocket_options=emu.websocket_options()),
+        )
+        rt = model.session()
+        errors: list[llm.RealtimeModelError] = []
+        rt.on("error", errors.append)
+        try:
+            reply = rt.generate_reply()
+            with pytest.raises(llm.RealtimeError, match="could not connect") as raised:
+                async with asyncio.timeout(10):
+                    await reply
+            assert "sk-secret-key" not in str(raised.value)
+            assert [e.recoverable for e in errors] == [True, False]
+            failed = rt.generate_reply()
+            with pytest.raises(llm.RealtimeError, match="lost"):
+                await failed
+        finally:
+            await rt.aclose()
+    assert emu.ledger.sessions == []

@@ -18,6 +18,7 @@ from typing import Literal
 import aiohttp
 import pytest
 from livekit.agents import Agent, AgentSession, function_tool, llm
+from livekit.agents.metrics import RealtimeModelMetrics
 from livekit.plugins import openai as lk_openai
 from livekit.plugins import realtime_resumption as rr
 
@@ -75,7 +76,8 @@ def said(session: AgentSession, role: str) -> list[str]:
 
 @both
 async def test_a_greeting_asked_for_with_instructions(kind: Kind) -> None:
-    """``generate_reply(instructions=...)`` at the start: one answer, spoken, in history."""
+    """``generate_reply(instructions=...)`` at the start: one answer, spoken, in history,
+    the connection's acquire time and the answer's usage in ``metrics_collected``."""
     async with OpenAIEmulator(config(time_scale=PACE, answer_chunks=3)) as emu:
         async with call(emu, kind, Agent(instructions="Be brief.")) as (session, _, speaker, rec):
             handle = session.generate_reply(instructions="greet the user")
@@ -83,6 +85,14 @@ async def test_a_greeting_asked_for_with_instructions(kind: Kind) -> None:
                 await handle
             await until(lambda: len(speaker.heard) >= 3 and not speaker.playing)
             assert len(said(session, "assistant")) == 1
+
+            def realtime() -> list[RealtimeModelMetrics]:
+                return [m for m in rec.metrics if isinstance(m, RealtimeModelMetrics)]
+
+            await until(lambda: any(m.request_id for m in realtime()))
+            assert any(m.acquire_time and m.acquire_time > 0 for m in realtime())
+            usage = next(m for m in realtime() if m.request_id)
+            assert usage.output_tokens > 0 and usage.ttft >= 0
             assert not rec.errors
     (answer,) = emu.ledger.sessions[0].answers
     assert answer.outcome == "complete"

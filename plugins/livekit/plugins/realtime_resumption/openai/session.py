@@ -250,6 +250,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         # after making it: let that land in the first configuration.
         await asyncio.sleep(0)
         conn = self._model.conn_options
+        started = time.perf_counter()
         error: BaseException | None = None
         for attempt in range(conn.max_retry + 1):
             if attempt:
@@ -261,6 +262,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
                 error = exc
                 self._emit_error(exc, recoverable=attempt < conn.max_retry)
                 continue
+            self._report_connection_acquired(time.perf_counter() - started)
             self._phase = "ready"
             held, self._held = self._held, []
             for send in held:
