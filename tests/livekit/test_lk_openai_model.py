@@ -245,3 +245,22 @@ async def test_a_session_that_cannot_connect_fails_its_reply_and_says_why() -> N
         finally:
             await rt.aclose()
     assert emu.ledger.sessions == []
+
+
+async def test_a_new_voice_reaches_the_live_session_and_new_ones() -> None:
+    """``RealtimeModel.update_options(voice=...)`` as with stock: the live session gets a
+    ``session.update`` (no move), and the model's configuration for new sessions has it."""
+    async with OpenAIEmulator(config(time_scale=PACE, answer_chunks=2)) as emu:
+        async with livekit_call(emu) as (session, mic, _, recorder):
+            model = session.llm
+            assert isinstance(model, rr.openai.RealtimeModel)
+            await until(lambda: bool(emu.ledger.sessions))
+            await until(lambda: emu.ledger.sessions[0].client_events["session.update"] >= 1)
+            before = emu.ledger.sessions[0].client_events["session.update"]
+            model.update_options(voice="cedar")
+            await until(lambda: emu.ledger.sessions[0].client_events["session.update"] > before)
+            assert model.config.voice == "cedar"
+            mic.say(["hello"])
+            await until(lambda: len(_said(session, "assistant")) >= 1)
+            assert not recorder.errors and not recorder.moves
+    assert len(emu.ledger.sessions) == 1

@@ -154,3 +154,23 @@ async def test_the_user_talking_over_the_answer_cuts_it(kind: Kind) -> None:
     first = emu.ledger.sessions[0].answers[0]
     assert first.outcome != "complete"
     assert first.delivered < 40
+
+
+@both
+async def test_new_instructions_reach_the_live_session(kind: Kind) -> None:
+    """``Agent.update_instructions`` mid-call: one more ``session.update`` on the same
+    session, and the next turn is answered there."""
+    async with OpenAIEmulator(config(time_scale=PACE, answer_chunks=2)) as emu:
+        agent = Agent(instructions="Be brief.")
+        async with call(emu, kind, agent) as (session, mic, _, rec):
+            mic.say(["hello"])
+            await until(lambda: len(said(session, "assistant")) >= 1)
+            before = emu.ledger.sessions[0].client_events["session.update"]
+            async with asyncio.timeout(10):
+                await agent.update_instructions("Be very brief.")
+            await until(lambda: emu.ledger.sessions[0].client_events["session.update"] > before)
+            mic.say(["again"])
+            await until(lambda: len(said(session, "assistant")) >= 2, timeout=10)
+            assert "heard again" in said(session, "assistant")[-1]
+            assert not rec.errors
+    assert len(emu.ledger.sessions) == 1

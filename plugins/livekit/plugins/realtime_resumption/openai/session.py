@@ -146,11 +146,17 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         speed: NotGivenOr[float] = NOT_GIVEN,
         **unsupported: Any,
     ) -> None:
-        """A new voice is applied in the live session; other options come from the model."""
+        """A new voice is applied in the live session (``session.update``). A new
+        ``tool_choice`` or ``speed`` given to the model reaches its new sessions only: the
+        transport's update has no field for them (logged)."""
+        ignored = [n for n, v in (("tool_choice", tool_choice), ("speed", speed)) if is_given(v)]
+        if ignored or unsupported:
+            logger.warning(
+                "options not applied to the live session",
+                extra={"options": [*ignored, *sorted(unsupported)]},
+            )
         if is_given(voice):
-            task = asyncio.create_task(self._update(SessionUpdate(voice=voice)))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._update(SessionUpdate(voice=voice)))
 
     def push_audio(self, frame: rtc.AudioFrame) -> None:
         """User audio, as 24 kHz mono PCM16; held during a move and delivered after."""
