@@ -19,7 +19,7 @@ from livekit.plugins import openai as lk_openai
 from livekit.plugins import realtime_resumption as rr
 
 from realtime_resumption.move_reports import MoveOutcome, MoveReason
-from realtime_resumption.openai import OpenAIRealtimeOptions
+from realtime_resumption.openai import AZURE_CAP, OpenAIRealtimeOptions
 from realtime_resumption.testing.openai_emulator import OpenAIEmulator
 
 from ..openai_emulator.oai_helpers import RATE, config
@@ -34,6 +34,7 @@ async def livekit_call(
     *,
     move_margin: float = 120.0,
     forced_margin: float = 15.0,
+    azure: bool = False,
     **model: Any,
 ) -> AsyncIterator[tuple[AgentSession, Microphone, Speaker, Recorder]]:
     """A started AgentSession on our model pointed at ``emu`` (trusting its CA), with a
@@ -43,9 +44,18 @@ async def livekit_call(
         move_margin=move_margin,
         forced_margin=forced_margin,
     )
-    realtime = rr.openai.RealtimeModel(
-        api_key="sk-test", base_url=emu.base_url, realtime_options=options, **model
-    )
+    if azure:
+        realtime = rr.openai.RealtimeModel.with_azure(
+            azure_deployment="gpt-realtime",
+            azure_endpoint=f"https://{emu.config.host}:{emu.port}",
+            api_key="azure-key",
+            realtime_options=options,
+            **model,
+        )
+    else:
+        realtime = rr.openai.RealtimeModel(
+            api_key="sk-test", base_url=emu.base_url, realtime_options=options, **model
+        )
     session = AgentSession(llm=realtime, aec_warmup_duration=None)
     mic, speaker, recorder = Microphone(pace=PACE, rate=RATE), Speaker(), Recorder()
     session.input.audio = mic
@@ -95,27 +105,40 @@ def test_missing_credentials_are_the_stock_errors(monkeypatch: pytest.MonkeyPatc
 
 
 def test_with_azure_dials_azure_openai_with_its_deployment() -> None:
-    """``with_azure`` makes an Azure client on the endpoint's ``/openai``, with the deployment
-    as the model, as stock does."""
+    """``with_azure`` dials the endpoint's ``/openai``: its GA surface (``/openai/v1``, the
+    key in an ``api-key`` header) without an ``api_version``, the legacy one (an
+    ``AsyncAzureOpenAI`` client) with one; the deployment is the model, and the Azure
+    defaults (whisper-1 transcription, Azure's 30-minute cap) apply, as with stock."""
     model = rr.openai.RealtimeModel.with_azure(
         azure_deployment="my-deployment",
         azure_endpoint="https://example.openai.azure.com/",
         api_key="azure-key",
     )
     client = model.client()
-    assert isinstance(client, openai.AsyncAzureOpenAI)
-    assert str(client.base_url).startswith("https://example.openai.azure.com/openai")
+    assert not isinstance(client, openai.AsyncAzureOpenAI)
+    assert str(client.base_url).startswith("https://example.openai.azure.com/openai/v1")
+    assert client.default_headers["api-key"] == "azure-key"
     assert model.model == "my-deployment"
+    assert model.realtime_options.model == "my-deployment"
+    assert model.realtime_options.session_cap == AZURE_CAP
     assert model.provider == "example.openai.azure.com"
     assert model.config.transcription is not None
     assert model.config.transcription.model == "whisper-1"
+    legacy = rr.openai.RealtimeModel.with_azure(
+        azure_deployment="my-deployment",
+        azure_endpoint="https://example.openai.azure.com/",
+        api_key="azure-key",
+        api_version="2024-10-01-preview",
+    )
+    assert isinstance(legacy.client(), openai.AsyncAzureOpenAI)
 
 
-async def test_ours_holds_a_spoken_call_as_stock() -> None:
+@pytest.mark.parametrize("azure", [False, True])
+async def test_ours_holds_a_spoken_call_as_stock(azure: bool) -> None:
     """The stock test's call on ours: the speech heard once, its transcript, the spoken
-    answer played out, no error."""
+    answer played out, no error (on OpenAI, and on Azure's GA surface)."""
     async with OpenAIEmulator(config(time_scale=PACE, answer_chunks=4)) as emu:
-        async with livekit_call(emu) as (session, mic, speaker, recorder):
+        async with livekit_call(emu, azure=azure) as (session, mic, speaker, recorder):
             mic.say(["hello", "livekit"])
             await until(lambda: len(speaker.heard) >= 4 and not speaker.playing)
             await until(lambda: len(_said(session, "assistant")) >= 1)
@@ -127,6 +150,7 @@ async def test_ours_holds_a_spoken_call_as_stock() -> None:
         await emu.wait_disconnected()
     record = emu.ledger.sessions[0]
     assert record.flavour == "ga"
+    assert record.path.startswith("/openai/v1/realtime" if azure else "/v1/realtime")
     assert record.committed_speech == spoken
     assert [a.outcome for a in record.answers] == ["complete"]
     assert record.errors == []

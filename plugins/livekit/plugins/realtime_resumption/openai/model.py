@@ -25,6 +25,7 @@ from livekit.agents.types import (
 from livekit.agents.utils import is_given
 
 from realtime_resumption.openai import (
+    AZURE_CAP,
     InputTranscription,
     OpenAIRealtimeOptions,
     SemanticVad,
@@ -138,24 +139,22 @@ class RealtimeModel(llm.RealtimeModel):
             noise_reduction=None if noise is None else noise.type,
             output_modality="audio" if "audio" in modalities else "text",
         )
-        cap: float | Literal["service"] = (
-            max_session_duration
-            if is_given(max_session_duration) and max_session_duration is not None
-            else "service"
-        )
-        self._options = replace(realtime_options or OpenAIRealtimeOptions(), model=model)
-        if cap != "service" or self._options.session_cap != "service":
-            self._options = replace(self._options, session_cap=cap)
-        self._client_args: dict[str, Any] = {
-            "api_key": key,
-            "base_url": url,
-            "azure_deployment": azure_deployment,
-            "entra_token": entra_token,
-            "api_version": api_version,
-        }
         self._is_azure = is_azure
         self._base_url = url
         self._model_name = azure_deployment if is_azure and azure_deployment else model
+        self._options = replace(realtime_options or OpenAIRealtimeOptions(), model=self._model_name)
+        if is_given(max_session_duration) and max_session_duration is not None:
+            self._options = replace(self._options, session_cap=max_session_duration)
+        elif is_azure and self._options.session_cap == "service" and api_version is None:
+            # Azure's GA surface is dialled with a plain OpenAI client: the transport would
+            # count OpenAI's cap.
+            self._options = replace(self._options, session_cap=AZURE_CAP)
+        self._client_args: dict[str, Any] = {
+            "api_key": key,
+            "base_url": url,
+            "entra_token": entra_token,
+            "api_version": api_version,
+        }
         self._conn_options = conn_options
         super().__init__(
             capabilities=llm.RealtimeCapabilities(
@@ -269,14 +268,26 @@ class RealtimeModel(llm.RealtimeModel):
         return self._conn_options
 
     def client(self) -> openai.AsyncOpenAI:
-        """A new SDK client for one session (its key never appears in a log or repr)."""
+        """A new SDK client for one session (its key never appears in a log or repr).
+
+        On Azure with an ``api_version``, the legacy surface (``AsyncAzureOpenAI``); without
+        one, Azure's GA surface, ``<endpoint>/openai/v1``, which takes the OpenAI client with
+        the key in an ``api-key`` header (or the Entra token as the bearer), as the OpenAI
+        plugin dials it."""
         args = self._client_args
-        if self._is_azure:
+        if self._is_azure and args["api_version"] is not None:
             return openai.AsyncAzureOpenAI(
                 api_key=args["api_key"],
                 azure_ad_token=args["entra_token"],
-                api_version=args["api_version"] or "2025-04-01-preview",
+                api_version=args["api_version"],
                 base_url=args["base_url"],
+            )
+        if self._is_azure:
+            key = args["api_key"]
+            return openai.AsyncOpenAI(
+                api_key=args["entra_token"] or key,
+                base_url=f"{args['base_url'].rstrip('/')}/v1",
+                default_headers={"api-key": key} if key else None,
             )
         return openai.AsyncOpenAI(api_key=args["api_key"], base_url=args["base_url"])
 
