@@ -288,3 +288,14 @@ async def test_a_new_voice_reaches_the_live_session_and_new_ones() -> None:
             await until(lambda: len(_said(session, "assistant")) >= 1)
             assert not recorder.errors and not recorder.moves
     assert len(emu.ledger.sessions) == 1
+
+
+def test_the_session_cap_is_max_session_duration_or_the_options_own() -> None:
+    options = OpenAIRealtimeOptions(session_cap=None)
+    assert rr.openai.RealtimeModel(api_key="k").realtime_options.session_cap == "service"
+    kept = rr.openai.RealtimeModel(api_key="k", realtime_options=options)
+    assert kept.realtime_options.session_cap is None
+    given = rr.openai.RealtimeModel(api_key="k", max_session_duration=900.0)
+    assert given.realtime_options.session_cap == 900.0
+    unset = rr.openai.RealtimeModel(api_key="k", max_session_duration=None)
+    assert unset.realtime_options.session_cap == "service"
