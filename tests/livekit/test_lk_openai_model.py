@@ -299,3 +299,8 @@ def test_the_session_cap_is_max_session_duration_or_the_options_own() -> None:
     assert given.realtime_options.session_cap == 900.0
     unset = rr.openai.RealtimeModel(api_key="k", max_session_duration=None)
     assert unset.realtime_options.session_cap == "service"
+
+
+def test_a_max_session_duration_within_the_move_margin_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match=r"max_session_duration \(60\.0 s\) must exceed"):
+        rr.openai.RealtimeModel(api_key="k", max_session_duration=60.0)

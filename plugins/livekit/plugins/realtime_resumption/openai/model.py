@@ -144,6 +144,13 @@ class RealtimeModel(llm.RealtimeModel):
         self._model_name = azure_deployment if is_azure and azure_deployment else model
         self._options = replace(realtime_options or OpenAIRealtimeOptions(), model=self._model_name)
         if is_given(max_session_duration) and max_session_duration is not None:
+            margin = self._options.move_margin
+            if max_session_duration <= margin:
+                raise ValueError(
+                    f"max_session_duration ({float(max_session_duration)} s) must exceed "
+                    f"realtime_options.move_margin ({margin} s): the move comes that long "
+                    "before it"
+                )
             self._options = replace(self._options, session_cap=max_session_duration)
         elif is_azure and self._options.session_cap == "service" and api_version is None:
             # Azure's GA surface is dialled with a plain OpenAI client: the transport would
