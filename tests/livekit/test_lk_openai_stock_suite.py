@@ -174,3 +174,21 @@ async def test_new_instructions_reach_the_live_session(kind: Kind) -> None:
             assert "heard again" in said(session, "assistant")[-1]
             assert not rec.errors
     assert len(emu.ledger.sessions) == 1
+
+
+@both
+async def test_an_agents_history_reaches_the_new_session(kind: Kind) -> None:
+    """An ``Agent`` made with a chat context (a handoff's history): the session is given it
+    without answering it, and a later turn can recall it."""
+    history = llm.ChatContext.empty()
+    history.add_message(role="user", content="pineapple")
+    history.add_message(role="assistant", content="noted")
+    async with OpenAIEmulator(config(time_scale=PACE, answer_chunks=2)) as emu:
+        agent = Agent(instructions="Be brief.", chat_ctx=history)
+        async with call(emu, kind, agent) as (session, mic, _, rec):
+            mic.say(["recall"])
+            await until(lambda: len(said(session, "assistant")) >= 1, timeout=10)
+            assert "recall pineapple" in said(session, "assistant")[-1]
+            assert not rec.errors
+    (record,) = emu.ledger.sessions
+    assert len(record.answers) == 1
