@@ -176,6 +176,27 @@ async def test_a_dropped_session_is_carried_on_and_reported() -> None:
     assert len(emu.ledger.sessions) == 2
 
 
+async def test_an_answer_cut_by_a_drop_is_given_again_by_the_new_session() -> None:
+    """The session drops while the service still generates an answer: the new session is
+    given the question and answers it, whole; the move says it cut a turn, and LiveKit
+    sees no error. (400 chunks at this pace: 2 s of generating on the emulator.)"""
+    async with OpenAIEmulator(config(time_scale=PACE, answer_chunks=400)) as emu:
+        async with livekit_call(emu) as (_, mic, speaker, recorder):
+            mic.say(["long", "story"])
+            await until(lambda: len(speaker.heard) >= 2, timeout=10)
+            assert emu.faults.drop() == 1
+            await until(lambda: recorder.reconnected == 1, timeout=10)
+            await until(lambda: bool(emu.ledger.sessions[1].answers), timeout=10)
+            answer = emu.ledger.sessions[1].answers[0]
+            await until(lambda: answer.outcome == "complete", timeout=15)
+            assert not recorder.errors
+            (moved,) = recorder.moves
+            assert moved.report.turn_cut
+    first, second = emu.ledger.sessions
+    assert first.answers[0].outcome != "complete"
+    assert second.answers[0].delivered == 400
+
+
 async def test_at_the_service_cap_the_call_goes_on_without_an_error() -> None:
     """The stock test's cap (its own restart off there): stock reports a recoverable error
     and replays its mirror; ours carries the call to a new session with no error, and a word

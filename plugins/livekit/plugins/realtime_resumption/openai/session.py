@@ -227,10 +227,16 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         audio_transcript: NotGivenOr[str] = NOT_GIVEN,
     ) -> None:
         """Cut the last answer's stored audio where playback stopped, so the model does not
-        remember saying what the user never heard."""
-        if self._phase == "ready" and "audio" in modalities:
-            options = CancelResponseOptions(truncate=audio_end_ms / 1000)
-            self._spawn(self._transport.cancel_response(options))
+        remember saying what the user never heard. The transport truncates only through
+        ``cancel_response``, which would also cancel an answer in progress: with a newer
+        answer under way the truncation is skipped (logged)."""
+        if self._phase != "ready" or "audio" not in modalities:
+            return
+        if self._streams.answering:
+            logger.debug("truncation skipped: a newer answer is in progress")
+            return
+        options = CancelResponseOptions(truncate=audio_end_ms / 1000)
+        self._spawn(self._transport.cancel_response(options))
 
     async def aclose(self) -> None:
         """Close the session and end every stream; nothing keeps running after."""
