@@ -325,3 +325,23 @@ def test_the_session_cap_is_max_session_duration_or_the_options_own() -> None:
 def test_a_max_session_duration_within_the_move_margin_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match=r"max_session_duration \(60\.0 s\) must exceed"):
         rr.openai.RealtimeModel(api_key="k", max_session_duration=60.0)
+
+
+async def test_an_update_made_while_the_first_session_is_dialled_reaches_it() -> None:
+    """A new voice while the dial is in flight (its ``session.created`` slow): the session
+    the dial sets up is sent the update once it is up, not configured without it."""
+    async with OpenAIEmulator(config(time_scale=PACE)) as emu:
+        emu.faults.slow_session_created(2.0)
+        model = rr.openai.RealtimeModel(
+            api_key="sk-test",
+            base_url=emu.base_url,
+            realtime_options=OpenAIRealtimeOptions(websocket_options=emu.websocket_options()),
+        )
+        rt = model.session()
+        try:
+            await until(lambda: bool(emu.ledger.sessions))
+            rt.update_options(voice="cedar")
+            await until(lambda: emu.ledger.sessions[0].client_events["session.update"] >= 2)
+        finally:
+            await rt.aclose()
+    assert len(emu.ledger.sessions) == 1

@@ -13,6 +13,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import fields
 from typing import Any, Literal
 
 from livekit import rtc
@@ -67,6 +68,8 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._phase: _Phase = "dialling"
         self._held: list[Callable[[], None]] = []
         """Sends made before the first session is set up."""
+        self._pending_update: SessionUpdate | None = None
+        """Updates made while the first session was dialled."""
         self._moving = False
         self._streams = GenerationStreams(
             audio_output=realtime_model.config.output_modality == "audio",
@@ -280,6 +283,9 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             for send in held:
                 self._deliver(send)
             self._restart_reply_clock()
+            pending, self._pending_update = self._pending_update, None
+            if pending is not None:
+                await self._transport.update_session(pending)
             return
         logger.warning("connecting to OpenAI Realtime failed", extra={"error": str(error)})
         self._phase = "lost"
@@ -303,6 +309,10 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             self._emit_error(error, recoverable=True)
 
     async def _update(self, update: SessionUpdate) -> None:
+        if self._phase == "dialling":
+            # The dial in flight may have sent its configuration already: the update is
+            # sent again once the session is set up.
+            self._pending_update = _merge(self._pending_update, update)
         await self._transport.update_session(update)
 
     def _send_tool_result(self, result: ToolResult) -> None:
@@ -481,3 +491,17 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
                 recoverable=recoverable,
             ),
         )
+
+
+def _merge(first: SessionUpdate | None, second: SessionUpdate) -> SessionUpdate:
+    """``second`` over ``first``: each setting ``second`` leaves None keeps ``first``'s."""
+    if first is None:
+        return second
+    return SessionUpdate(
+        **{
+            f.name: getattr(second, f.name)
+            if getattr(second, f.name) is not None
+            else getattr(first, f.name)
+            for f in fields(SessionUpdate)
+        }
+    )
