@@ -12,6 +12,10 @@ instructions or tools change; each move is reported by a ``session_moved`` event
 ``metrics_collected`` (``SessionMoveMetrics``). With LiveKit's tracer provider set
 (``livekit.agents.telemetry.set_tracer_provider``), every move, connection and answer is a
 span under the session's.
+
+OpenAI Realtime (the extra ``[openai]``): ``realtime_resumption.openai.RealtimeModel`` is a
+drop-in for ``livekit.plugins.openai.realtime.RealtimeModel``, Azure included
+(``RealtimeModel.with_azure``).
 """
 
 from livekit.agents import Plugin
@@ -30,6 +34,15 @@ __all__ = [
     "SessionMovedEvent",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # The OpenAI modules need the openai SDK (an extra): imported on first use.
+    if name == "openai":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.openai")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class RealtimeResumptionPlugin(Plugin):

@@ -1,0 +1,13 @@
+"""The LiveKit plugin's OpenAI Realtime modules: the ``RealtimeModel`` (and its Azure
+constructor, ``RealtimeModel.with_azure``) and its ``RealtimeSession`` over
+``OpenAIRealtimeTransport``.
+
+    from livekit.plugins import realtime_resumption
+
+    session = AgentSession(llm=realtime_resumption.openai.RealtimeModel(voice="marin"))
+"""
+
+from .model import RealtimeModel
+from .session import RealtimeSession
+
+__all__ = ["RealtimeModel", "RealtimeSession"]

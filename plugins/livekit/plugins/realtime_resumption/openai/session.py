@@ -1,0 +1,507 @@
+"""``RealtimeSession``: LiveKit's realtime session API over ``OpenAIRealtimeTransport``.
+
+The transport owns the session and its moves; this translates. LiveKit calls become transport
+sends (held until the first session is set up, and by the transport during a move), and the
+transport's callbacks become LiveKit events: ``generation_created`` (see ``generations``),
+speech and transcription events, ``metrics_collected``, ``error``, and after each move
+``session_moved`` and ``session_reconnected``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import fields
+from typing import Any, Literal
+
+from livekit import rtc
+from livekit.agents import llm
+from livekit.agents.types import NOT_GIVEN, NotGivenOr
+from livekit.agents.utils import images, is_given
+
+from realtime_resumption.move_reports import MoveOutcome, MoveReason, MoveReport
+from realtime_resumption.openai import OpenAIRealtimeTransport
+from realtime_resumption.transport import (
+    CancelResponseOptions,
+    ContentTurn,
+    GenerationEndReason,
+    NotConnectedError,
+    RealtimeLLMUsage,
+    SessionUpdate,
+    ToolCall,
+    ToolResult,
+    TransportError,
+    TransportErrorEvent,
+)
+
+from ..audio_input import InputAudio
+from ..events import SessionMoved, SessionMovedEvent
+from ..generations import Generation, GenerationStreams
+from ..log import logger
+from ..metrics import answer_metrics, move_metrics
+from .model import RealtimeModel
+
+GENERATE_REPLY_TIMEOUT = 10.0
+"""Seconds ``generate_reply`` waits for its generation once the request can reach the
+service, as the OpenAI plugin does."""
+
+INPUT_SAMPLE_RATE = 24_000
+
+_Phase = Literal["dialling", "ready", "lost", "closed"]
+
+
+class RealtimeSession(llm.RealtimeSession[SessionMoved]):
+    """One OpenAI Realtime conversation, carried across sessions by the transport.
+
+    Made by ``RealtimeModel.session()``; it connects at once. ``interrupt`` cancels the answer
+    in progress; ``truncate`` cuts its stored audio where playback stopped.
+    """
+
+    def __init__(self, realtime_model: RealtimeModel) -> None:
+        super().__init__(realtime_model)
+        self._model = realtime_model
+        self._chat_ctx = llm.ChatContext.empty()
+        self._tools = llm.ToolContext.empty()
+        self._input_audio = InputAudio(rate=INPUT_SAMPLE_RATE)
+        self._phase: _Phase = "dialling"
+        self._held: list[Callable[[], None]] = []
+        """Sends made before the first session is set up."""
+        self._pending_update: SessionUpdate | None = None
+        """Updates made while the first session was dialled."""
+        self._moving = False
+        self._streams = GenerationStreams(
+            audio_output=realtime_model.config.output_modality == "audio",
+            on_open=self._generation_opened,
+            on_close=self._generation_closed,
+        )
+        self._reply: asyncio.Future[llm.GenerationCreatedEvent] | None = None
+        self._reply_timer: asyncio.TimerHandle | None = None
+        self._reply_requested_at: float | None = None
+        self._user_turn_ended_at: float | None = None
+        self._last_generation: Generation | None = None
+        self._fatal = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._transport = OpenAIRealtimeTransport(
+            realtime_model.client(), realtime_model.config, realtime_model.realtime_options
+        )
+        self._wire()
+        self._main = asyncio.create_task(self._connect(), name="realtime-resumption-connect")
+
+    def __repr__(self) -> str:
+        return f"RealtimeSession({self._transport!r}, {self._phase})"
+
+    # --- LiveKit's abstract members -----------------------------------------------------------
+
+    @property
+    def chat_ctx(self) -> llm.ChatContext:
+        """The conversation as this session saw it (a copy)."""
+        return self._chat_ctx.copy()
+
+    @property
+    def tools(self) -> llm.ToolContext:
+        return self._tools.copy()
+
+    async def update_instructions(self, instructions: str) -> None:
+        """New instructions, applied in the live session (``session.update``)."""
+        await self._update(SessionUpdate(instructions=instructions))
+
+    async def update_tools(self, tools: list[llm.Tool]) -> None:
+        """New tools, applied in the live session."""
+        self._tools = llm.ToolContext(tools)
+        declared: list[dict[str, Any]] = []
+        for tool in self._tools.function_tools.values():
+            if isinstance(tool, llm.FunctionTool):
+                declared.append(llm.utils.build_legacy_openai_schema(tool, internally_tagged=True))
+            else:
+                schema = dict(tool.info.raw_schema)
+                schema.pop("meta", None)  # (the service refuses it, as the OpenAI plugin notes)
+                declared.append(schema)
+        await self._update(SessionUpdate(tools=declared))
+
+    async def update_chat_ctx(self, chat_ctx: llm.ChatContext) -> None:
+        """Send what ``chat_ctx`` holds that the conversation lacks: messages as items (no
+        answer is asked for), function outputs as tool results."""
+        known = {item.id for item in self._chat_ctx.items}
+        turns: list[ContentTurn] = []
+        for item in chat_ctx.items:
+            if item.id in known:
+                continue
+            self._chat_ctx.items.append(item)
+            if item.type == "message" and item.role in ("user", "assistant") and item.text_content:
+                turns.append(
+                    ContentTurn("user" if item.role == "user" else "model", item.text_content)
+                )
+            elif item.type == "function_call_output":
+                result = ToolResult(
+                    id=item.call_id, name=item.name, response={"output": item.output}
+                )
+                self._send(functools.partial(self._send_tool_result, result))
+        if turns:
+            self._send(lambda: self._transport.send_content(turns, turn_complete=False))
+
+    def update_options(
+        self,
+        *,
+        tool_choice: NotGivenOr[llm.ToolChoice | None] = NOT_GIVEN,
+        voice: NotGivenOr[str] = NOT_GIVEN,
+        speed: NotGivenOr[float] = NOT_GIVEN,
+        **unsupported: Any,
+    ) -> None:
+        """A new voice is applied in the live session (``session.update``). A new
+        ``tool_choice`` or ``speed`` given to the model reaches its new sessions only: the
+        transport's update has no field for them (logged)."""
+        ignored = [n for n, v in (("tool_choice", tool_choice), ("speed", speed)) if is_given(v)]
+        if ignored or unsupported:
+            logger.warning(
+                "options not applied to the live session",
+                extra={"options": [*ignored, *sorted(unsupported)]},
+            )
+        if is_given(voice):
+            self._spawn(self._update(SessionUpdate(voice=voice)))
+
+    def push_audio(self, frame: rtc.AudioFrame) -> None:
+        """User audio, as 24 kHz mono PCM16; held during a move and delivered after."""
+        for pcm in self._input_audio.convert(frame):
+            self._send(functools.partial(self._transport.send_audio, pcm))
+
+    def push_video(self, frame: rtc.VideoFrame) -> None:
+        """A video frame, as a JPEG image item."""
+        data = images.encode(frame, images.EncodeOptions())
+        self._send(lambda: self._transport.send_file(data, "image/jpeg"))
+
+    def generate_reply(
+        self,
+        *,
+        instructions: NotGivenOr[str] = NOT_GIVEN,
+        tool_choice: NotGivenOr[llm.ToolChoice] = NOT_GIVEN,
+        tools: NotGivenOr[list[llm.Tool]] = NOT_GIVEN,
+    ) -> asyncio.Future[llm.GenerationCreatedEvent]:
+        """Ask for an answer; the future resolves with its generation, or fails with
+        ``RealtimeError`` when none began within ``GENERATE_REPLY_TIMEOUT`` of the request
+        reaching the service. Asked during a move, the new session gives the answer: the
+        clock waits for the move, then starts again, whole."""
+        if is_given(tools) or is_given(tool_choice):
+            logger.warning("per-response tools and tool_choice are not supported; ignored")
+        fut: asyncio.Future[llm.GenerationCreatedEvent] = asyncio.get_running_loop().create_future()
+        if self._phase in ("lost", "closed"):
+            fut.set_exception(llm.RealtimeError(f"the session is {self._phase}"))
+            return fut
+        previous, self._reply = self._reply, fut
+        if previous is not None and not previous.done():
+            previous.cancel("superseded by a new generate_reply call")
+        text = instructions if is_given(instructions) else None
+
+        def ask() -> None:
+            self._reply_requested_at = time.time()
+            self._transport.trigger_generation(text)
+
+        self._send(ask)
+        self._restart_reply_clock()
+
+        def _done(f: asyncio.Future[llm.GenerationCreatedEvent]) -> None:
+            if self._reply is f:
+                self._reply = None
+                self._stop_reply_clock()
+
+        fut.add_done_callback(_done)
+        return fut
+
+    def commit_audio(self) -> None:
+        """End the user's turn (``input_audio_buffer.commit``; nothing with server VAD)."""
+        self._send(self._transport.commit_audio)
+
+    def clear_audio(self) -> None:
+        """Drop uncommitted input audio (``input_audio_buffer.clear``)."""
+        self._send(self._transport.clear_audio)
+
+    def interrupt(self) -> None:
+        """Cancel the answer in progress (``response.cancel``)."""
+        if self._phase == "ready" and self._streams.answering:
+            self._spawn(self._transport.cancel_response())
+
+    def truncate(
+        self,
+        *,
+        message_id: str,
+        modalities: list[Literal["text", "audio"]],
+        audio_end_ms: int,
+        audio_transcript: NotGivenOr[str] = NOT_GIVEN,
+    ) -> None:
+        """Cut the last answer's stored audio where playback stopped, so the model does not
+        remember saying what the user never heard. The transport truncates only through
+        ``cancel_response``, which would also cancel an answer in progress: with a newer
+        answer under way the truncation is skipped (logged)."""
+        if self._phase != "ready" or "audio" not in modalities:
+            return
+        if self._streams.answering:
+            logger.debug("truncation skipped: a newer answer is in progress")
+            return
+        options = CancelResponseOptions(truncate=audio_end_ms / 1000)
+        self._spawn(self._transport.cancel_response(options))
+
+    async def aclose(self) -> None:
+        """Close the session and end every stream; nothing keeps running after."""
+        if self._phase == "closed":
+            return
+        self._phase = "closed"
+        self._main.cancel()
+        await asyncio.wait({self._main})
+        await self._transport.disconnect()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(set(self._tasks))
+        self._stop_reply_clock()
+        self._streams.close()
+        if self._reply is not None and not self._reply.done():
+            self._reply.cancel("session closed")
+
+    # --- connecting and sending ---------------------------------------------------------------
+
+    async def _connect(self) -> None:
+        # AgentActivity configures a new session (instructions, chat context, tools) right
+        # after making it: let that land in the first configuration.
+        await asyncio.sleep(0)
+        conn = self._model.conn_options
+        started = time.perf_counter()
+        error: BaseException | None = None
+        for attempt in range(conn.max_retry + 1):
+            if attempt:
+                await asyncio.sleep(conn.retry_interval)
+            try:
+                async with asyncio.timeout(conn.timeout):
+                    await self._transport.connect()
+            except (TransportError, TimeoutError) as exc:
+                error = exc
+                self._emit_error(exc, recoverable=attempt < conn.max_retry)
+                continue
+            self._report_connection_acquired(time.perf_counter() - started)
+            self._phase = "ready"
+            held, self._held = self._held, []
+            for send in held:
+                self._deliver(send)
+            self._restart_reply_clock()
+            pending, self._pending_update = self._pending_update, None
+            if pending is not None:
+                await self._transport.update_session(pending)
+            return
+        logger.warning("connecting to OpenAI Realtime failed", extra={"error": str(error)})
+        self._phase = "lost"
+        self._held.clear()
+        self._streams.close()
+        if self._reply is not None and not self._reply.done():
+            self._reply.set_exception(llm.RealtimeError(f"the session could not connect: {error}"))
+
+    def _send(self, send: Callable[[], None]) -> None:
+        if self._phase == "dialling":
+            self._held.append(send)
+        elif self._phase == "ready":
+            self._deliver(send)
+
+    def _deliver(self, send: Callable[[], None]) -> None:
+        try:
+            send()
+        except NotConnectedError:
+            logger.debug("input dropped: the session is over")
+        except TransportError as error:
+            self._emit_error(error, recoverable=True)
+
+    async def _update(self, update: SessionUpdate) -> None:
+        if self._phase == "dialling":
+            # The dial in flight may have sent its configuration already: the update is
+            # sent again once the session is set up.
+            self._pending_update = _merge(self._pending_update, update)
+        await self._transport.update_session(update)
+
+    def _send_tool_result(self, result: ToolResult) -> None:
+        try:
+            self._transport.send_tool_result(result)
+        except TransportError as error:
+            logger.warning("tool result not sent", extra={"call_id": result.id})
+            self._emit_error(error, recoverable=True)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _restart_reply_clock(self) -> None:
+        self._stop_reply_clock()
+        if self._reply is not None and not self._reply.done():
+            self._reply_timer = asyncio.get_running_loop().call_later(
+                GENERATE_REPLY_TIMEOUT, self._reply_clock_ran_out
+            )
+
+    def _stop_reply_clock(self) -> None:
+        if self._reply_timer is not None:
+            self._reply_timer.cancel()
+            self._reply_timer = None
+
+    def _reply_clock_ran_out(self) -> None:
+        self._reply_timer = None
+        reply = self._reply
+        if reply is None or reply.done():
+            return
+        if self._phase == "dialling" or self._moving:
+            # The request waits for the new session: no answer could have begun.
+            self._restart_reply_clock()
+            return
+        reply.set_exception(
+            llm.RealtimeError("generate_reply timed out waiting for generation_created")
+        )
+
+    # --- what the transport reports -----------------------------------------------------------
+
+    def _wire(self) -> None:
+        t = self._transport
+        t.on_generation_start = self._streams.answer_started
+        t.on_generation_end = self._answer_ended
+        t.on_audio_output = self._streams.audio
+        t.on_text_done = self._streams.media_done
+        if self._model.config.output_modality == "audio":
+            t.on_output_transcription = self._streams.text
+        else:
+            t.on_text_output = self._streams.text
+        t.on_tool_call = self._tool_calls
+        t.on_input_transcription = self._input_transcription
+        t.on_speech_started = self._speech_started
+        t.on_user_speech_stopped = self._speech_stopped
+        t.on_turn_complete = lambda _turn: self._streams.turn_complete()
+        t.on_realtime_llm_usage = self._usage
+        t.on_error = self._transport_error
+        t.on_move_started = self._move_started
+        t.on_move = self._moved
+        t.on_close = self._closed
+
+    def _generation_opened(self, generation: Generation) -> None:
+        self._last_generation = generation
+        reply = self._reply
+        generation.user_initiated = (
+            reply is not None and not reply.done() and not generation.continuation
+        )
+        generation.requested_at = (
+            self._reply_requested_at if generation.user_initiated else self._user_turn_ended_at
+        )
+        event = generation.event(user_initiated=generation.user_initiated)
+        if generation.user_initiated and reply is not None:
+            reply.set_result(event)
+        self.emit("generation_created", event)
+
+    def _generation_closed(self, generation: Generation) -> None:
+        for call in generation.function_calls:
+            self._chat_ctx.items.append(call)
+        if generation.output_text:
+            self._chat_ctx.items.append(
+                llm.ChatMessage(
+                    role="assistant", content=[generation.output_text], id=generation.response_id
+                )
+            )
+
+    def _answer_ended(self, generation_id: str, reason: GenerationEndReason) -> None:
+        self._streams.answer_ended(generation_id, reason)
+
+    def _tool_calls(self, calls: Sequence[ToolCall]) -> None:
+        self._streams.tool_calls(calls)
+
+    def _speech_started(self) -> None:
+        self.emit("input_speech_started", llm.InputSpeechStartedEvent())
+
+    def _speech_stopped(self) -> None:
+        self._user_turn_ended_at = time.time()
+        self.emit(
+            "input_speech_stopped",
+            llm.InputSpeechStoppedEvent(
+                user_transcription_enabled=self._model.config.transcription is not None
+            ),
+        )
+
+    def _input_transcription(self, transcript: str) -> None:
+        message = llm.ChatMessage(role="user", content=[transcript])
+        self._chat_ctx.items.append(message)
+        self.emit(
+            "input_audio_transcription_completed",
+            llm.InputTranscriptionCompleted(
+                item_id=message.id, transcript=transcript, is_final=True
+            ),
+        )
+
+    def _usage(self, usage: RealtimeLLMUsage) -> None:
+        generation = self._last_generation
+        if usage.phase != "final" or generation is None:
+            return
+        self.emit(
+            "metrics_collected",
+            answer_metrics(
+                usage,
+                generation,
+                label=self._model.label,
+                model=self._model.model,
+                provider=self._model.provider,
+            ),
+        )
+
+    def _transport_error(self, event: TransportErrorEvent) -> None:
+        if not event.recoverable:
+            self._fatal = True
+        self._emit_error(event.error, recoverable=event.recoverable)
+
+    def _move_started(self, reason: MoveReason, _handle: object) -> None:
+        self._moving = True
+
+    def _moved(self, report: MoveReport) -> None:
+        self._moving = False
+        logger.info("session moved", extra={"move": report.as_dict()})
+        self.emit("session_moved", SessionMovedEvent(report))
+        self.emit(
+            "metrics_collected",
+            move_metrics(
+                report,
+                label=self._model.label,
+                model=self._model.model,
+                provider=self._model.provider,
+            ),
+        )
+        if report.outcome is not MoveOutcome.LOST:
+            self._restart_reply_clock()
+            self.emit("session_reconnected", llm.RealtimeSessionReconnectedEvent())
+
+    def _closed(self, code: int | None, reason: str | None) -> None:
+        self._streams.close()
+        reply = self._reply
+        if reply is not None and not reply.done():
+            reply.set_exception(llm.RealtimeError("the OpenAI Realtime session closed"))
+        if self._phase == "closed" or self._fatal:
+            return
+        self._fatal = True
+        self._phase = "lost"
+        self._emit_error(
+            TransportError(f"the OpenAI Realtime session closed ({code}, {reason})"),
+            recoverable=False,
+        )
+
+    def _emit_error(self, error: BaseException, *, recoverable: bool) -> None:
+        self.emit(
+            "error",
+            llm.RealtimeModelError(
+                timestamp=time.time(),
+                label=self._model.label,
+                error=error if isinstance(error, Exception) else RuntimeError(str(error)),
+                recoverable=recoverable,
+            ),
+        )
+
+
+def _merge(first: SessionUpdate | None, second: SessionUpdate) -> SessionUpdate:
+    """``second`` over ``first``: each setting ``second`` leaves None keeps ``first``'s."""
+    if first is None:
+        return second
+    return SessionUpdate(
+        **{
+            f.name: getattr(second, f.name)
+            if getattr(second, f.name) is not None
+            else getattr(first, f.name)
+            for f in fields(SessionUpdate)
+        }
+    )
