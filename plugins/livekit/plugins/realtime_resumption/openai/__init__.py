@@ -7,7 +7,7 @@ constructor, ``RealtimeModel.with_azure``) and its ``RealtimeSession`` over
     session = AgentSession(llm=realtime_resumption.openai.RealtimeModel(voice="marin"))
 """
 
-from .model import RealtimeModel
-from .session import RealtimeSession
+from .openai_model import RealtimeModel
+from .openai_session import RealtimeSession
 
 __all__ = ["RealtimeModel", "RealtimeSession"]

@@ -14,15 +14,20 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import fields
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
+import openai
 from livekit import rtc
 from livekit.agents import llm
-from livekit.agents.types import NOT_GIVEN, NotGivenOr
+from livekit.agents.types import NOT_GIVEN, APIConnectOptions, NotGivenOr
 from livekit.agents.utils import images, is_given
 
 from realtime_resumption.move_reports import MoveOutcome, MoveReason, MoveReport
-from realtime_resumption.openai import OpenAIRealtimeTransport
+from realtime_resumption.openai import (
+    OpenAIRealtimeOptions,
+    OpenAIRealtimeTransport,
+    SessionConfig,
+)
 from realtime_resumption.transport import (
     CancelResponseOptions,
     ContentTurn,
@@ -41,7 +46,6 @@ from ..events import SessionMoved, SessionMovedEvent
 from ..generations import Generation, GenerationStreams
 from ..log import logger
 from ..metrics import answer_metrics, move_metrics
-from .model import RealtimeModel
 
 GENERATE_REPLY_TIMEOUT = 10.0
 """Seconds ``generate_reply`` waits for its generation once the request can reach the
@@ -52,6 +56,25 @@ INPUT_SAMPLE_RATE = 24_000
 _Phase = Literal["dialling", "ready", "lost", "closed"]
 
 
+class ModelSettings(Protocol):
+    """What a session reads of the model that made it (``RealtimeModel``): the model is
+    typed by what it gives, so the model can import the session and not the reverse."""
+
+    @property
+    def config(self) -> SessionConfig: ...
+    @property
+    def realtime_options(self) -> OpenAIRealtimeOptions: ...
+    @property
+    def conn_options(self) -> APIConnectOptions: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def provider(self) -> str: ...
+    def client(self) -> openai.AsyncOpenAI: ...
+
+
 class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     """One OpenAI Realtime conversation, carried across sessions by the transport.
 
@@ -59,9 +82,9 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     in progress; ``truncate`` cuts its stored audio where playback stopped.
     """
 
-    def __init__(self, realtime_model: RealtimeModel) -> None:
+    def __init__(self, realtime_model: llm.RealtimeModel, settings: ModelSettings) -> None:
         super().__init__(realtime_model)
-        self._model = realtime_model
+        self._model = settings
         self._chat_ctx = llm.ChatContext.empty()
         self._tools = llm.ToolContext.empty()
         self._input_audio = InputAudio(rate=INPUT_SAMPLE_RATE)
@@ -72,7 +95,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         """Updates made while the first session was dialled."""
         self._moving = False
         self._streams = GenerationStreams(
-            audio_output=realtime_model.config.output_modality == "audio",
+            audio_output=settings.config.output_modality == "audio",
             on_open=self._generation_opened,
             on_close=self._generation_closed,
         )
@@ -84,7 +107,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._fatal = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._transport = OpenAIRealtimeTransport(
-            realtime_model.client(), realtime_model.config, realtime_model.realtime_options
+            settings.client(), settings.config, settings.realtime_options
         )
         self._wire()
         self._main = asyncio.create_task(self._connect(), name="realtime-resumption-connect")

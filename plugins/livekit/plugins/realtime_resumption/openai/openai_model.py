@@ -36,7 +36,7 @@ from realtime_resumption.openai import (
 from ..log import logger
 
 if TYPE_CHECKING:
-    from .session import RealtimeSession
+    from .openai_session import RealtimeSession
 
 DEFAULT_VOICE = "marin"
 """The OpenAI plugin's default voice."""
@@ -300,9 +300,9 @@ class RealtimeModel(llm.RealtimeModel):
 
     def session(self, *, turn_detection_disabled: bool = False) -> RealtimeSession:
         """A new session; it connects at once."""
-        from .session import RealtimeSession
+        from .openai_session import RealtimeSession
 
-        session = RealtimeSession(self)
+        session = RealtimeSession(self, self)
         self._sessions.add(session)
         return session
 
