@@ -345,3 +345,26 @@ async def test_an_update_made_while_the_first_session_is_dialled_reaches_it() ->
         finally:
             await rt.aclose()
     assert len(emu.ledger.sessions) == 1
+
+
+async def test_ours_holds_a_spoken_call_on_azures_legacy_surface() -> None:
+    """``with_azure(api_version=...)``: Azure's legacy endpoint and the beta event names."""
+    async with OpenAIEmulator(config(time_scale=PACE, answer_chunks=4)) as emu:
+        async with livekit_call(emu, azure=True, api_version="2024-10-01-preview") as (
+            session,
+            mic,
+            speaker,
+            recorder,
+        ):
+            mic.say(["hello", "livekit"])
+            await until(lambda: len(speaker.heard) >= 4 and not speaker.playing)
+            await until(lambda: len(_said(session, "assistant")) >= 1)
+            assert "heard hello livekit" in _said(session, "assistant")[0]
+            assert not recorder.errors
+            spoken = list(mic.spoken)
+        await emu.wait_disconnected()
+    record = emu.ledger.sessions[0]
+    assert record.flavour == "beta"
+    assert record.path.startswith("/openai/realtime")
+    assert record.committed_speech == spoken
+    assert [a.outcome for a in record.answers] == ["complete"]
