@@ -130,7 +130,7 @@ def classify(
             return Ruling(
                 Verdict.FATAL,
                 f"the provider refused the credentials (HTTP {http}): check the API key, "
-                "its project and its permissions for the Live API",
+                "its project and its permissions",
             )
         if 400 <= http < 500 and http not in _RETRYABLE_4XX:
             return Ruling(

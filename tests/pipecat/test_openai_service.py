@@ -6,6 +6,7 @@ the call carried on past a drop and past the service's cap, where stock keeps no
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
@@ -280,6 +281,39 @@ async def test_the_azure_service_dials_with_the_token_its_provider_gives(
         _no_errors(rig)
     assert asked == [1]
     assert emu.ledger.sessions[0].answers[0].outcome == "complete"
+
+
+@pytest.mark.openai_emulator(time_scale=0.05, answer_chunks=3, api_key="entra-token-0001")
+async def test_the_azure_service_asks_its_token_provider_again_for_each_new_session(
+    openai_emulator_trusted: OpenAIEmulator,
+) -> None:
+    # Entra ID tokens expire (about an hour): a session opened after one expired must dial with
+    # a fresh one, not the token of the call's first dial. The emulator takes only the newest.
+    emu = openai_emulator_trusted
+    tokens = ["entra-token-0001", "entra-token-0002"]
+    given: list[str] = []
+
+    async def token_provider() -> str:
+        given.append(tokens[min(len(given), len(tokens) - 1)])
+        return given[-1]
+
+    service = AzureRealtimeLLMService(
+        token_provider=token_provider,
+        base_url=emu.realtime_url.replace("/v1/realtime", "/openai/v1/realtime"),
+        settings=AzureRealtimeLLMService.Settings(model="my-deployment"),
+    )
+    async with Rig([service]) as rig:
+        await rig.context(LLMContext())
+        await rig.wait(lambda: rig.count(GenerationEndedFrame) >= 1)
+        emu.config = replace(emu.config, api_key="entra-token-0002")
+        assert emu.faults.drop() == 1
+        await rig.wait(lambda: rig.count(SessionMovedFrame) >= 1)
+        await _speak(rig, 0, 6, ["weather"])
+        await rig.wait(lambda: rig.count(GenerationEndedFrame) >= 2)
+        _no_errors(rig)
+    assert given == tokens
+    assert not emu.ledger.refused
+    assert emu.ledger.sessions[1].answers[0].outcome == "complete"
 
 
 @pytest.mark.openai_emulator(time_scale=0.05, answer_chunks=3)

@@ -39,7 +39,7 @@ def test_refused_credentials_say_to_check_the_key(status: int) -> None:
     assert ruling.verdict is Verdict.FATAL
     assert ruling.why == (
         f"the provider refused the credentials (HTTP {status}): check the API key, "
-        "its project and its permissions for the Live API"
+        "its project and its permissions"
     )
 
 

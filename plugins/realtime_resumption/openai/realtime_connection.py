@@ -19,7 +19,7 @@ import asyncio
 import itertools
 import json
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from loguru import logger
@@ -52,13 +52,20 @@ async def dial(
     flavour: Flavour,
     websocket_options: dict[str, Any],
     timeout: float,
+    headers: Callable[[], Awaitable[Mapping[str, str]]] | None = None,
 ) -> Any:
     """Open the SDK's realtime connection (its ``AsyncRealtimeConnection``), bounded by
-    ``timeout``; a failure is a :class:`ConnectError` whose message holds no credential."""
+    ``timeout`` (``headers`` asked for within it); a failure is a :class:`ConnectError` whose
+    message holds no credential."""
     resource = client.realtime if flavour == "ga" else client.beta.realtime
-    manager = resource.connect(model=model, websocket_connection_options=dict(websocket_options))
     try:
         async with asyncio.timeout(timeout):
+            extra = dict(await _headers(headers)) if headers is not None else {}
+            manager = resource.connect(
+                model=model,
+                extra_headers=extra,
+                websocket_connection_options=dict(websocket_options),
+            )
             return await manager.enter()
     except InvalidStatus as exc:
         status = exc.response.status_code
@@ -77,6 +84,19 @@ async def dial(
     except OSError as exc:
         raise ConnectError(
             ConnectFailure("unreachable", f"the service is unreachable ({type(exc).__name__})")
+        ) from None
+
+
+async def _headers(headers: Callable[[], Awaitable[Mapping[str, str]]]) -> Mapping[str, str]:
+    """The dial's own headers; the provider's failure (its message may hold a credential) is
+    told by its type alone."""
+    try:
+        return await headers()
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        raise ConnectError(
+            ConnectFailure("unreachable", f"the dial's headers failed ({type(exc).__name__})")
         ) from None
 
 

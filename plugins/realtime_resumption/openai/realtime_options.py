@@ -11,6 +11,7 @@ transport counts it itself from ``session.created``.
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -68,6 +69,13 @@ class OpenAIRealtimeOptions:
     Past it a send raises ``SendQueueFullError``."""
     websocket_options: dict[str, Any] = field(default_factory=dict, compare=False)
     """Passed to the SDK's ``websocket_connection_options`` (TLS context, proxy, ...)."""
+    dial_headers: Callable[[], Awaitable[Mapping[str, str]]] | None = field(
+        default=None, compare=False, repr=False
+    )
+    """Asked for at every dial (each new session: a move's included), its headers added to the
+    client's: credentials that expire within a call, such as a Microsoft Entra ID token
+    (``{"Authorization": f"Bearer {token}"}``). A dial whose headers cannot be had (it raised)
+    fails as an unreachable service would, and is retried by the same rules."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:

@@ -728,6 +728,7 @@ class OpenAIRealtimeTransport:
                 flavour=self._flavour,
                 websocket_options=self._options.websocket_options,
                 timeout=timeout,
+                headers=self._options.dial_headers,
             )
         except ConnectError as exc:
             self._emit("on_connection_lifecycle", SetupFailed(attempt, exc.failure))

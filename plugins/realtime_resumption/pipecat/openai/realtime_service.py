@@ -85,17 +85,15 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
 
     # --- the connection -----------------------------------------------------------------------
 
-    async def _client(self) -> openai.AsyncOpenAI:
+    def _client(self) -> openai.AsyncOpenAI:
         """The SDK's client for ``base_url``: its path without ``/realtime`` is the SDK's
-        ``websocket_base_url`` (the SDK appends it and ``?model=``), dialled with the headers
-        stock would send."""
+        ``websocket_base_url`` (the SDK appends it and ``?model=``). The headers stock would
+        send are asked for at each dial (``dial_headers``): a token provider's token expires
+        within a long call."""
         parts = urlsplit(self.base_url)
         path = parts.path.rstrip("/").removesuffix("/realtime")
         base = urlunsplit((parts.scheme, parts.netloc, path, "", ""))
-        headers = await self._auth_headers()
-        return openai.AsyncOpenAI(
-            api_key=self.api_key or "unused", websocket_base_url=base, default_headers=headers
-        )
+        return openai.AsyncOpenAI(api_key=self.api_key or "unused", websocket_base_url=base)
 
     def _dial_model(self) -> str:
         query = parse_qs(urlsplit(self.base_url).query)
@@ -138,10 +136,12 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
     async def _connect(self) -> None:
         if self._transport is not None:
             return
-        options = dataclasses.replace(self._options, model=self._dial_model())
+        options = dataclasses.replace(
+            self._options, model=self._dial_model(), dial_headers=self._auth_headers
+        )
         try:
             config = self._session_config(await self._outgoing_session())
-            transport = OpenAIRealtimeTransport(await self._client(), config, options)
+            transport = OpenAIRealtimeTransport(self._client(), config, options)
         except (TypeError, ValueError) as exc:
             await self.push_error(error_msg=f"OpenAI Realtime: bad settings: {exc}", exception=exc)
             return
