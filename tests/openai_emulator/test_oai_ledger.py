@@ -69,14 +69,20 @@ async def test_delivered_chunks_and_a_truncated_answer() -> None:
             done = (await until(conn, "response.done"))[-1]
             item_id = done.response.output[0].id
             await conn.conversation.item.truncate(
-                item_id=item_id, content_index=0, audio_end_ms=250
-            )
-            await until(conn, "conversation.item.truncated")
-            await conn.conversation.item.truncate(
                 item_id=item_id, content_index=0, audio_end_ms=10_000
             )
             error = (await until(conn, "error"))[-1]
             assert error.error.message == "Audio content of 400ms is already shorter than 10000ms"
+            await conn.conversation.item.truncate(
+                item_id=item_id, content_index=0, audio_end_ms=250
+            )
+            await until(conn, "conversation.item.truncated")
+            # What the truncate left is the item's audio now: past it is refused too.
+            await conn.conversation.item.truncate(
+                item_id=item_id, content_index=0, audio_end_ms=300
+            )
+            error = (await until(conn, "error"))[-1]
+            assert error.error.message == "Audio content of 250ms is already shorter than 300ms"
     answer = emu.ledger.sessions[0].answers[0]
     assert (answer.produced, answer.delivered, answer.heard_ms) == (4, 4, 250)
     assert answer.outcome == "truncated"

@@ -31,7 +31,9 @@ events"; the ``openai`` SDK 3.63's types under ``openai/types/realtime/``):
   item, ``llm.py:1027``). ``rate_limits.updated`` follows ``response.done``.
 - A ``function_call_output`` whose call is not in the conversation is refused with
   ``invalid_tool_call_id`` (livekit/agents issue 3344). ``conversation.item.truncate`` past
-  the audio is refused ("Audio content of ... is already shorter than ..."), and cuts the
+  the audio is refused ("Audio content of ... is already shorter than ...": the API reference,
+  ``audio_end_ms``, "If the audio_end_ms is greater than the actual audio duration, the server
+  will respond with an error"; after a truncate the actual audio is what it left), and cuts the
   item's transcript to what was heard; ``conversation.item.delete`` removes an item.
 - Codes the references do not document (a bad frame, an unknown item id) are the emulator's
   own, spelt like the documented ones.
@@ -592,7 +594,11 @@ class ServedSession:
                 code="invalid_value",
                 param="item_id",
             )
+        # A truncated item's audio is what the truncate left: a later truncate past it is
+        # refused like one past the audio produced.
         have = answer.produced * answer.chunk_ms
+        if answer.heard_ms is not None:
+            have = min(have, answer.heard_ms)
         if end_ms < 0 or end_ms > have:
             raise ProtocolError(
                 f"Audio content of {have}ms is already shorter than {end_ms}ms",
