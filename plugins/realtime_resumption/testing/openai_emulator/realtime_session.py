@@ -8,12 +8,15 @@ events"; the ``openai`` SDK 3.63's types under ``openai/types/realtime/``):
   before it wait. ``session.update`` answers ``session.updated`` with the whole session, or an
   ``error`` (GA needs ``session.type``: ``RealtimeSessionCreateRequest.type`` is required).
 - ``input_audio_buffer.append`` (base64 PCM16 24 kHz) fills the buffer. With server VAD
-  (``turn_detection``, on by default) audio at or above the threshold's level starts speech
-  (``speech_started`` with ``audio_start_ms`` and the coming item's ``item_id``; with
-  ``interrupt_response`` it cancels the response in progress, ``status_details.reason``
-  ``turn_detected``), and ``silence_duration_ms`` of quieter audio (scaled) ends it
-  (``speech_stopped``, then ``committed`` and the user item, then a response when
-  ``create_response``). Before speech only the last ``prefix_padding_ms`` is kept.
+  (``turn_detection``, on by default), read frame by frame whatever the appends' size
+  (``input_buffer``), audio at or above the threshold's level starts speech
+  (``speech_started`` with ``audio_start_ms``, the prefix padding included, and the coming
+  item's ``item_id``; with ``interrupt_response`` it cancels the response in progress,
+  ``status_details.reason`` ``turn_detected``), and ``silence_duration_ms`` of quieter audio
+  (scaled) ends it (``speech_stopped`` with ``audio_end_ms``, the silence included, then
+  ``committed`` and the user item, then a response when ``create_response``); the rest of
+  the append fills the buffer again. Before speech only the last ``prefix_padding_ms`` is
+  kept.
   ``input_audio_buffer.commit`` commits by hand (less than 100 ms: the documented
   ``input_audio_buffer_commit_empty`` error); ``clear`` empties it (``cleared``).
 - A committed or created item is announced with ``conversation.item.added`` then
@@ -61,7 +64,7 @@ from ..emulator.listener import LiveConnections, received_close
 from ..emulator.owned_tasks import OwnedTasks
 from . import protocol
 from .conversation_ledger import AnswerRecord, ItemRecord, Ledger, SessionRecord
-from .input_buffer import InputBuffer
+from .input_buffer import VAD_FRAME_MS, InputBuffer
 from .protocol import Flavour, ProtocolError, SessionConfig, field_of
 from .replies import chunk_transcript, reply
 from .scripted_faults import Faults
@@ -329,6 +332,12 @@ class ServedSession:
             self.record.first_audio_at = now
         self.record.last_audio_at = now
         level = self._vad_level()
+        frame = VAD_FRAME_MS * _BYTES_PER_MS
+        for start in range(0, len(pcm), frame):
+            await self._hear(pcm[start : start + frame], level)
+
+    async def _hear(self, pcm: bytes, level: float) -> None:
+        """One frame of the input: into the buffer, and the VAD's step on it."""
         chunks = self._decoder.feed(pcm)
         speech = tuple(c.seq for c in chunks if c.level >= level)
         self.record.received_speech.extend(speech)
