@@ -116,9 +116,11 @@ async def test_a_call_over_three_caps_cuts_no_answer_loses_no_speech_and_keeps_i
     assert summary.answers_cut == 0
     assert all(r is GenerationEndReason.GENERATION_COMPLETE for _, r in rec.ends)
     assert summary.speech_lost(mic.spoken) == [] and summary.speech_heard_twice == ()
-    # The microphone never waited for a session: no stall at any switch.
+    # The microphone never waited for a session: no stall at any switch, whether the first
+    # audio a new session took was the live input or the uncommitted audio given to it.
     gaps = emu.ledger.input_gaps()
     assert len(gaps) >= 3 and max(gaps) < 0.06, gaps
+    assert emu.ledger.longest_input_pause < 0.06, emu.ledger.longest_input_pause
     # A word said in the first session is answered after the third move.
     assert "recall pineapple" in rec.transcript
 

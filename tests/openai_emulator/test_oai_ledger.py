@@ -123,4 +123,6 @@ async def test_the_gap_in_the_callers_audio_between_sessions() -> None:
     earlier, later = emu.ledger.sessions
     assert later.first_audio_at is not None and earlier.last_audio_at is not None
     assert gap == later.first_audio_at - earlier.last_audio_at > 0
+    # The longest pause in the input counts across sessions: that gap is one.
+    assert emu.ledger.longest_input_pause >= gap
     assert (earlier.received_speech, later.received_speech) == ([0, 1, 2], [3, 4, 5])

@@ -176,6 +176,20 @@ class Ledger:
         self.sessions: list[SessionRecord] = []
         self.refused: list[tuple[float, str, int]] = []
         """(time, path, HTTP status) of every refused upgrade."""
+        self.longest_input_pause = 0.0
+        """The longest time between two appends the service took, whichever sessions took
+        them (seconds, the emulator's clock): for a caller that streams all along, the
+        longest its input stalled, a move included."""
+        self._last_append: float | None = None
+
+    def audio_appended(self, record: SessionRecord, now: float) -> None:
+        """``record``'s session took an ``input_audio_buffer.append`` at ``now``."""
+        if record.first_audio_at is None:
+            record.first_audio_at = now
+        record.last_audio_at = now
+        if self._last_append is not None:
+            self.longest_input_pause = max(self.longest_input_pause, now - self._last_append)
+        self._last_append = now
 
     def session(self, session_id: str) -> SessionRecord:
         """The session with ``session_id``."""

@@ -327,10 +327,7 @@ class ServedSession:
         return self._config.vad_level * 2 ** ((threshold - 0.5) * 10)
 
     async def _append(self, pcm: bytes) -> None:
-        now = self._shared.now()
-        if self.record.first_audio_at is None:
-            self.record.first_audio_at = now
-        self.record.last_audio_at = now
+        self._shared.ledger.audio_appended(self.record, self._shared.now())
         level = self._vad_level()
         frame = VAD_FRAME_MS * _BYTES_PER_MS
         for start in range(0, len(pcm), frame):
