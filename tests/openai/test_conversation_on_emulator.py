@@ -270,7 +270,9 @@ async def test_a_turn_never_transcribed_reaches_the_next_session_as_its_own_spee
         old = emu.ledger.sessions[0]
         spoken = held[0]
         assert spoken.transcript_pending and spoken.text == ""
-        assert user_audio_seqs(spoken.audio) == list(old.items[0].speech)
+        # The item's audio: the speech, and the silent chunk that ended it (speech_stopped's
+        # audio_end_ms includes the silence).
+        assert user_audio_seqs(spoken.audio) == [*old.items[0].speech, 6]
 
         seed = build_seed(held)
         assert seed.events[0]["item"]["content"][0]["type"] == "input_audio"

@@ -2,11 +2,14 @@
 redial): the transport rebuilds a new session from the conversation state, replays the input
 no committed item holds, reports a cut answer as interrupted and has the cut question
 answered. The ``openai`` SDK over real WebSockets to the bundled emulator; its ledger is the
-ground truth."""
+ground truth. On loop time (looptime, the emulator in the same loop): every wait is bounded on
+that clock, so a loaded machine slows a test down but cannot time it out."""
 
 from __future__ import annotations
 
 import asyncio
+
+import pytest
 
 from realtime_resumption.openai import (
     FunctionTool,
@@ -24,6 +27,8 @@ from realtime_resumption.transport import (
 )
 from tests.openai.transport_helpers import Recorder, transport
 from tests.openai_emulator.oai_helpers import config, speech
+
+pytestmark = pytest.mark.looptime
 
 HEARD = SessionConfig(instructions="Answer briefly.", transcription=InputTranscription("whisper-1"))
 COMPLETE = GenerationEndReason.GENERATION_COMPLETE
@@ -154,11 +159,15 @@ async def test_a_tool_call_in_flight_at_a_drop_is_answered_once_in_the_new_sessi
         await rec.until(lambda r: bool(r.named("on_move")), timeout=10)
         (call,) = rec.tool_calls
         t.send_tool_result(ToolResult(call.id, call.name, {"sky": "sunny"}))
-        await rec.until(lambda r: "sunny" in r.transcript, timeout=10)
-        await asyncio.sleep(0.05)
+        await rec.ended(1, timeout=10)
+        # A later turn, answered: what the transport sent before it reached the service first.
+        talk(t, 20, 5, ["thanks"])
+        await rec.ended(2)
         await t.disconnect()
     first, second = emu.ledger.sessions
     # The call was run once, its output given once, in the session that holds the call.
+    assert "sunny" in rec.transcript and "heard thanks" in rec.transcript
+    assert [r for _, r in rec.ends] == [COMPLETE, COMPLETE]
     assert len(rec.tool_calls) == 1
     assert [i.call_id for i in second.seeded if i.type == "function_call"] == [call.id]
     outputs = [i for s in (first, second) for i in s.items if i.type == "function_call_output"]
@@ -218,7 +227,9 @@ async def test_the_conversation_given_to_a_new_session_is_bounded_by_the_token_b
             await rec.until(lambda r, n=n: len(r.named("on_input_transcription")) == n + 1)
         emu.faults.drop()
         await rec.until(lambda r: bool(r.named("on_move")), timeout=10)
-        await asyncio.sleep(0.05)
+        # A later turn, answered by the new session: its seed had reached it before.
+        talk(t, 100, 5, ["recall"])
+        await rec.ended(6)
         await t.disconnect()
     first, second = emu.ledger.sessions
     seeded = [i.text for i in second.seeded if i.role == "user"]
@@ -226,6 +237,8 @@ async def test_the_conversation_given_to_a_new_session_is_bounded_by_the_token_b
     assert seeded and seeded == [f"turn {n}" for n in range(5)][-len(seeded) :]
     assert len(seeded) < 5
     assert len(second.seeded) < len([i for i in first.items if not i.deleted])
+    # The new session's answer recalls the kept turns and nothing older.
+    assert f"heard recall, recall {' '.join(seeded)} [" in rec.transcript
 
 
 async def test_on_azure_the_beta_protocol_is_spoken_and_a_drop_is_rebuilt_the_same_way() -> None:
@@ -258,6 +271,9 @@ async def test_reconnect_during_a_move_waits_for_that_move_instead_of_starting_a
         await rec.until(lambda r: bool(r.named("on_move_started")))
         await asyncio.wait_for(t.reconnect(), 10)
         assert t.is_connected
-        await asyncio.sleep(0.05)
+        # A later turn, answered: no other move came between.
+        talk(t, 0, 5, ["hello"])
+        await rec.ended(1)
         await t.disconnect()
     assert len(rec.named("on_move")) == 1 and len(emu.ledger.sessions) == 2
+    assert [len(s.answers) for s in emu.ledger.sessions] == [0, 1]

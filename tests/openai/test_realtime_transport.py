@@ -1,5 +1,6 @@
 """``OpenAIRealtimeTransport`` on one session: the ``openai`` SDK's realtime client over real
-WebSockets (TLS) to the bundled emulator, whose ledger says what the service received."""
+WebSockets (TLS) to the bundled emulator, whose ledger says what the service received. On loop
+time (looptime, the emulator in the same loop): every wait is bounded on that clock."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ from realtime_resumption.transport import (
 )
 from tests.openai.transport_helpers import Recorder, transport
 from tests.openai_emulator.oai_helpers import TIMEOUT, config, speech
+
+pytestmark = pytest.mark.looptime
 
 WEATHER = FunctionTool(
     "weather",
@@ -91,7 +94,8 @@ async def test_a_tool_call_and_its_result_are_one_generation_and_the_answer_uses
         await rec.until(lambda r: bool(r.tool_calls))
         (call,) = rec.tool_calls
         assert call.name == "weather"
-        # Waiting for the result, the answer stays open, past the grace a late call gets.
+        # Waiting for the result, the answer stays open, past the grace a late call gets (on
+        # loop time).
         await asyncio.sleep(TOOL_CALL_GRACE * 2)
         assert rec.ends == []
         t.send_tool_result(ToolResult(call.id, call.name, {"sky": "sunny"}))
@@ -118,15 +122,17 @@ async def test_cancel_response_with_truncate_cuts_the_answer_where_playback_stop
         await t.cancel_response(CancelResponseOptions(truncate=0.15, wait_for_done=True))
         delivered = len(rec.audio)
         await rec.ended(1)
-        # Nothing of the cancelled answer reaches the framework after the cancel.
-        await asyncio.sleep(0.05)
-        assert len(rec.audio) == delivered
         # Idempotent, and no callback of the framework's fires (it finalises the turn).
         before = len(rec.calls)
         await t.cancel_response(CancelResponseOptions(truncate="generated"))
         assert len(rec.calls) == before
+        # A later question, answered whole: nothing of the cancelled answer reached the
+        # framework after the cancel, before it or among it.
+        say(t, speech(20, 5, ["next"]))
+        await rec.ended(2)
         await t.disconnect()
 
+    assert answer_chunk_ids(bytes(rec.audio[delivered:])) == [(2, k) for k in range(20)]
     assert rec.ends[0][1] is GenerationEndReason.CANCELLED
     assert rec.named("on_interrupted") == []
     answer = emu.ledger.sessions[0].answers[0]
@@ -156,10 +162,14 @@ async def test_clear_input_audio_empties_the_services_input_buffer() -> None:
         say(t, speech(0, 4, ["oops"], silence=0))
         await rec.until(lambda r: bool(r.named("on_speech_started")))
         t.clear_input_audio()
-        await asyncio.sleep(0.05)
+        # The next words make a turn of their own: the cleared ones reached no item.
+        say(t, speech(20, 5, ["fine"]))
+        await rec.ended(1)
         await t.disconnect()
     record = emu.ledger.sessions[0]
-    assert record.cleared_speech and record.answers == []
+    assert record.cleared_speech == list(range(4))
+    assert [i.speech for i in record.items if i.role == "user"] == [tuple(range(20, 25))]
+    assert len(record.answers) == 1 and "heard fine [" in rec.transcript
     assert record.client_events["input_audio_buffer.clear"] == 1
 
 
@@ -203,10 +213,11 @@ async def test_bad_input_is_refused_with_a_clear_error_and_sends_nothing() -> No
             await t.update_session(SessionUpdate(generation=_top_k()))
         with pytest.raises(ValueError, match="function name"):
             await t.update_session(SessionUpdate(tools=[{"name": "bad name!"}]))
-        await asyncio.sleep(0.02)
+        # An update the service answers: what was sent before it reached the service first.
+        await t.update_session(SessionUpdate(voice="verse"))
         await t.disconnect()
-    # Nothing of it reached the service: only the setup's update.
-    assert dict(emu.ledger.sessions[0].client_events) == {"session.update": 1}
+    # Nothing of it reached the service: only the setup's update and the last one.
+    assert dict(emu.ledger.sessions[0].client_events) == {"session.update": 2}
     with pytest.raises(TypeError):
         OpenAIRealtimeTransport(object())
     with pytest.raises(ValueError):

@@ -15,7 +15,7 @@ def _audio_item(chunks: list[bytes]) -> dict[str, object]:
     return {"type": "message", "role": "user", "content": [{"type": "input_audio", "audio": audio}]}
 
 
-async def test_speech_replayed_as_audio_to_a_new_session_is_heard_twice() -> None:
+async def test_speech_carried_to_a_new_session_in_an_item_is_not_heard_twice() -> None:
     async with OpenAIEmulator(config()) as emu:
         async with connect(emu) as conn:
             await until(conn, "session.created")
@@ -23,15 +23,24 @@ async def test_speech_replayed_as_audio_to_a_new_session_is_heard_twice() -> Non
             await until(conn, "response.done")
         async with connect(emu) as conn:
             await until(conn, "session.created")
-            # A client that moves on gives the new session the user's audio again.
+            # A client that moves on gives the new session the user's audio as an item: the
+            # conversation carried, once in each session.
             await conn.conversation.item.create(item=_audio_item(speech(3, 2, silence=0)))
             await until(conn, "conversation.item.done")
             await say(conn, speech(10, 4))
             await until(conn, "response.done")
+            # Given again to the session that committed it, it is in its conversation twice.
+            await conn.conversation.item.create(item=_audio_item(speech(12, 2, silence=0)))
+            await until(conn, "conversation.item.done")
+        async with connect(emu) as conn:
+            await until(conn, "session.created")
+            # Said again (the input buffer commits it in another session): heard twice.
+            await say(conn, speech(0, 2))
+            await until(conn, "input_audio_buffer.committed")
     summary = emu.ledger.summary()
-    assert summary.speech_committed == (0, 1, 2, 3, 4, 3, 4, 10, 11, 12, 13)
-    assert summary.speech_heard_twice == (3, 4)
-    assert summary.seeded_items == 1 and emu.ledger.sessions[1].seeded[0].speech == (3, 4)
+    assert summary.speech_committed == (0, 1, 2, 3, 4, 3, 4, 10, 11, 12, 13, 12, 13, 0, 1)
+    assert summary.speech_heard_twice == (0, 1, 12, 13)
+    assert summary.seeded_items == 2 and emu.ledger.sessions[1].seeded[0].speech == (3, 4)
     assert summary.speech_lost(list(range(16))) == [5, 6, 7, 8, 9, 14, 15]
 
 
@@ -69,14 +78,20 @@ async def test_delivered_chunks_and_a_truncated_answer() -> None:
             done = (await until(conn, "response.done"))[-1]
             item_id = done.response.output[0].id
             await conn.conversation.item.truncate(
-                item_id=item_id, content_index=0, audio_end_ms=250
-            )
-            await until(conn, "conversation.item.truncated")
-            await conn.conversation.item.truncate(
                 item_id=item_id, content_index=0, audio_end_ms=10_000
             )
             error = (await until(conn, "error"))[-1]
             assert error.error.message == "Audio content of 400ms is already shorter than 10000ms"
+            await conn.conversation.item.truncate(
+                item_id=item_id, content_index=0, audio_end_ms=250
+            )
+            await until(conn, "conversation.item.truncated")
+            # What the truncate left is the item's audio now: past it is refused too.
+            await conn.conversation.item.truncate(
+                item_id=item_id, content_index=0, audio_end_ms=300
+            )
+            error = (await until(conn, "error"))[-1]
+            assert error.error.message == "Audio content of 250ms is already shorter than 300ms"
     answer = emu.ledger.sessions[0].answers[0]
     assert (answer.produced, answer.delivered, answer.heard_ms) == (4, 4, 250)
     assert answer.outcome == "truncated"
@@ -108,4 +123,6 @@ async def test_the_gap_in_the_callers_audio_between_sessions() -> None:
     earlier, later = emu.ledger.sessions
     assert later.first_audio_at is not None and earlier.last_audio_at is not None
     assert gap == later.first_audio_at - earlier.last_audio_at > 0
+    # The longest pause in the input counts across sessions: that gap is one.
+    assert emu.ledger.longest_input_pause >= gap
     assert (earlier.received_speech, later.received_speech) == ([0, 1, 2], [3, 4, 5])

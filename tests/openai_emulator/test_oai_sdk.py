@@ -12,9 +12,10 @@ from realtime_resumption.testing.openai_emulator import (
     OpenAIEmulatorConfig,
     answer_chunk_id,
     answer_text_ids,
+    user_audio,
 )
 
-from .oai_helpers import config, connect, of, say, speech, transcript, until, user_text
+from .oai_helpers import RATE, config, connect, of, say, speech, transcript, until, user_text
 
 
 @pytest.mark.parametrize("kind", [False, True], ids=["service", "kind"])
@@ -41,7 +42,9 @@ async def test_a_spoken_turn_is_detected_committed_transcribed_and_answered(kind
         stopped = of(events, "input_audio_buffer.speech_stopped")[0]
         committed = of(events, "input_audio_buffer.committed")[0]
         assert started.item_id == stopped.item_id == committed.item_id
-        assert started.audio_start_ms == 0 and stopped.audio_end_ms == 200
+        # The end includes the silence that ended the speech: at this scale 5 ms of it, so
+        # the first silent frame (20 ms).
+        assert started.audio_start_ms == 0 and stopped.audio_end_ms == 220
         kinds = [e.type for e in events]
         # The GA order: the user item is added then done before the answer starts.
         assert kinds.index("conversation.item.added") < kinds.index("conversation.item.done")
@@ -57,6 +60,28 @@ async def test_a_spoken_turn_is_detected_committed_transcribed_and_answered(kind
     summary = emu.ledger.summary()
     assert summary.speech_committed == tuple(range(10))
     assert summary.answers_complete == 1 and summary.answers_cut == 0
+
+
+async def test_one_append_of_speech_then_silence_ends_the_turn_inside_it() -> None:
+    # The service's VAD reads the audio, not the appends: 400 ms of quiet, 200 ms of speech
+    # and 600 ms of quiet in one append are a turn from 100 ms (300 ms of padding before the
+    # speech) to 1100 ms (the speech's end and the 500 ms of silence that ended it).
+    quiet_before = [user_audio(seq, speech=False, rate=RATE) for seq in range(20)]
+    quiet_after = [user_audio(seq, speech=False, rate=RATE) for seq in range(30, 60)]
+    audio = b"".join([*quiet_before, *speech(20, 10, ["one", "append"], silence=0), *quiet_after])
+    async with OpenAIEmulator(OpenAIEmulatorConfig.kind()) as emu, connect(emu) as conn:
+        await until(conn, "session.created")
+        await conn.input_audio_buffer.append(audio=base64.b64encode(audio).decode())
+        events = await until(conn, "input_audio_buffer.committed")
+        started = of(events, "input_audio_buffer.speech_started")[0]
+        stopped = of(events, "input_audio_buffer.speech_stopped")[0]
+        committed = of(events, "input_audio_buffer.committed")[0]
+        assert started.item_id == stopped.item_id == committed.item_id
+        assert (started.audio_start_ms, stopped.audio_end_ms) == (100, 1100)
+        await until(conn, "response.created")
+    record = emu.ledger.sessions[0]
+    item = record.item(committed.item_id)
+    assert item is not None and item.speech == tuple(range(20, 30)) and item.text == "one append"
 
 
 async def test_answers_come_at_playback_pace() -> None:

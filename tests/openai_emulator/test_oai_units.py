@@ -23,9 +23,11 @@ def _feed(buffer: InputBuffer, loud: bool, seq: int, scale: float = 1.0) -> VadS
 def test_speech_starts_at_its_first_loud_audio_and_stops_after_the_silence() -> None:
     buffer = InputBuffer()
     steps = [_feed(buffer, False, 0), _feed(buffer, True, 1), _feed(buffer, True, 2)]
-    assert steps == [None, VadStep("started", 20), None]
+    # The start is that of the audio the buffer holds: the quiet frame before is padding.
+    assert steps == [None, VadStep("started", 0), None]
     silent = [_feed(buffer, False, 0) for _ in range(5)]
-    assert silent == [None, None, None, None, VadStep("stopped", 60)]
+    # The end is that of the audio committed: the 100 ms of silence that ended it included.
+    assert silent == [None, None, None, None, VadStep("stopped", 160)]
     assert buffer.take() == ((1, 2), "")
     assert not buffer.speaking and buffer.buffered_ms == 0
 
@@ -33,14 +35,23 @@ def test_speech_starts_at_its_first_loud_audio_and_stops_after_the_silence() -> 
 def test_the_silence_is_scaled_with_the_clock() -> None:
     buffer = InputBuffer()
     _feed(buffer, True, 1, scale=0.1)
-    assert _feed(buffer, False, 0, scale=0.1) == VadStep("stopped", 20)
+    assert _feed(buffer, False, 0, scale=0.1) == VadStep("stopped", 40)
 
 
-def test_before_speech_only_the_prefix_padding_is_kept() -> None:
+def test_a_silence_of_0_ms_ends_the_speech_at_the_first_quiet_frame() -> None:
+    buffer = InputBuffer()
+    vad = {**VAD, "silence_duration_ms": 0}
+    assert buffer.append(20, (1,), (), loud=True, detection=vad, scale=1) == VadStep("started", 0)
+    assert buffer.append(20, (), (), loud=False, detection=vad, scale=1) == VadStep("stopped", 40)
+
+
+def test_before_speech_only_the_prefix_padding_is_kept_and_the_start_includes_it() -> None:
     buffer = InputBuffer()
     for _ in range(10):
         _feed(buffer, False, 0)
     assert buffer.buffered_ms == 40
+    # 200 ms of audio, the last 40 ms of it kept: speech at 200 ms starts them at 160 ms.
+    assert _feed(buffer, True, 1) == VadStep("started", 160)
 
 
 def test_without_turn_detection_the_buffer_only_fills() -> None:

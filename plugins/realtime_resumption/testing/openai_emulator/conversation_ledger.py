@@ -7,7 +7,10 @@ the audio each item was committed from (``audio.user_audio``), the items the cli
 (``seeded``: what a client gives a new session), the answers with how many of their audio
 chunks were produced, delivered and kept after a truncate, and the speech the session had
 buffered but not committed when it ended. :meth:`Ledger.summary` adds it up across sessions:
-user speech lost or heard twice, answers cut.
+user speech lost or heard twice, answers cut. Speech a client gives a new session in an item
+(a user audio item of the conversation so far) is the conversation carried, not heard again:
+it is heard twice when the input buffer commits it in two sessions, or when one session's
+conversation holds it twice.
 """
 
 from __future__ import annotations
@@ -135,7 +138,9 @@ class LedgerSummary:
     speech_committed: tuple[int, ...]
     """Every user speech chunk id committed to an item, across sessions, in order."""
     speech_heard_twice: tuple[int, ...]
-    """Chunk ids committed more than once (to two items, or in two sessions)."""
+    """Chunk ids the input buffer committed more than once (in one session or in two), or
+    that two items of one session's conversation hold (one committed, one given by the
+    client, say); a chunk given to a later session in an item is carried, not heard twice."""
     speech_uncommitted: tuple[int, ...]
     """Chunk ids a session had buffered when it ended, never committed in any session."""
     answers: int
@@ -171,6 +176,20 @@ class Ledger:
         self.sessions: list[SessionRecord] = []
         self.refused: list[tuple[float, str, int]] = []
         """(time, path, HTTP status) of every refused upgrade."""
+        self.longest_input_pause = 0.0
+        """The longest time between two appends the service took, whichever sessions took
+        them (seconds, the emulator's clock): for a caller that streams all along, the
+        longest its input stalled, a move included."""
+        self._last_append: float | None = None
+
+    def audio_appended(self, record: SessionRecord, now: float) -> None:
+        """``record``'s session took an ``input_audio_buffer.append`` at ``now``."""
+        if record.first_audio_at is None:
+            record.first_audio_at = now
+        record.last_audio_at = now
+        if self._last_append is not None:
+            self.longest_input_pause = max(self.longest_input_pause, now - self._last_append)
+        self._last_append = now
 
     def session(self, session_id: str) -> SessionRecord:
         """The session with ``session_id``."""
@@ -194,6 +213,12 @@ class Ledger:
         """Add up every session."""
         committed = [seq for s in self.sessions for seq in s.committed_speech]
         counts = Counter(committed)
+        heard = Counter(
+            seq for s in self.sessions for i in s.items if i.source == "speech" for seq in i.speech
+        )
+        twice = {seq for seq, n in heard.items() if n > 1}
+        for s in self.sessions:
+            twice.update(seq for seq, n in Counter(s.committed_speech).items() if n > 1)
         uncommitted = [
             seq for s in self.sessions for seq in s.uncommitted_speech if seq not in counts
         ]
@@ -201,7 +226,7 @@ class Ledger:
         return LedgerSummary(
             sessions=len(self.sessions),
             speech_committed=tuple(committed),
-            speech_heard_twice=tuple(sorted(seq for seq, n in counts.items() if n > 1)),
+            speech_heard_twice=tuple(sorted(twice)),
             speech_uncommitted=tuple(dict.fromkeys(uncommitted)),
             answers=len(answers),
             answers_complete=sum(a.outcome == "complete" for a in answers),

@@ -8,12 +8,15 @@ events"; the ``openai`` SDK 3.63's types under ``openai/types/realtime/``):
   before it wait. ``session.update`` answers ``session.updated`` with the whole session, or an
   ``error`` (GA needs ``session.type``: ``RealtimeSessionCreateRequest.type`` is required).
 - ``input_audio_buffer.append`` (base64 PCM16 24 kHz) fills the buffer. With server VAD
-  (``turn_detection``, on by default) audio at or above the threshold's level starts speech
-  (``speech_started`` with ``audio_start_ms`` and the coming item's ``item_id``; with
-  ``interrupt_response`` it cancels the response in progress, ``status_details.reason``
-  ``turn_detected``), and ``silence_duration_ms`` of quieter audio (scaled) ends it
-  (``speech_stopped``, then ``committed`` and the user item, then a response when
-  ``create_response``). Before speech only the last ``prefix_padding_ms`` is kept.
+  (``turn_detection``, on by default), read frame by frame whatever the appends' size
+  (``input_buffer``), audio at or above the threshold's level starts speech
+  (``speech_started`` with ``audio_start_ms``, the prefix padding included, and the coming
+  item's ``item_id``; with ``interrupt_response`` it cancels the response in progress,
+  ``status_details.reason`` ``turn_detected``), and ``silence_duration_ms`` of quieter audio
+  (scaled) ends it (``speech_stopped`` with ``audio_end_ms``, the silence included, then
+  ``committed`` and the user item, then a response when ``create_response``); the rest of
+  the append fills the buffer again. Before speech only the last ``prefix_padding_ms`` is
+  kept.
   ``input_audio_buffer.commit`` commits by hand (less than 100 ms: the documented
   ``input_audio_buffer_commit_empty`` error); ``clear`` empties it (``cleared``).
 - A committed or created item is announced with ``conversation.item.added`` then
@@ -31,7 +34,9 @@ events"; the ``openai`` SDK 3.63's types under ``openai/types/realtime/``):
   item, ``llm.py:1027``). ``rate_limits.updated`` follows ``response.done``.
 - A ``function_call_output`` whose call is not in the conversation is refused with
   ``invalid_tool_call_id`` (livekit/agents issue 3344). ``conversation.item.truncate`` past
-  the audio is refused ("Audio content of ... is already shorter than ..."), and cuts the
+  the audio is refused ("Audio content of ... is already shorter than ...": the API reference,
+  ``audio_end_ms``, "If the audio_end_ms is greater than the actual audio duration, the server
+  will respond with an error"; after a truncate the actual audio is what it left), and cuts the
   item's transcript to what was heard; ``conversation.item.delete`` removes an item.
 - Codes the references do not document (a bad frame, an unknown item id) are the emulator's
   own, spelt like the documented ones.
@@ -59,7 +64,7 @@ from ..emulator.listener import LiveConnections, received_close
 from ..emulator.owned_tasks import OwnedTasks
 from . import protocol
 from .conversation_ledger import AnswerRecord, ItemRecord, Ledger, SessionRecord
-from .input_buffer import InputBuffer
+from .input_buffer import VAD_FRAME_MS, InputBuffer
 from .protocol import Flavour, ProtocolError, SessionConfig, field_of
 from .replies import chunk_transcript, reply
 from .scripted_faults import Faults
@@ -322,11 +327,14 @@ class ServedSession:
         return self._config.vad_level * 2 ** ((threshold - 0.5) * 10)
 
     async def _append(self, pcm: bytes) -> None:
-        now = self._shared.now()
-        if self.record.first_audio_at is None:
-            self.record.first_audio_at = now
-        self.record.last_audio_at = now
+        self._shared.ledger.audio_appended(self.record, self._shared.now())
         level = self._vad_level()
+        frame = VAD_FRAME_MS * _BYTES_PER_MS
+        for start in range(0, len(pcm), frame):
+            await self._hear(pcm[start : start + frame], level)
+
+    async def _hear(self, pcm: bytes, level: float) -> None:
+        """One frame of the input: into the buffer, and the VAD's step on it."""
         chunks = self._decoder.feed(pcm)
         speech = tuple(c.seq for c in chunks if c.level >= level)
         self.record.received_speech.extend(speech)
@@ -592,7 +600,11 @@ class ServedSession:
                 code="invalid_value",
                 param="item_id",
             )
+        # A truncated item's audio is what the truncate left: a later truncate past it is
+        # refused like one past the audio produced.
         have = answer.produced * answer.chunk_ms
+        if answer.heard_ms is not None:
+            have = min(have, answer.heard_ms)
         if end_ms < 0 or end_ms > have:
             raise ProtocolError(
                 f"Audio content of {have}ms is already shorter than {end_ms}ms",
