@@ -686,13 +686,17 @@ class OpenAIRealtimeTransport:
         held = session.state.item(item_id)
         if held is None:
             return
+        # The service refuses a truncate past the audio the item holds: what it sent, or what
+        # an earlier truncate left of it.
+        left = held.audio_ms if held.heard_ms is None else held.heard_ms
         if at == "generated":
-            end_ms = held.audio_ms
+            end_ms = left
         elif isinstance(at, int | float) and at >= 0:
-            # The service refuses a truncate past the audio it sent.
-            end_ms = min(int(at * 1000), held.audio_ms)
+            end_ms = min(int(at * 1000), left)
         else:
             logger.warning("{}: truncate must be seconds >= 0 or 'generated'", self)
+            return
+        if held.heard_ms is not None and end_ms >= held.heard_ms:
             return
         session.conn.post(
             {
@@ -702,6 +706,9 @@ class OpenAIRealtimeTransport:
                 "audio_end_ms": end_ms,
             }
         )
+        # What the user heard is known now; a second cancel before the server's
+        # ``conversation.item.truncated`` must not cut past it.
+        session.state.truncate(item_id, end_ms)
 
     # --- internals: sessions ----------------------------------------------------------------
 
