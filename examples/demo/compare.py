@@ -16,6 +16,8 @@ from realtime_resumption.testing.emulator.models import model_profile
 from .call import Plan
 from .display import ROWS, LiveView, Rows, comparison_table, markdown_table
 from .figures import Figures, figures
+from .openai_call import OpenAIPlan, openai_call
+from .openai_figures import LEDGERED, OPENAI_ROWS, openai_figures
 from .run import Call, E, LaneRun, gemini_call, run_lanes
 from .stacks import Lane
 from .timeline import GEMINI, Ledgered, draw
@@ -101,6 +103,21 @@ async def compare(
         update_readme(comparison.table, comparison.picture)
         Console().print(f"README:   {README} and {README_PICTURE}")
     return comparison.status
+
+
+async def compare_openai(lanes: Sequence[Lane], plan: OpenAIPlan, out: Path) -> Comparison:
+    """The OpenAI call on every lane (``openai_lanes``), concurrently; its files carry
+    ``-openai`` (``report-openai.json``, ...)."""
+    return await run_comparison(
+        lanes,
+        openai_call(plan),
+        lambda run: openai_figures(run, plan),
+        out,
+        suffix="-openai",
+        header={"plan": plan.__dict__, "service": "openai", "time_scale": plan.time_scale},
+        rows=OPENAI_ROWS,
+        ledgered=LEDGERED,
+    )
 
 
 def write_report(results: Sequence[Figures], path: Path, header: Mapping[str, Any]) -> None:

@@ -34,7 +34,9 @@ class Move:
     """What a fault made the stack do: a new connection, or none."""
 
     cause: str
-    """``goAway``, ``deadline`` (the connection's life ended without a goAway) or ``drop``."""
+    """``goAway``, ``deadline`` (the connection's life ended without a goAway) or ``drop``; on
+    the OpenAI call ``cap`` (the service closed the session at its cap), ``planned`` (ours
+    moved before it) or ``restart`` (stock LiveKit's ``max_session_duration``)."""
     at: float
     """When the fault reached the stack (ledger clock)."""
     recovered_at: float | None
@@ -87,6 +89,14 @@ class Figures:
     answers_cut_without_notice: int = 0
     """Of ``answers_cut``, those the service cut itself by closing their connection with no
     goAway before (gemini-3.8-live's deadline close): no client can keep such an answer."""
+    answers_complete: int | None = None
+    """Spoken answers the caller heard whole (None: not counted)."""
+    recalled: bool | None = None
+    """The last answer said again a word the caller said early (None: the call did not ask)."""
+    alive_after_caps: tuple[bool, ...] = ()
+    """For each cap the call passed: a question asked after it was answered."""
+    ledger: dict[str, int] = field(default_factory=dict)
+    """The emulator's own account of the call, as its ledger summary counts it."""
 
     @property
     def lost_anything(self) -> bool:
@@ -99,6 +109,8 @@ class Figures:
             or self.tool_calls_stranded
             or not self.survived
             or self.answered < self.questions
+            or self.recalled is False
+            or not all(self.alive_after_caps)
         )
 
     def to_json(self) -> dict[str, Any]:
