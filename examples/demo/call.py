@@ -202,6 +202,13 @@ class Asked:
     first_heard_at: float | None = None
     """When the caller first heard its answer (None: never)."""
 
+    @property
+    def delay(self) -> float | None:
+        """From the end of the question to its answer heard (None: never answered)."""
+        if self.spoken_at is None or self.first_heard_at is None:
+            return None
+        return self.first_heard_at - self.spoken_at
+
 
 @dataclass
 class CallRecord:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -269,18 +270,22 @@ def _moves(run: LaneRun, summary: LedgerSummary, lost_at: list[float]) -> list[M
     return moves
 
 
-def _delay(asked: Asked | None) -> float | None:
-    if asked is None or asked.spoken_at is None or asked.first_heard_at is None:
-        return None
-    return asked.first_heard_at - asked.spoken_at
+def answer_delay(asked: Asked | None) -> float | None:
+    """``asked``'s answer delay (None: not asked, or never answered)."""
+    return None if asked is None else asked.delay
+
+
+def before_hang_up(sent: Sequence[SentAudio]) -> list[SentAudio]:
+    """The microphone chunks ``sent``, less the call's last moments: a framework may hold the
+    last partial chunk of its input when the call hangs up, which is not a loss."""
+    hang_up = sent[-1].at - _HANG_UP if sent else 0.0
+    return [a for a in sent if a.at <= hang_up]
 
 
 def lost_audio(run: LaneRun) -> list[SentAudio]:
     """Microphone chunks the service never kept (the hang-up's last moments aside)."""
     kept = {seq for s in run.ledger.sessions.values() for seq in s.audio_consumed}
-    sent = run.microphone.audio
-    hang_up = sent[-1].at - _HANG_UP if sent else 0.0
-    return [a for a in sent if a.seq not in kept and a.at <= hang_up]
+    return [a for a in before_hang_up(run.microphone.audio) if a.seq not in kept]
 
 
 def figures(run: LaneRun) -> Figures:
@@ -308,8 +313,8 @@ def figures(run: LaneRun) -> Figures:
         tool_results_resent=resent,
         survived=survived,
         moves=tuple(_moves(run, summary, [a.at - run.origin for a in lost])),
-        move_question_delay=_delay(by_question.get(DURING_MOVE)),
-        at_rest_delay=_delay(by_question.get(AFTER_MOVE)),
+        move_question_delay=answer_delay(by_question.get(DURING_MOVE)),
+        at_rest_delay=answer_delay(by_question.get(AFTER_MOVE)),
         errors=tuple(run.record.errors),
         questions=len(run.record.asked),
         answered=sum(1 for a in run.record.asked if a.first_heard_at is not None),

@@ -14,9 +14,9 @@ from collections import Counter
 from realtime_resumption.testing.emulator.caller import SentAudio
 from realtime_resumption.testing.openai_emulator import SessionRecord
 
-from .call import MIC_CHUNK, Asked
+from .call import MIC_CHUNK
 from .display import ROWS, Rows
-from .figures import Figures, Move
+from .figures import Figures, Move, answer_delay, before_hang_up
 from .openai_call import (
     ACROSS_CAP,
     AFTER_CAP,
@@ -29,10 +29,6 @@ from .openai_call import (
 from .run import LaneRun
 from .timeline import ConnectionSpan, Ledgered
 
-# A framework may hold the last partial chunk of its input when the call hangs up: the
-# microphone's last moments are not counted as lost (as on the Gemini call).
-_HANG_UP = 0.2
-
 
 def _sessions(run: LaneRun) -> list[SessionRecord]:
     sessions: list[SessionRecord] = run.ledger.sessions
@@ -44,9 +40,7 @@ def lost_speech(run: LaneRun) -> list[SentAudio]:
     ``speech_lost``), the hang-up's last moments aside. The service keeps speech only:
     silence is neither kept nor lost."""
     lost = set(run.ledger.summary().speech_lost([a.seq for a in run.microphone.audio]))
-    sent = run.microphone.audio
-    hang_up = sent[-1].at - _HANG_UP if sent else 0.0
-    return [a for a in sent if a.speech and a.seq in lost and a.at <= hang_up]
+    return [a for a in before_hang_up(run.microphone.audio) if a.speech and a.seq in lost]
 
 
 def _answers(run: LaneRun) -> tuple[list[int], int, float]:
@@ -131,12 +125,6 @@ def _moves(run: LaneRun, lost_at: list[float]) -> list[Move]:
     return moves
 
 
-def _delay(asked: Asked | None) -> float | None:
-    if asked is None or asked.spoken_at is None or asked.first_heard_at is None:
-        return None
-    return asked.first_heard_at - asked.spoken_at
-
-
 def _recalled(run: LaneRun) -> bool | None:
     """The last answer to ``RECALL`` says ``WORD`` after its ``recall``."""
     if not any(a.question == RECALL for a in run.record.asked):
@@ -218,8 +206,8 @@ def openai_figures(run: LaneRun, plan: OpenAIPlan) -> Figures:
         tool_results_resent=resent,
         survived=survived,
         moves=tuple(_moves(run, [a.at - run.origin for a in lost])),
-        move_question_delay=_delay(by_question.get(ACROSS_CAP)),
-        at_rest_delay=_delay(by_question.get(REMEMBER) or by_question.get(AFTER_CAP)),
+        move_question_delay=answer_delay(by_question.get(ACROSS_CAP)),
+        at_rest_delay=answer_delay(by_question.get(REMEMBER) or by_question.get(AFTER_CAP)),
         errors=tuple(run.record.errors),
         questions=len(run.record.asked),
         answered=sum(1 for a in run.record.asked if a.first_heard_at is not None),
