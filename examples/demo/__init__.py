@@ -12,12 +12,17 @@ status is non-zero if one of our stacks lost anything.
     python -m examples.demo --model 3.8            # the same call on gemini-3.8-live's service
     python -m examples.demo --live --minutes 12    # ours against real Gemini Live (GOOGLE_API_KEY)
     python -m examples.demo --takeover             # a call outliving two killed worker processes
+    python -m examples.demo --openai               # the call on OpenAI Realtime stacks, across caps
 
 ``--model`` gives every stack's emulator a model profile (``EmulatorConfig.model``): on
 ``3.8`` (gemini-3.8-live) the connection's life ends without a goAway where the goAway would
 have come (its 58 minutes cut short to fit the call into a minute), and the resume after that
 close is refused with 1007. ``--takeover`` runs another call: worker processes killed with SIGKILL mid-call, the call going
-on in the next through a real Redis (see ``examples/demo/takeover_lane.py``).
+on in the next through a real Redis (see ``examples/demo/takeover_lane.py``). ``--openai`` runs
+the call on OpenAI Realtime (``examples/demo/openai_call.py``): stock Pipecat's and stock
+LiveKit's OpenAI integrations and ours, each on its own OpenAI emulator whose clock passes a
+60-minute session cap every 15 s; its files are ``report-openai.json``,
+``timeline-openai.png``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from loguru import logger
 from realtime_resumption.testing.emulator.models import model_names
 
 from .call import Plan
+from .openai_call import OpenAIPlan
 
 DEFAULT_OUT = Path("demo-out")
 
@@ -73,6 +79,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         ),
     )
     parser.add_argument(
+        "--openai",
+        action="store_true",
+        help=(
+            "instead: the call on OpenAI Realtime stacks (stock Pipecat and LiveKit, ours on"
+            " each), across time-scaled 60-minute session caps and a drop"
+        ),
+    )
+    parser.add_argument(
         "--minutes",
         type=float,
         default=12.0,
@@ -102,6 +116,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.live and args.takeover:
         parser.error("--takeover runs on the emulator: not with --live")
+    if args.openai and (args.live or args.takeover or args.readme or args.model is not None):
+        parser.error("--openai runs its own call: not with --live, --takeover, --readme or --model")
     if args.model is not None and (args.live or args.takeover or args.readme):
         parser.error(
             "--model runs the comparison on the emulator: not with --live, --takeover or --readme"
@@ -113,15 +129,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: Sequence[str] | None = None, *, plan: Plan | None = None) -> int:
-    """Run the demo; returns the exit status (``plan`` shortens the script, for tests).
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    plan: Plan | None = None,
+    openai_plan: OpenAIPlan | None = None,
+) -> int:
+    """Run the demo; returns the exit status (``plan``, ``openai_plan`` shorten the scripts,
+    for tests).
 
     Logging stays as the caller set it; ``python -m examples.demo`` sends it to a file.
     """
     args = parse_args(argv)
     from .lanes import all_lanes
+    from .openai_lanes import openai_lanes
 
-    lanes = all_lanes()
+    openai_plan = openai_plan or OpenAIPlan()
+    lanes = openai_lanes(openai_plan) if args.openai else all_lanes()
     if args.list:
         for lane in lanes:
             print(f"{lane.key:16} {lane.title}")
@@ -149,6 +173,8 @@ def main(argv: Sequence[str] | None = None, *, plan: Plan | None = None) -> int:
             print(f"unknown lane(s): {', '.join(sorted(unknown))} (see --list)", file=sys.stderr)
             return 2
         lanes = [lane for lane in lanes if lane.key in wanted]
-    from .compare import compare
+    from .compare import compare, compare_openai
 
+    if args.openai:
+        return asyncio.run(compare_openai(lanes, openai_plan, out)).status
     return asyncio.run(compare(lanes, plan or Plan(), out, readme=args.readme, model=args.model))

@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from realtime_resumption.testing.emulator import Emulator, answer_chunk_ids
-from realtime_resumption.testing.emulator.caller import CallerRecord, ScriptedCaller, Utterance
+from realtime_resumption.testing.emulator.audio import USER_RATE
+from realtime_resumption.testing.emulator.caller import (
+    CallerRecord,
+    ScriptedCaller,
+    SentAudio,
+    Utterance,
+)
 from realtime_resumption.testing.emulator.ledger import SessionRecord
 from realtime_resumption.transport import ContentTurn, ToolResult
 
@@ -65,7 +71,17 @@ class Plan:
     """Ask the questions before the tool call (a shorter script skips them)."""
 
 
-Phase = Literal["at_rest", "tool", "go_away", "during_move", "after_move", "after_drop", "final"]
+Phase = Literal[
+    "at_rest",
+    "tool",
+    "go_away",
+    "during_move",
+    "after_move",
+    "across_cap",
+    "after_cap",
+    "after_drop",
+    "final",
+]
 
 
 @dataclass(frozen=True)
@@ -186,6 +202,13 @@ class Asked:
     first_heard_at: float | None = None
     """When the caller first heard its answer (None: never)."""
 
+    @property
+    def delay(self) -> float | None:
+        """From the end of the question to its answer heard (None: never answered)."""
+        if self.spoken_at is None or self.first_heard_at is None:
+            return None
+        return self.first_heard_at - self.spoken_at
+
 
 @dataclass
 class CallRecord:
@@ -206,24 +229,62 @@ class StackIO(Protocol):
         """The caller's microphone chunk into the stack's audio input."""
 
 
+class Pacing(Protocol):
+    """The timings every script shares (``Plan``, ``OpenAIPlan``)."""
+
+    @property
+    def speech(self) -> float: ...
+    @property
+    def pause(self) -> float: ...
+    @property
+    def answer_timeout(self) -> float: ...
+    @property
+    def settle_timeout(self) -> float: ...
+
+
+class LedgerView(Protocol):
+    """What the conductor reads of its emulator's ledger while the call runs."""
+
+    def connected_since(self, since: float) -> bool:
+        """A connection was set up at or after ``since`` (ledger clock)."""
+
+    def answer_turns(self, key: str) -> set[int]:
+        """The answer turns (answer-chunk ids' turn numbers) that answer a question whose
+        words end with ``key``."""
+
+    def answer_running(self, key: str) -> bool:
+        """An answer to that question is still being produced."""
+
+    def audio_lost(self, sent: Sequence[SentAudio]) -> list[SentAudio]:
+        """Of the microphone chunks ``sent``, those the service does not hold."""
+
+    def notes(self) -> list[tuple[tuple[str, ...], str, str]]:
+        """(key, mark kind, text) of what the ledger shows so far: connections, closes,
+        refusals, cut answers; the same key for the same fact on each call."""
+
+
 class Conductor:
-    """Walks the script on one stack and its own emulator."""
+    """Walks a script on one stack and reads its own emulator's ledger through ``view``;
+    ``_script`` is the call (``GeminiConductor``, ``OpenAIConductor``)."""
 
     def __init__(
         self,
-        emulator: Emulator,
+        view: LedgerView,
         clock: Callable[[], float],
-        plan: Plan,
+        plan: Pacing,
         record: CallRecord,
         ear: Ear,
         on_mark: Callable[[Mark], None],
+        *,
+        rate: int = USER_RATE,
     ) -> None:
-        self._emu = emulator
+        self._view = view
         self._clock = clock
-        self._plan = plan
+        self._pacing = plan
         self.record = record
         self._ear = ear
         self._on_mark = on_mark
+        self._rate = rate
         self._caller: ScriptedCaller | None = None
 
     @property
@@ -245,24 +306,9 @@ class Conductor:
 
     # --- the ledger, read live ---------------------------------------------------------------
 
-    def _sessions(self) -> list[SessionRecord]:
-        return list(self._emu.ledger.sessions.values())
-
-    def _established_since(self, since: float) -> bool:
-        return any(
-            c.established and c.setup_at is not None and c.setup_at >= since
-            for s in self._sessions()
-            for c in s.connections
-        )
-
     def _answered(self, asked: Asked) -> bool:
         """Some chunk of an answer to ``asked`` was heard."""
-        turns = {
-            t.turn
-            for s in self._sessions()
-            for t in s.turns.values()
-            if asked.question.key in t.user_text.split()
-        }
+        turns = self._view.answer_turns(asked.question.key)
         for heard in self._ear.chunks:
             if heard.turn in turns and (asked.spoken_at is None or heard.at >= asked.spoken_at):
                 asked.first_heard_at = heard.at
@@ -271,14 +317,12 @@ class Conductor:
 
     def _answer_over(self, asked: Asked) -> bool:
         """The answer to ``asked`` ended (its turns are over) and nothing played for 0.3 s."""
-        running = any(
-            t.outcome == "running"
-            for s in self._sessions()
-            for t in s.turns.values()
-            if asked.question.key in t.user_text.split()
-        )
+        running = self._view.answer_running(asked.question.key)
         quiet = not self._ear.spans or self._clock() - self._ear.spans[-1][1] > 0.3
         return not running and quiet
+
+    def _answer_quiet(self) -> bool:
+        return not self._ear.spans or self._clock() - self._ear.spans[-1][1] > 0.5
 
     async def _poll(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """Wait (bounded) until ``predicate()`` holds; False on timeout."""
@@ -293,15 +337,19 @@ class Conductor:
 
     # --- the script --------------------------------------------------------------------------
 
-    async def ask(self, question: Question, *, wait: bool = True) -> Asked:
-        """Say ``question``; with ``wait``, wait until its answer was heard and is over."""
-        plan = self._plan
-        chunks = max(len(question.words), round(plan.speech / MIC_CHUNK))
+    async def ask(
+        self, question: Question, *, wait: bool = True, speech: float | None = None
+    ) -> Asked:
+        """Say ``question`` (``speech`` seconds of it, else the plan's); with ``wait``, wait
+        until its answer was heard and is over."""
+        plan = self._pacing
+        speech = plan.speech if speech is None else speech
+        chunks = max(len(question.words), round(speech / MIC_CHUNK))
         utterance = self.caller.say(question.words, speech_chunks=chunks)
         asked = Asked(question, utterance)
         self.record.asked.append(asked)
         self.mark("ask", " ".join(question.words))
-        await self.caller.wait_spoken(utterance, timeout=plan.speech * 4 + 5)
+        await self.caller.wait_spoken(utterance, timeout=speech * 4 + 5)
         asked.spoken_at = self._clock()
         if wait:
             await self.answer(asked)
@@ -309,7 +357,7 @@ class Conductor:
 
     async def answer(self, asked: Asked) -> None:
         """Wait until ``asked`` is answered and the answer is over (bounded)."""
-        timeout = self._plan.answer_timeout
+        timeout = self._pacing.answer_timeout
         if not await self._poll(lambda: self._answered(asked), timeout):
             self.mark("loss", f"no answer to {' '.join(asked.question.words)!r}")
             return
@@ -323,99 +371,173 @@ class Conductor:
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
+            if self._caller is not None:
+                await self._caller.aclose()
 
     async def _watch(self) -> None:
-        """Marks what the ledger shows as it happens: attempts, goAways, closes, cut answers."""
+        """Marks what the ledger shows as it happens: attempts, closes, cut answers, and the
+        user audio lost so far."""
         noted: set[tuple[str, ...]] = set()
-        scanned: dict[tuple[str, str], int] = {}
         reported = 0.0
-
-        def note(key: tuple[str, ...], kind: str, text: str) -> None:
-            if key not in noted:
-                noted.add(key)
-                self.mark(kind, text)
-
         while True:
-            for i, attempt in enumerate(self._emu.ledger.attempts):
-                if attempt.outcome != "accepted":
-                    note(("attempt", str(i)), "refused", f"attempt refused ({attempt.outcome})")
-            for session in self._sessions():
-                sid = session.session_id
-                for c in session.connections:
-                    key = (sid, str(c.index))
-                    if c.established:
-                        how = "resumed" if c.resumed_from is not None else "new session"
-                        note((*key, "up"), "connect", f"connection {c.index} up ({how})")
-                    elif c.refused is not None:
-                        note((*key, "refused"), "refused", f"connection refused ({c.refused})")
-                    # Only the messages not looked at yet: a connection sends thousands.
-                    seen = scanned.get(key, 0)
-                    scanned[key] = len(c.server_messages)
-                    for m in c.server_messages[seen:]:
-                        if m.kind == "go_away":
-                            note((*key, "go_away"), "go_away", "goAway")
-                    if c.closed_at is not None:
-                        note(
-                            (*key, "closed"), "close", f"connection {c.index} closed {c.close_code}"
-                        )
-                for t in session.turns.values():
-                    if t.outcome == "cut":
-                        note((sid, "cut", str(t.turn)), "loss", f"answer {t.turn} cut")
+            for key, kind, text in self._view.notes():
+                if key not in noted:
+                    noted.add(key)
+                    self.mark(kind, text)
             lost = self._audio_lost_so_far()
             if lost > reported:
                 reported = lost
                 self.mark("lost_audio", f"{lost:.2f} s of user audio lost so far", lost)
             await asyncio.sleep(0.05)
 
+    async def _script(self, stack: StackIO) -> None:
+        """The call itself."""
+        raise NotImplementedError
+
+    async def _start_call(self, stack: StackIO) -> ScriptedCaller | None:
+        """Wait for the first connection, then start the microphone and let a greeting play
+        out; None if the stack never connected."""
+        plan = self._pacing
+        if not await self._poll(lambda: self._view.connected_since(0.0), plan.settle_timeout):
+            self.mark("loss", "never connected")
+            return None
+        caller = ScriptedCaller(Microphone(stack), turn_silence=0.0, rate=self._rate)
+        self._caller = caller
+        caller.start_microphone()
+        # A greeting, if the stack makes one, plays out before the first question.
+        await asyncio.sleep(plan.pause * 2)
+        await self._poll(self._answer_quiet, plan.answer_timeout)
+        return caller
+
     def _audio_lost_so_far(self) -> float:
         """Seconds of microphone audio sent over a second ago that no session holds."""
         if self._caller is None:
             return 0.0
-        kept = {seq for s in self._sessions() for seq in s.audio_consumed}
         horizon = asyncio.get_running_loop().time() - _LOSS_HORIZON
-        sent = self._caller.record.audio
-        return sum(1 for a in sent if a.at < horizon and a.seq not in kept) * MIC_CHUNK
+        sent = [a for a in self._caller.record.audio if a.at < horizon]
+        return len(self._view.audio_lost(sent)) * MIC_CHUNK
+
+
+class GeminiLedgerView:
+    """The Gemini emulator's ledger, as the conductor reads it."""
+
+    def __init__(self, emulator: Emulator) -> None:
+        self._emu = emulator
+        # Only the messages not looked at yet: a connection sends thousands.
+        self._scanned: dict[tuple[str, str], int] = {}
+        self._go_aways: set[tuple[str, str]] = set()
+
+    def _sessions(self) -> list[SessionRecord]:
+        return list(self._emu.ledger.sessions.values())
+
+    def connected_since(self, since: float) -> bool:
+        return any(
+            c.established and c.setup_at is not None and c.setup_at >= since
+            for s in self._sessions()
+            for c in s.connections
+        )
+
+    def answer_turns(self, key: str) -> set[int]:
+        return {
+            t.turn for s in self._sessions() for t in s.turns.values() if key in t.user_text.split()
+        }
+
+    def answer_running(self, key: str) -> bool:
+        return any(
+            t.outcome == "running"
+            for s in self._sessions()
+            for t in s.turns.values()
+            if key in t.user_text.split()
+        )
+
+    def audio_lost(self, sent: Sequence[SentAudio]) -> list[SentAudio]:
+        kept = {seq for s in self._sessions() for seq in s.audio_consumed}
+        return [a for a in sent if a.seq not in kept]
+
+    def notes(self) -> list[tuple[tuple[str, ...], str, str]]:
+        notes: list[tuple[tuple[str, ...], str, str]] = []
+        for i, attempt in enumerate(self._emu.ledger.attempts):
+            if attempt.outcome != "accepted":
+                notes.append(
+                    (("attempt", str(i)), "refused", f"attempt refused ({attempt.outcome})")
+                )
+        for session in self._sessions():
+            sid = session.session_id
+            for c in session.connections:
+                key = (sid, str(c.index))
+                if c.established:
+                    how = "resumed" if c.resumed_from is not None else "new session"
+                    notes.append(((*key, "up"), "connect", f"connection {c.index} up ({how})"))
+                elif c.refused is not None:
+                    notes.append(
+                        ((*key, "refused"), "refused", f"connection refused ({c.refused})")
+                    )
+                seen = self._scanned.get(key, 0)
+                self._scanned[key] = len(c.server_messages)
+                if any(m.kind == "go_away" for m in c.server_messages[seen:]):
+                    self._go_aways.add(key)
+                if key in self._go_aways:
+                    notes.append(((*key, "go_away"), "go_away", "goAway"))
+                if c.closed_at is not None:
+                    notes.append(
+                        ((*key, "closed"), "close", f"connection {c.index} closed {c.close_code}")
+                    )
+            for t in session.turns.values():
+                if t.outcome == "cut":
+                    notes.append(((sid, "cut", str(t.turn)), "loss", f"answer {t.turn} cut"))
+        return notes
+
+
+class GeminiConductor(Conductor):
+    """``make demo``'s call on a stack and its Gemini emulator: the questions, the tool call,
+    the rotation with a slow replacement and a question during it, the refused drop."""
+
+    def __init__(
+        self,
+        emulator: Emulator,
+        clock: Callable[[], float],
+        plan: Plan,
+        record: CallRecord,
+        ear: Ear,
+        on_mark: Callable[[Mark], None],
+    ) -> None:
+        super().__init__(GeminiLedgerView(emulator), clock, plan, record, ear, on_mark)
+        self._emu = emulator
+        self._plan = plan
 
     async def _script(self, stack: StackIO) -> None:
         plan, faults = self._plan, self._emu.faults
-        connected = await self._poll(lambda: self._established_since(0.0), plan.settle_timeout)
-        if not connected:
-            self.mark("loss", "never connected")
+        caller = await self._start_call(stack)
+        if caller is None:
             return
-        async with ScriptedCaller(Microphone(stack), turn_silence=0.0) as caller:
-            self._caller = caller
-            caller.start_microphone()
-            # A greeting, if the stack makes one, plays out before the first question.
-            await asyncio.sleep(plan.pause * 2)
-            await self._poll(lambda: self._answer_quiet(), plan.answer_timeout)
-            if plan.at_rest:
-                await self.ask(HELLO)
-                await asyncio.sleep(plan.pause)
-            await self.ask(WEATHER_Q)
+        if plan.at_rest:
+            await self.ask(HELLO)
             await asyncio.sleep(plan.pause)
-            await self._rotation()
-            await asyncio.sleep(plan.pause)
-            await self.ask(AFTER_MOVE)
-            await asyncio.sleep(plan.pause)
-            faults.refuse_next(1, how="http503")
-            faults.drop()
-            self.mark("drop", "connection dropped; the next attempt is refused")
-            await asyncio.sleep(plan.pause)
-            await self.ask(AFTER_DROP)
-            await asyncio.sleep(plan.pause)
-            await self.ask(FINAL)
-            await asyncio.sleep(plan.pause)
-            await caller.stop_microphone()
+        await self.ask(WEATHER_Q)
+        await asyncio.sleep(plan.pause)
+        await self._rotation()
+        await asyncio.sleep(plan.pause)
+        await self.ask(AFTER_MOVE)
+        await asyncio.sleep(plan.pause)
+        faults.refuse_next(1, how="http503")
+        faults.drop()
+        self.mark("drop", "connection dropped; the next attempt is refused")
+        await asyncio.sleep(plan.pause)
+        await self.ask(AFTER_DROP)
+        await asyncio.sleep(plan.pause)
+        await self.ask(FINAL)
+        await asyncio.sleep(plan.pause)
+        await caller.stop_microphone()
 
     async def _end_life_at(self, chunk: int) -> None:
         """Once chunk ``chunk`` of the answer to the long story was sent, end the connection's
         life: its deadline close, no goAway."""
-        sessions = self._sessions
+        ledger = self._emu.ledger
 
         def story_at_chunk() -> bool:
             return any(
                 STORY.key in t.user_text.split() and t.produced > chunk
-                for s in sessions()
+                for s in ledger.sessions.values()
                 for t in s.turns.values()
             )
 
@@ -424,9 +546,6 @@ class Conductor:
             return
         await self._emu.faults.deadline_close()
         self.mark("deadline", "the connection's life ended: closed, no goAway")
-
-    def _answer_quiet(self) -> bool:
-        return not self._ear.spans or self._clock() - self._ear.spans[-1][1] > 0.5
 
     async def _rotation(self) -> None:
         """The long answer, the end of its connection in its middle, a slow replacement, a
@@ -465,4 +584,4 @@ class Conductor:
         finally:
             during.cancel()
             await asyncio.gather(during, return_exceptions=True)
-        await self._poll(lambda: self._established_since(asked_at), plan.settle_timeout)
+        await self._poll(lambda: self._view.connected_since(asked_at), plan.settle_timeout)

@@ -34,7 +34,7 @@ _RECENT = 4
 class _LaneState:
     lane: Lane
     recent: deque[Mark] = field(default_factory=lambda: deque(maxlen=_RECENT))
-    moves: int = 0
+    connects: int = 0
     losses: int = 0
     audio_lost: float = 0.0
     errors: int = 0
@@ -65,12 +65,9 @@ class LiveView:
                 self._live.update(self._render())
                 return
             state.recent.append(mark)
-            if (
-                mark.kind == "connect"
-                and "up" in mark.text
-                and not mark.text.startswith("connection 0 ")
-            ):
-                state.moves += 1
+            if mark.kind == "connect":
+                # Every connection after the first is a move.
+                state.connects += 1
             elif mark.kind == "loss":
                 state.losses += 1
             elif mark.kind == "error":
@@ -96,7 +93,7 @@ class LiveView:
             title = Text(state.lane.title, style="bold" if state.lane.ours else "")
             table.add_row(
                 title,
-                str(state.moves),
+                str(max(0, state.connects - 1)),
                 Text(str(state.losses), style="bold red" if state.losses else "green"),
                 Text(
                     f"{state.audio_lost:.1f} s", style="bold red" if state.audio_lost else "green"
@@ -158,22 +155,25 @@ ROWS: tuple[tuple[str, Callable[[Figures], str]], ...] = (
 )
 
 
-def comparison_table(results: Sequence[Figures]) -> Table:
+Rows = Sequence[tuple[str, Callable[[Figures], str]]]
+
+
+def comparison_table(results: Sequence[Figures], rows: Rows = ROWS) -> Table:
     """One column per stack, one row per figure."""
     table = Table(title="What the same call did on each stack", show_lines=False)
     table.add_column("")
     for f in results:
         table.add_column(f.title, justify="right", style="bold" if f.ours else "")
-    for name, cell in ROWS:
+    for name, cell in rows:
         table.add_row(name, *(cell(f) for f in results))
     return table
 
 
-def markdown_table(results: Sequence[Figures]) -> str:
+def markdown_table(results: Sequence[Figures], rows: Rows = ROWS) -> str:
     """The comparison table in Markdown, for the README."""
     lines = [
         "| | " + " | ".join(f.title for f in results) + " |",
         "|---|" + "---:|" * len(results),
     ]
-    lines += [f"| {name} | " + " | ".join(cell(f) for f in results) + " |" for name, cell in ROWS]
+    lines += [f"| {name} | " + " | ".join(cell(f) for f in results) + " |" for name, cell in rows]
     return "\n".join(lines)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -34,7 +35,9 @@ class Move:
     """What a fault made the stack do: a new connection, or none."""
 
     cause: str
-    """``goAway``, ``deadline`` (the connection's life ended without a goAway) or ``drop``."""
+    """``goAway``, ``deadline`` (the connection's life ended without a goAway) or ``drop``; on
+    the OpenAI call ``cap`` (the service closed the session at its cap), ``planned`` (ours
+    moved before it) or ``restart`` (stock LiveKit's ``max_session_duration``)."""
     at: float
     """When the fault reached the stack (ledger clock)."""
     recovered_at: float | None
@@ -87,6 +90,14 @@ class Figures:
     answers_cut_without_notice: int = 0
     """Of ``answers_cut``, those the service cut itself by closing their connection with no
     goAway before (gemini-3.8-live's deadline close): no client can keep such an answer."""
+    answers_complete: int | None = None
+    """Spoken answers the caller heard whole (None: not counted)."""
+    recalled: bool | None = None
+    """The last answer said again a word the caller said early (None: the call did not ask)."""
+    alive_after_caps: tuple[bool, ...] = ()
+    """For each cap the call passed: a question asked after it was answered."""
+    ledger: dict[str, int] = field(default_factory=dict)
+    """The emulator's own account of the call, as its ledger summary counts it."""
 
     @property
     def lost_anything(self) -> bool:
@@ -99,6 +110,8 @@ class Figures:
             or self.tool_calls_stranded
             or not self.survived
             or self.answered < self.questions
+            or self.recalled is False
+            or not all(self.alive_after_caps)
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -257,18 +270,22 @@ def _moves(run: LaneRun, summary: LedgerSummary, lost_at: list[float]) -> list[M
     return moves
 
 
-def _delay(asked: Asked | None) -> float | None:
-    if asked is None or asked.spoken_at is None or asked.first_heard_at is None:
-        return None
-    return asked.first_heard_at - asked.spoken_at
+def answer_delay(asked: Asked | None) -> float | None:
+    """``asked``'s answer delay (None: not asked, or never answered)."""
+    return None if asked is None else asked.delay
+
+
+def before_hang_up(sent: Sequence[SentAudio]) -> list[SentAudio]:
+    """The microphone chunks ``sent``, less the call's last moments: a framework may hold the
+    last partial chunk of its input when the call hangs up, which is not a loss."""
+    hang_up = sent[-1].at - _HANG_UP if sent else 0.0
+    return [a for a in sent if a.at <= hang_up]
 
 
 def lost_audio(run: LaneRun) -> list[SentAudio]:
     """Microphone chunks the service never kept (the hang-up's last moments aside)."""
     kept = {seq for s in run.ledger.sessions.values() for seq in s.audio_consumed}
-    sent = run.microphone.audio
-    hang_up = sent[-1].at - _HANG_UP if sent else 0.0
-    return [a for a in sent if a.seq not in kept and a.at <= hang_up]
+    return [a for a in before_hang_up(run.microphone.audio) if a.seq not in kept]
 
 
 def figures(run: LaneRun) -> Figures:
@@ -296,8 +313,8 @@ def figures(run: LaneRun) -> Figures:
         tool_results_resent=resent,
         survived=survived,
         moves=tuple(_moves(run, summary, [a.at - run.origin for a in lost])),
-        move_question_delay=_delay(by_question.get(DURING_MOVE)),
-        at_rest_delay=_delay(by_question.get(AFTER_MOVE)),
+        move_question_delay=answer_delay(by_question.get(DURING_MOVE)),
+        at_rest_delay=answer_delay(by_question.get(AFTER_MOVE)),
         errors=tuple(run.record.errors),
         questions=len(run.record.asked),
         answered=sum(1 for a in run.record.asked if a.first_heard_at is not None),

@@ -8,8 +8,8 @@ from pipecat.services.google.gemini_live.llm import GeminiLiveLLMService as Stoc
 
 from realtime_resumption.pipecat import GeminiLiveLLMService as OurGeminiLive
 
-from .livekit_stack import LiveKitStack
-from .pipecat_stack import PipecatStack
+from .livekit_stack import LiveKitStack, gemini_model
+from .pipecat_stack import PipecatStack, gemini_service
 from .stacks import Lane
 
 
@@ -27,27 +27,27 @@ def all_lanes() -> list[Lane]:
             "Pipecat (stock)",
             False,
             "pipecat",
-            lambda ctx: PipecatStack(ctx, StockGeminiLive),
+            lambda ctx: PipecatStack(ctx, gemini_service(ctx, StockGeminiLive)),
         ),
         Lane(
             "pipecat-ours",
             "Pipecat + ours",
             True,
             "pipecat",
-            lambda ctx: PipecatStack(ctx, OurGeminiLive),
+            lambda ctx: PipecatStack(ctx, gemini_service(ctx, OurGeminiLive)),
         ),
         Lane(
             "livekit-stock",
             "LiveKit (stock)",
             False,
             "livekit",
-            lambda ctx: LiveKitStack(ctx, StockRealtimeModel),
+            lambda ctx: LiveKitStack(ctx, gemini_model(ctx, StockRealtimeModel)),
         ),
         Lane(
             "livekit-ours",
             "LiveKit + ours",
             True,
             "livekit",
-            lambda ctx: LiveKitStack(ctx, OurRealtimeModel),
+            lambda ctx: LiveKitStack(ctx, gemini_model(ctx, OurRealtimeModel)),
         ),
     ]

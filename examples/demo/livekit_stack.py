@@ -1,15 +1,17 @@
-"""A LiveKit ``AgentSession`` around a Gemini realtime model, run offline (no room).
+"""A LiveKit ``AgentSession`` around a realtime model, run offline (no room).
 
 The session's audio input is the caller's microphone (a ``voice.io.AudioInput``), its audio
-output plays in real time into the caller's ear (a ``voice.io.AudioOutput``). The model class
-is a parameter: the stock ``livekit.plugins.google.realtime.RealtimeModel`` and ours take the
-same constructor.
+output plays in real time into the caller's ear (a ``voice.io.AudioOutput``). The model is a
+parameter: the stock ``livekit.plugins.google.realtime.RealtimeModel`` and ours take the same
+constructor (``gemini_model``), as do the stock ``openai.realtime.RealtimeModel`` and ours
+(``openai_lanes``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from livekit import rtc
@@ -17,22 +19,23 @@ from livekit.agents import Agent, AgentSession, function_tool
 from livekit.agents.voice import io
 from livekit.agents.voice.events import CloseEvent, CloseReason, ErrorEvent
 
+from realtime_resumption.testing.emulator.audio import USER_RATE
+
 from .call import INSTRUCTIONS, weather
 from .playback import ANSWER_RATE, RealtimePlayer
 from .stacks import EMULATOR_KEY, StackContext
-
-_USER_RATE = 16_000
 
 
 class _Microphone(io.AudioInput):
     """The caller's microphone chunks, as LiveKit audio frames."""
 
-    def __init__(self) -> None:
+    def __init__(self, rate: int) -> None:
         super().__init__(label="demo-microphone")
+        self._rate = rate
         self._frames: asyncio.Queue[rtc.AudioFrame] = asyncio.Queue()
 
     def put(self, pcm: bytes) -> None:
-        self._frames.put_nowait(rtc.AudioFrame(pcm, _USER_RATE, 1, len(pcm) // 2))
+        self._frames.put_nowait(rtc.AudioFrame(pcm, self._rate, 1, len(pcm) // 2))
 
     async def __anext__(self) -> rtc.AudioFrame:
         return await self._frames.get()
@@ -94,15 +97,30 @@ class _Assistant(Agent):
         return weather(city)
 
 
-class LiveKitStack:
-    """An offline ``AgentSession`` with ``model_cls`` (a Gemini ``RealtimeModel``) as its LLM."""
+def gemini_model(ctx: StackContext, model_cls: Any) -> Any:
+    """``model_cls`` (a Gemini ``RealtimeModel``) on the call's emulator."""
+    return model_cls(api_key=EMULATOR_KEY, http_options=ctx.http_options)
 
-    def __init__(self, ctx: StackContext, model_cls: Any) -> None:
+
+class LiveKitStack:
+    """An offline ``AgentSession`` with ``model`` (a ``RealtimeModel``) as its LLM; ``rate``
+    is the microphone's; ``closing`` is run at the end (what the model was given to hold, an
+    HTTP session)."""
+
+    def __init__(
+        self,
+        ctx: StackContext,
+        model: Any,
+        *,
+        rate: int = USER_RATE,
+        closing: Sequence[Callable[[], Awaitable[object]]] = (),
+    ) -> None:
         self._ctx = ctx
-        self._model = model_cls(api_key=EMULATOR_KEY, http_options=ctx.http_options)
+        self._model = model
+        self._closing = closing
         # The simulated caller has no echo to cancel: no AEC warm-up muting its microphone.
         self._session: AgentSession[None] = AgentSession(llm=self._model, aec_warmup_duration=None)
-        self._microphone = _Microphone()
+        self._microphone = _Microphone(rate)
         self._player: RealtimePlayer | None = None
         self._stopping = False
         self._session.on("error", self._on_error)
@@ -136,5 +154,7 @@ class LiveKitStack:
         self._stopping = True
         await self._session.aclose()
         await self._model.aclose()
+        for close in self._closing:
+            await close()
         if self._player is not None:
             await self._player.aclose()

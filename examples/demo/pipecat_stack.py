@@ -1,9 +1,11 @@
-"""A Pipecat pipeline around a Gemini Live service, as Pipecat's own examples build it.
+"""A Pipecat pipeline around a realtime service, as Pipecat's own examples build it.
 
 ``transport.input() -> user aggregator -> llm -> transport.output() -> assistant aggregator``
 in a ``PipelineWorker`` under a ``WorkerRunner``; the transport is a fake one: its input
 streams the caller's microphone, its output plays the answer audio in real time. The service
-class is a parameter: the stock ``GeminiLiveLLMService`` and ours take the same constructor.
+is a parameter: the stock ``GeminiLiveLLMService`` and ours take the same constructor
+(``gemini_service``), as do the stock ``OpenAIRealtimeLLMService`` and ours
+(``openai_lanes.openai_service``).
 """
 
 from __future__ import annotations
@@ -31,19 +33,21 @@ from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.transports.base_transport import TransportParams
 from pipecat.workers.runner import WorkerRunner
 
+from realtime_resumption.testing.emulator.audio import USER_RATE
+
 from .call import INSTRUCTIONS, Ear, weather
 from .playback import ANSWER_RATE
 from .stacks import EMULATOR_KEY, StackContext
 
-_USER_RATE = 16_000
 _STOP_TIMEOUT = 10.0
 
 
 class _MicrophoneInput(BaseInputTransport):
     """Streams the caller's microphone chunks into the pipeline as they come."""
 
-    def __init__(self, params: TransportParams) -> None:
+    def __init__(self, params: TransportParams, rate: int) -> None:
         super().__init__(params)
+        self._rate = rate
         self._chunks: asyncio.Queue[bytes] = asyncio.Queue()
         self._feeder: asyncio.Task[None] | None = None
 
@@ -59,7 +63,7 @@ class _MicrophoneInput(BaseInputTransport):
     async def _feed(self) -> None:
         while True:
             pcm = await self._chunks.get()
-            await self.push_audio_frame(InputAudioRawFrame(pcm, _USER_RATE, 1))
+            await self.push_audio_frame(InputAudioRawFrame(pcm, self._rate, 1))
 
     async def cleanup(self) -> None:
         if self._feeder is not None:
@@ -94,34 +98,49 @@ class _Loudspeaker(BaseOutputTransport):
         return True
 
 
-class PipecatStack:
-    """A Pipecat pipeline with ``service_cls`` (a ``GeminiLiveLLMService``) as its LLM."""
+def gemini_service(ctx: StackContext, service_cls: Any) -> Any:
+    """``service_cls`` (a ``GeminiLiveLLMService``) as Pipecat's examples build it, on the
+    call's emulator."""
+    return service_cls(
+        api_key=EMULATOR_KEY,
+        settings=service_cls.Settings(system_instruction=INSTRUCTIONS),
+        tools=WEATHER_TOOLS,
+        http_options=ctx.http_options,
+    )
 
-    def __init__(self, ctx: StackContext, service_cls: Any) -> None:
+
+class PipecatStack:
+    """A Pipecat pipeline with ``llm`` (a realtime service) as its LLM; ``rate`` is the
+    microphone's, ``context`` the aggregators' (a service that takes its tools from the
+    context gets them there)."""
+
+    def __init__(
+        self,
+        ctx: StackContext,
+        llm: Any,
+        *,
+        rate: int = USER_RATE,
+        context: LLMContext | None = None,
+    ) -> None:
         self._ctx = ctx
         params = TransportParams(
             audio_in_enabled=True,
-            audio_in_sample_rate=_USER_RATE,
+            audio_in_sample_rate=rate,
             audio_out_enabled=True,
             audio_out_sample_rate=ANSWER_RATE,
         )
-        self._input = _MicrophoneInput(params)
+        self._input = _MicrophoneInput(params, rate)
         output = _Loudspeaker(params, ctx.ear)
-        self._llm = service_cls(
-            api_key=EMULATOR_KEY,
-            settings=service_cls.Settings(system_instruction=INSTRUCTIONS),
-            tools=_WEATHER_TOOLS,
-            http_options=ctx.http_options,
-        )
+        self._llm = llm
         self._llm.register_function("get_weather", _get_weather)
-        context = LLMContext()
+        context = context if context is not None else LLMContext()
         aggregators = LLMContextAggregatorPair(context)
         pipeline = Pipeline(
             [self._input, aggregators.user(), self._llm, output, aggregators.assistant()]
         )
         self._worker = PipelineWorker(
             pipeline,
-            params=PipelineParams(audio_in_sample_rate=_USER_RATE),
+            params=PipelineParams(audio_in_sample_rate=rate),
             enable_rtvi=False,
             cancel_on_idle_timeout=False,
         )
@@ -167,7 +186,7 @@ class PipecatStack:
             await asyncio.gather(self._running, return_exceptions=True)
 
 
-_WEATHER_TOOLS = ToolsSchema(
+WEATHER_TOOLS = ToolsSchema(
     standard_tools=[
         FunctionSchema(
             name="get_weather",

@@ -46,7 +46,7 @@ from ...transport import (
     TransportErrorEvent,
 )
 from .answers import answer_text_ids
-from .audio import answer_chunk_ids, user_audio
+from .audio import USER_RATE, answer_chunk_ids, user_audio
 from .ledger import LedgerSummary
 
 DEFAULT_TIMEOUT: Final = 10.0
@@ -437,7 +437,10 @@ def _default_response(call: ToolCall) -> Mapping[str, Any]:
 class ScriptedCaller:
     """Drives ``transport`` as a voice framework would and records what it observes.
 
-    - ``chunk_ms``: audio per microphone chunk (16 kHz PCM16 mono).
+    - ``chunk_ms``: audio per microphone chunk (PCM16 mono at ``rate``).
+    - ``rate``: the microphone's sample rate: 16 kHz (Gemini Live's input) by default; OpenAI
+      Realtime takes 24 kHz, and a framework resampling anything else would lose the chunks'
+      numbers.
     - ``pace``: wall-clock seconds per second of audio: 1.0 streams in real time, 0.25 four
       times faster (the emulator's VAD measures silence in audio time, so turns still end).
     - ``turn_silence``: seconds of silent audio after an utterance before the next one starts,
@@ -458,6 +461,7 @@ class ScriptedCaller:
         transport: CallerTransport,
         *,
         chunk_ms: int = 20,
+        rate: int = USER_RATE,
         pace: float = 1.0,
         turn_silence: float = 0.5,
         tool_delay: float = 0.0,
@@ -472,12 +476,15 @@ class ScriptedCaller:
                 raise ValueError(f"{name} must be a finite number >= 0, not {value!r}")
         if not pace > 0:
             raise ValueError("pace must be > 0")
+        if isinstance(rate, bool) or not isinstance(rate, int) or not 8_000 <= rate <= 48_000:
+            raise ValueError(f"rate must be a sample rate between 8000 and 48000, not {rate!r}")
         if not (math.isfinite(tool_delay) and tool_delay >= 0):
             raise ValueError(f"tool_delay must be a finite number >= 0, not {tool_delay!r}")
         if not 0 <= first_seq < 2**32:
             raise ValueError("first_seq must fit in 32 bits")
         self._transport = transport
         self._chunk_ms = chunk_ms
+        self._rate = rate
         self._interval = chunk_ms / 1000 * pace
         self._silence_chunks = math.ceil(turn_silence * 1000 / chunk_ms)
         self._tool_delay = tool_delay
@@ -730,7 +737,7 @@ class ScriptedCaller:
         if utterance is not None:
             position = len(utterance.seqs)
             word = utterance.words[position] if position < len(utterance.words) else None
-            data = user_audio(seq, speech=True, ms=self._chunk_ms, word=word)
+            data = user_audio(seq, speech=True, ms=self._chunk_ms, word=word, rate=self._rate)
             utterance.seqs.append(seq)
             if utterance.spoken:
                 utterance.finished_at = self._now()
@@ -738,7 +745,7 @@ class ScriptedCaller:
                 self._silence_left = self._silence_chunks
                 self._event("utterance_spoken", f"utterance {utterance.index}")
         else:
-            data = user_audio(seq, speech=False, ms=self._chunk_ms)
+            data = user_audio(seq, speech=False, ms=self._chunk_ms, rate=self._rate)
             self._silence_left = max(0, self._silence_left - 1)
         try:
             self._transport.send_audio(data)
