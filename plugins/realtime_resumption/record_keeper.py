@@ -471,7 +471,10 @@ def _added_input(
     if saved is None or not saved.same_but_input(now):
         return None
     stored, current = saved.input, now.input
-    # The same message objects of the outbox: what was stored must still lead the input.
-    if len(current) < len(stored) or any(a is not b for a, b in zip(stored, current, strict=False)):
+    # What was stored must still lead the input: the same messages (a transport's outbox keeps
+    # the objects it stored, compared by identity; one that captures anew, by value).
+    if len(current) < len(stored) or any(
+        a is not b and a != b for a, b in zip(stored, current, strict=False)
+    ):
         return None
     return current[len(stored) :]
