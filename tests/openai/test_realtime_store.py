@@ -21,7 +21,12 @@ from realtime_resumption.session_record import RecordError
 from realtime_resumption.store import LeaseHeldError, StoreError, StoreOptions
 from realtime_resumption.testing.openai_emulator import OpenAIEmulator
 from realtime_resumption.testing.redis_server import RedisServer
-from realtime_resumption.transport import SessionLostError, ToolResult, TransportError
+from realtime_resumption.transport import (
+    NotConnectedError,
+    SessionLostError,
+    ToolResult,
+    TransportError,
+)
 from tests.openai.transport_helpers import Recorder
 from tests.openai_emulator.oai_helpers import config, speech
 
@@ -252,3 +257,41 @@ async def test_an_error_that_ends_the_call_is_reported_not_recoverable(
     assert rec.named("on_move") == [] and rec.named("on_move_started") == []
     ((code_closed, why),) = rec.named("on_close")
     assert code_closed == 1000 and "refused the client" in (why or "")
+
+
+async def test_a_call_handed_over_mid_question_is_heard_whole_once_by_the_next_process(
+    redis_store: RedisStore,
+) -> None:
+    async with OpenAIEmulator(config()) as emu:
+        a = store_transport(emu, redis_store)
+        rec_a = Recorder(a)
+        await a.connect()
+        for chunk in speech(0, 5, ["pineapple"]):
+            a.send_audio(chunk)
+        await rec_a.ended(1, timeout=WAIT)
+        first, count, words = ASKED
+        for chunk in speech(first, count, words, silence=0):
+            a.send_audio(chunk)
+        await rec_a.until(lambda r: bool(r.named("on_speech_started")), timeout=WAIT)
+        await a.hand_over()
+        with pytest.raises(NotConnectedError):
+            a.send_audio(speech(99, 1)[0])  # nothing is taken once the call is handed over
+        b = store_transport(emu, redis_store)
+        rec_b = Recorder(b)
+        await b.connect()
+        rest, more, said = FINISHED
+        for chunk in speech(rest, more, said):
+            b.send_audio(chunk)
+        await rec_b.ended(1, timeout=WAIT)
+        await b.disconnect()
+
+    (move,) = [m for (m,) in rec_b.named("on_move")]
+    assert (move.reason, move.outcome) == (MoveReason.TAKEOVER, MoveOutcome.REBUILT)
+    assert move.audio_ms_replayed >= count * 20
+    handed, taker = emu.ledger.sessions
+    question = [*range(first, first + count), *range(rest, rest + more)]
+    assert not set(question) & set(handed.committed_speech)
+    assert [q for q in taker.committed_speech if q in question] == question
+    assert emu.ledger.summary().speech_heard_twice == ()
+    assert "heard what time is it" in rec_b.transcript
+    assert rec_a.named("on_close") == [(1000, "disconnect")]
