@@ -45,7 +45,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 import openai
@@ -205,6 +205,11 @@ UPDATE_TIMEOUT: Final = 5.0
 SWITCH_MARGIN: Final = 0.5
 """Seconds before the cap by which a forced move switches, even mid-answer: the old session
 may close a little before the transport's count (its clock started first)."""
+RECORD_BLOCK_MS: Final = 1000
+"""While the user is quiet, the input a record keeps starts on a block of this many ms of
+the session's input (up to a block more quiet than the session would be given): it moves
+once a block, so the beats between append the audio sent since instead of writing the record
+whole."""
 REPLAY_APPEND_MS: Final = 20
 """Milliseconds of input per ``input_audio_buffer.append`` when a new session is given the
 input the old one held uncommitted: the frame size frameworks stream (Pipecat sends 20 ms
@@ -255,6 +260,9 @@ class _Session:
     """The event loop's time at its ``session.created`` (the cap counts from it)."""
     closes_at: float | None = None
     """When the service's cap closes it (None: no cap counted)."""
+    sent: deque[tuple[int, bytes]] = field(default_factory=deque)
+    """With a store: the audio appended to it that a record may still need, each chunk as
+    sent with where it starts in the session's input (``ConversationState.appended_bytes``)."""
 
 
 class OpenAIRealtimeTransport:
@@ -826,6 +834,8 @@ class OpenAIRealtimeTransport:
         kind = event["type"]
         session.conn.post(event)
         if audio is not None:
+            if self._keeper is not None:
+                self._keep_sent(session, audio)
             session.state.appended(audio)
         elif kind == "input_audio_buffer.commit":
             session.state.sent_commit()
@@ -835,6 +845,16 @@ class OpenAIRealtimeTransport:
             self._response_requested = True
         elif kind == "conversation.item.create":
             self._unconfirmed[event["item"]["id"]] = event
+
+    def _keep_sent(self, session: _Session, audio: bytes) -> None:
+        """Keep ``audio`` for the record (``_record_audio``), and drop what no record needs."""
+        state, sent = session.state, session.sent
+        sent.append((state.appended_bytes, audio))
+        keep_from = (
+            state.uncommitted_from - RECORD_BLOCK_MS * self._config.input_format.bytes_per_ms
+        )
+        while sent and sent[0][0] + len(sent[0][1]) <= keep_from:
+            sent.popleft()
 
     def _create_item(self, item: dict[str, Any]) -> None:
         self._send({"type": "conversation.item.create", "item": {"id": _item_id(), **item}})
@@ -1186,10 +1206,10 @@ class OpenAIRealtimeTransport:
         resend = [
             event for event in self._unconfirmed.values() if event["item"]["id"] not in confirmed
         ]
-        pending: list[RealtimeInput] = []
-        if session is not None and (uncommitted := session.state.uncommitted_audio()):
-            pending.append(RealtimeInput.append(uncommitted))
-        pending += [RealtimeInput(event) for event in resend]
+        # The items first: sent before the input still uncommitted is committed after them.
+        pending = [RealtimeInput(event) for event in resend]
+        if session is not None:
+            pending += self._record_audio(session)
         for event, audio in self._held:
             if audio is None:
                 pending.append(RealtimeInput(event))
@@ -1229,6 +1249,22 @@ class OpenAIRealtimeTransport:
             items=items,
             answer=answer,
         )
+
+    def _record_audio(self, session: _Session) -> list[RealtimeInput]:
+        """The input ``session`` holds uncommitted, as the chunks sent (the first cut where
+        it begins): from one beat to the next the same values lead, so only the audio sent
+        since is appended to the record. While the user is quiet it begins on a block
+        (``RECORD_BLOCK_MS``), never before what an item holds or a clear removed."""
+        state = session.state
+        start = state.uncommitted_from
+        if state.input_idle:
+            block = RECORD_BLOCK_MS * self._config.input_format.bytes_per_ms
+            start = max(state.committed_to, start - start % block)
+        return [
+            RealtimeInput.append(chunk if offset >= start else chunk[start - offset :])
+            for offset, chunk in session.sent
+            if offset + len(chunk) > start
+        ]
 
     async def _take_over(self, stored: RealtimeRecord) -> None:
         """Carry on the call another process left in the store: a new session given the
