@@ -315,8 +315,9 @@ def process_store() -> MemoryStore:
 
 @runtime_checkable
 class HandsOver(Protocol):
-    """A call that can be handed to another process: ``GeminiLiveTransport``, the Pipecat
-    ``GeminiLiveLLMService``, the LiveKit ``RealtimeSession``."""
+    """A call that can be handed to another process: ``GeminiLiveTransport``,
+    ``OpenAIRealtimeTransport``, the Pipecat ``GeminiLiveLLMService``, the LiveKit Gemini
+    ``RealtimeSession``."""
 
     async def hand_over(self) -> None:
         """Save the call's state, give its lease up and close without ending the call."""

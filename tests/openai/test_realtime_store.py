@@ -18,7 +18,13 @@ from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.openai import OpenAIRealtimeOptions, OpenAIRealtimeTransport
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.session_record import RecordError
-from realtime_resumption.store import LeaseHeldError, StoreError, StoreOptions
+from realtime_resumption.store import (
+    LeaseHeldError,
+    LeaseLostError,
+    MemoryStore,
+    StoreError,
+    StoreOptions,
+)
 from realtime_resumption.testing.openai_emulator import OpenAIEmulator
 from realtime_resumption.testing.redis_server import RedisServer
 from realtime_resumption.transport import (
@@ -295,3 +301,43 @@ async def test_a_call_handed_over_mid_question_is_heard_whole_once_by_the_next_p
     assert emu.ledger.summary().speech_heard_twice == ()
     assert "heard what time is it" in rec_b.transcript
     assert rec_a.named("on_close") == [(1000, "disconnect")]
+
+
+class Clock:
+    """The in-memory store's clock, moved by the test (a process stalled past its lease)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_process_that_lost_its_lease_stops_driving_the_call_and_leaves_its_record() -> None:
+    clock = Clock()
+    store = MemoryStore(clock)
+    async with OpenAIEmulator(config()) as emu:
+        a = store_transport(emu, store)
+        rec = Recorder(a)
+        await a.connect()
+        for chunk in speech(0, 5, ["pineapple"]):
+            a.send_audio(chunk)
+        await rec.ended(1, timeout=WAIT)
+        # A stalls past its lease (the store's clock jumps) and another process takes it.
+        clock.now += OPTIONS.lease_ttl + 1
+        assert await store.acquire(KEY, "another process", 60)
+        assert await store.save(KEY, b"its record", 60, lease="another process", lease_ttl=60)
+        await rec.until(lambda r: bool(r.named("on_close")), timeout=WAIT)
+        assert not a.is_connected
+        with pytest.raises(NotConnectedError):
+            a.send_audio(speech(20, 1)[0])
+        stored = await store.load(KEY)
+        await a.disconnect()
+        assert stored == [b"its record"] and await store.load(KEY) == stored  # the new owner's
+        assert not await store.acquire(KEY, "a third process", 60)  # nor its lease released
+
+    ((event,),) = rec.named("on_error")
+    assert isinstance(event.error, LeaseLostError) and not event.recoverable
+    assert rec.named("on_close") == [(1000, "another process took the call over")]
+    (session,) = emu.ledger.sessions
+    assert session.closed_by == "client"  # closed at once, not left to the cap

@@ -270,7 +270,10 @@ class OpenAIRealtimeTransport:
 
     ``client`` is an ``openai.AsyncOpenAI`` or ``openai.AsyncAzureOpenAI`` (its key never
     appears in the transport's logs, reprs or errors); ``config`` the session's configuration
-    (instructions, tools, voice, formats, turn detection, transcription).
+    (instructions, tools, voice, formats, turn detection, transcription). ``store``,
+    ``session_key`` and ``store_options`` keep the call in a ``SessionStore`` so it survives
+    its worker, as ``GeminiLiveTransport``'s options of those names (see the module docs):
+    store errors are reported through ``on_error`` (recoverable) and never stop the call.
     """
 
     def __init__(
