@@ -53,7 +53,8 @@ async def call(base_url: str, ws_url: str, ca_file: str, redis_url: str, key: st
     for seq, chunk in enumerate(speech(first, count, words, silence=0), first):
         transport.send_audio(chunk)
         print(f"sent {seq}", flush=True)
-    await rec.until(lambda r: bool(r.named("on_speech_started")), timeout=WAIT)
+    # The service heard the question start (the third turn's speech).
+    await rec.until(lambda r: len(r.named("on_speech_started")) >= 3, timeout=WAIT)
     # Saved: the record in Redis holds the open call and ends with the last chunk sent.
     codec = RealtimeRecordCodec(session_key=key)
     async with asyncio.timeout(WAIT):
