@@ -6,7 +6,7 @@ emulator over TLS, and a real Redis server."""
 from __future__ import annotations
 
 import pytest
-from pipecat.frames.frames import InputAudioRawFrame, LLMFullResponseEndFrame
+from pipecat.frames.frames import ErrorFrame, InputAudioRawFrame, LLMFullResponseEndFrame
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.services.openai.realtime import events
 
@@ -24,9 +24,12 @@ from .rig import Rig
 __all__ = ["redis_server", "redis_store"]  # the fixtures this module uses
 
 KEY = "pipecat-call-1"
+OPTIONS = StoreOptions(write_interval=0.25, lease_ttl=1.0)
 
 
-def _service(emu: OpenAIEmulator, store: RedisStore) -> OpenAIRealtimeLLMService:
+def _service(
+    emu: OpenAIEmulator, store: RedisStore, options: StoreOptions = OPTIONS
+) -> OpenAIRealtimeLLMService:
     return OpenAIRealtimeLLMService(
         api_key="sk-test",
         base_url=emu.realtime_url,
@@ -40,7 +43,7 @@ def _service(emu: OpenAIEmulator, store: RedisStore) -> OpenAIRealtimeLLMService
         ),
         store=store,
         session_key=KEY,
-        store_options=StoreOptions(write_interval=0.25, lease_ttl=1.0),
+        store_options=options,
     )
 
 
@@ -78,3 +81,23 @@ async def test_a_call_handed_over_by_one_pipeline_is_taken_over_by_the_next(
         MoveOutcome.REBUILT,
     )
     assert await redis_store.load(KEY) is None  # the call ended with the pipeline
+
+
+@pytest.mark.openai_emulator(time_scale=0.05, answer_chunks=3)
+async def test_a_second_pipeline_for_a_driven_call_pushes_an_error_frame(
+    openai_emulator_trusted: OpenAIEmulator, redis_store: RedisStore
+) -> None:
+    emu = openai_emulator_trusted
+    async with Rig([_service(emu, redis_store)]) as rig:
+        await rig.context(LLMContext())
+        await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+        second = _service(emu, redis_store, StoreOptions(lease_ttl=1.0, lease_wait=0))
+        async with Rig([second]) as other:
+            await other.wait(lambda: bool(other.of(ErrorFrame, up=True)))
+            (error,) = other.of(ErrorFrame, up=True)
+            # Reported as any failed connect is, its transport closed (not a processor whose
+            # setup raised).
+            assert error.error.startswith("Error connecting: ")
+            assert "not taken over twice" in error.error
+            assert second.transport is None
+    assert len(emu.ledger.sessions) == 1  # the second never dialled

@@ -28,7 +28,7 @@ from realtime_resumption.openai import (
     OpenAIRealtimeTransport,
     SessionConfig,
 )
-from realtime_resumption.store import SessionStore, StoreOptions
+from realtime_resumption.store import SessionStore, StoreError, StoreOptions
 from realtime_resumption.transport import (
     CancelResponseOptions,
     ContentTurn,
@@ -310,7 +310,8 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             try:
                 async with asyncio.timeout(conn.timeout):
                     await self._transport.connect()
-            except (TransportError, TimeoutError) as exc:
+            except (TransportError, StoreError, TimeoutError) as exc:
+                # StoreError: another process drives the call (LeaseHeldError).
                 error = exc
                 self._emit_error(exc, recoverable=attempt < conn.max_retry)
                 continue
