@@ -74,12 +74,20 @@ async def test_a_call_handed_over_by_one_pipeline_is_taken_over_by_the_next(
         await rig.context(LLMContext())
         await rig.wait(lambda: bool(rig.of(SessionMovedFrame)))
         await _speak(rig, 20, 3, ["recall"])
-        await rig.wait(lambda: "recall pineapple" in emu.ledger.sessions[-1].conversation_text)
+        await rig.wait(
+            lambda: any(a.outcome == "complete" for a in emu.ledger.sessions[-1].answers)
+        )
+        assert "recall pineapple" in emu.ledger.sessions[-1].conversation_text
         (moved,) = rig.of(SessionMovedFrame)
     assert (moved.report.reason, moved.report.outcome) == (
         MoveReason.TAKEOVER,
         MoveOutcome.REBUILT,
     )
+    # The new pipeline's context is not given to the session again, nor answered: the session
+    # holds the call's conversation, and its one answer is the recall's.
+    taker = emu.ledger.sessions[-1]
+    assert [a.outcome for a in taker.answers] == ["complete"]
+    assert [i.text for i in taker.seeded].count("pineapple") == 1
     assert await redis_store.load(KEY) is None  # the call ended with the pipeline
 
 

@@ -303,6 +303,12 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
             self._response_create_owed = True
             return
         assert self._context is not None
+        if self._llm_needs_conversation_setup and self._taken_over():
+            # The call goes on from where another process left it: the session holds the
+            # conversation and its setup, and a seed now would be answered again.
+            logger.info(f"{self}: a call taken over from the session store; not seeded")
+            self._llm_needs_conversation_setup = False
+            return
         if self._llm_needs_conversation_setup:
             self._log_llm_conversation_setup(self._context)
             adapter = self.get_llm_adapter()
@@ -315,6 +321,9 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
         await self.start_processing_metrics()
         await self.start_ttfb_metrics()
         await self.send_client_event(events.ResponseCreateEvent())
+
+    def _taken_over(self) -> bool:
+        return self._transport is not None and self._transport.taken_over
 
     # --- transport callbacks ------------------------------------------------------------------
 
