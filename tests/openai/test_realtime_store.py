@@ -28,6 +28,7 @@ from realtime_resumption.store import (
 from realtime_resumption.testing.openai_emulator import OpenAIEmulator
 from realtime_resumption.testing.redis_server import RedisServer
 from realtime_resumption.transport import (
+    ConnectError,
     NotConnectedError,
     SessionLostError,
     ToolResult,
@@ -342,3 +343,39 @@ async def test_a_process_that_lost_its_lease_stops_driving_the_call_and_leaves_i
     assert rec.named("on_close") == [(1000, "another process took the call over")]
     (session,) = emu.ledger.sessions
     assert session.closed_by == "client"  # closed at once, not left to the cap
+
+
+async def test_a_takeover_whose_dial_is_refused_keeps_the_record_for_the_next_attempt(
+    redis_store: RedisStore,
+) -> None:
+    async with OpenAIEmulator(config()) as emu:
+        a = store_transport(emu, redis_store)
+        rec_a = Recorder(a)
+        await a.connect()
+        for chunk in speech(0, 5, ["pineapple"]):
+            a.send_audio(chunk)
+        await rec_a.ended(1, timeout=WAIT)
+        await a.hand_over()
+        stored = await redis_store.load(KEY)
+        emu.faults.refuse_dials(503)
+        b = store_transport(emu, redis_store)
+        rec_b = Recorder(b)
+        with pytest.raises(ConnectError):
+            await b.connect()
+        assert await redis_store.load(KEY) == stored  # kept, and its lease given up
+        c = store_transport(emu, redis_store)
+        rec_c = Recorder(c)
+        await c.connect()
+        for chunk in speech(20, 3, ["recall"]):
+            c.send_audio(chunk)
+        await rec_c.ended(1, timeout=WAIT)
+        await c.disconnect()
+
+    ((started,),) = [args[:1] for args in rec_b.named("on_move_started")]
+    (failed,) = [m for (m,) in rec_b.named("on_move")]
+    assert started == MoveReason.TAKEOVER
+    assert (failed.reason, failed.outcome) == (MoveReason.TAKEOVER, MoveOutcome.LOST)
+    assert failed.error is not None and "503" in failed.error
+    (moved,) = [m for (m,) in rec_c.named("on_move")]
+    assert (moved.reason, moved.outcome) == (MoveReason.TAKEOVER, MoveOutcome.REBUILT)
+    assert "recall pineapple" in rec_c.transcript
