@@ -5,8 +5,9 @@ One transport on the OpenAI emulator (in this process, its time unscaled) keeps 
 real Redis server; the user speaks 20 ms chunks in real time, a question of ``--speech``
 seconds then a second of silence, for ``--seconds``. Reported: whole-record writes and
 appended parts per second, bytes per write and per second, and the mean and largest time of a
-beat's capture and encoding (the part that shares the loop with the audio). Figures are
-printed, never asserted.
+beat's capture and encoding of the whole record (the part that shares the loop with the
+audio; an upper bound: a beat that appends encodes only the part). Figures are printed, never
+asserted.
 
     .venv/bin/python tests/benchmarks/bench_openai_store.py [--seconds 10] [--speech 3]
         [--encrypted]
@@ -48,7 +49,7 @@ async def run(seconds: float, speech: float, encrypted: bool) -> None:
     original = RealtimeKeeper.snapshot
 
     def timed(self: RealtimeKeeper) -> object:
-        # The beat's loop time: the record taken and encoded as the write would.
+        # The beat's loop time: the record taken and encoded whole (a bound on the write's).
         started = time.perf_counter()
         record = original(self)
         self._codec.encode(record)
