@@ -42,6 +42,11 @@ from realtime_resumption.openai import (
     SessionConfig,
 )
 from realtime_resumption.pipecat.gemini.output import ResponseFrames
+from realtime_resumption.pipecat.openai.stock_members import (
+    missing_methods,
+    missing_state,
+    refuse_if_missing,
+)
 from realtime_resumption.store import SessionStore, StoreError, StoreOptions
 from realtime_resumption.transport import (
     CancelResponseOptions,
@@ -55,6 +60,8 @@ from realtime_resumption.transport import (
 
 FRAMES_DRAIN_TIMEOUT: Final = 2.0
 """Seconds the frames of the last callbacks get to be pushed when the pipeline ends."""
+
+refuse_if_missing(missing_methods(_StockOpenAI))
 
 
 class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
@@ -85,6 +92,7 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
         if store is not None and session_key is None:
             raise ValueError("a store needs a session_key: the call's key in it")
         super().__init__(**kwargs)
+        refuse_if_missing(missing_state(self))
         self._options = options or OpenAIRealtimeOptions()
         self._store = store
         self._session_key = session_key
