@@ -20,7 +20,6 @@ if TYPE_CHECKING:
         CredentialProvider,
         GeminiLiveTransport,
     )
-    from realtime_resumption.gemini.live_options import StoreOptions
     from realtime_resumption.history import HistoryLimits
     from realtime_resumption.move_reports import (
         HandleKind,
@@ -41,6 +40,7 @@ if TYPE_CHECKING:
         MemoryStore,
         SessionStore,
         StoreError,
+        StoreOptions,
         hand_over_on,
     )
     from realtime_resumption.telemetry import Telemetry
@@ -84,7 +84,7 @@ _EXPORTS: Final[dict[str, str]] = {
     # calls that survive the worker (RedisStore: realtime_resumption.redis_store)
     "SessionStore": "realtime_resumption.store",
     "MemoryStore": "realtime_resumption.store",
-    "StoreOptions": "realtime_resumption.gemini.live_options",
+    "StoreOptions": "realtime_resumption.store",
     "StoreError": "realtime_resumption.store",
     "LeaseHeldError": "realtime_resumption.store",
     "hand_over_on": "realtime_resumption.store",

@@ -29,8 +29,8 @@ import inspect
 import math
 import signal
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
 from loguru import logger
@@ -41,6 +41,52 @@ MAX_KEY_CHARS: Final = 256
 HAND_OVER_BOUND: Final = 15.0
 """Seconds :func:`hand_over_on` gives its calls' hand-overs (half of the 30 s a Kubernetes pod
 gets between SIGTERM and SIGKILL)."""
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """How a transport keeps its session's state in a ``SessionStore`` (``store=``).
+
+    ``write_interval``: at most one write per interval (seconds), and the most of the user's
+    input a crash can lose. ``lease_ttl``: how long the lease outlives its last renewal (a
+    crashed process frees its call after it; the processes of one deployment share it).
+    ``lease_wait``: how long ``connect`` waits for a held lease to be freed before it raises
+    ``LeaseHeldError``; None (the default): a little over ``lease_ttl``, so a re-dispatch
+    right after a crash takes the call over once the dead process's lease lapsed, while a
+    live process, which renews its lease, keeps its call (0: not at all).
+    ``encryption_key``: a Fernet key (``cryptography.fernet.Fernet.generate_key()``), or
+    several (the first encrypts, any decrypts: key rotation), to encrypt records at rest; None
+    stores them in clear.
+    """
+
+    write_interval: float = 0.25
+    lease_ttl: float = 5.0
+    lease_wait: float | None = None
+    encryption_key: str | bytes | Sequence[str | bytes] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        for name in ("write_interval", "lease_ttl"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not 0 < value < float("inf"):
+                raise ValueError(f"{name} must be a finite number of seconds > 0")
+        if self.lease_wait is not None and not (
+            isinstance(self.lease_wait, int | float) and 0 <= self.lease_wait < float("inf")
+        ):
+            raise ValueError("lease_wait must be None or a finite number of seconds >= 0")
+        if self.lease_ttl <= self.write_interval:
+            raise ValueError("lease_ttl must be longer than write_interval (it is renewed then)")
+
+    @property
+    def lease_poll(self) -> float:
+        """Seconds between two asks for a held lease."""
+        return min(0.1, self.lease_ttl / 10)
+
+    @property
+    def wait_for_lease(self) -> float:
+        """Seconds ``connect`` waits for a held lease: ``lease_wait``, or by default
+        ``lease_ttl`` and one more ask (a renewal on its way as the wait began lapses by
+        then)."""
+        return self.lease_wait if self.lease_wait is not None else self.lease_ttl + self.lease_poll
 
 
 class StoreError(Exception):
@@ -269,8 +315,9 @@ def process_store() -> MemoryStore:
 
 @runtime_checkable
 class HandsOver(Protocol):
-    """A call that can be handed to another process: ``GeminiLiveTransport``, the Pipecat
-    ``GeminiLiveLLMService``, the LiveKit ``RealtimeSession``."""
+    """A call that can be handed to another process: ``GeminiLiveTransport``,
+    ``OpenAIRealtimeTransport``, the Pipecat ``GeminiLiveLLMService``, the LiveKit Gemini
+    ``RealtimeSession``."""
 
     async def hand_over(self) -> None:
         """Save the call's state, give its lease up and close without ending the call."""

@@ -13,6 +13,7 @@ from google import genai
 from google.genai import types
 
 from realtime_resumption.redaction import redact
+from realtime_resumption.store import StoreOptions as StoreOptions
 from realtime_resumption.transport import GenerationSettings, ResponseModality, SessionUpdate
 
 DEFAULT_MODEL: Final = "gemini-2.5-flash-native-audio-preview-12-2025"
@@ -24,52 +25,6 @@ HANDLE_VALIDITY: Final = {"gemini": 7200.0, "vertex": 86400.0}
 """How long a resumption handle stays valid after its session's connection ended, in seconds:
 2 hours on the Gemini API, 24 hours on Vertex AI (as documented; the emulator's
 ``handle_validity`` defaults to the same). A stored session record expires with its handle."""
-
-
-@dataclass(frozen=True)
-class StoreOptions:
-    """How a transport keeps its session's state in a ``SessionStore`` (``store=``).
-
-    ``write_interval``: at most one write per interval (seconds), and the most of the user's
-    input a crash can lose. ``lease_ttl``: how long the lease outlives its last renewal (a
-    crashed process frees its call after it; the processes of one deployment share it).
-    ``lease_wait``: how long ``connect`` waits for a held lease to be freed before it raises
-    ``LeaseHeldError``; None (the default): a little over ``lease_ttl``, so a re-dispatch
-    right after a crash takes the call over once the dead process's lease lapsed, while a
-    live process, which renews its lease, keeps its call (0: not at all).
-    ``encryption_key``: a Fernet key (``cryptography.fernet.Fernet.generate_key()``), or
-    several (the first encrypts, any decrypts: key rotation), to encrypt records at rest; None
-    stores them in clear.
-    """
-
-    write_interval: float = 0.25
-    lease_ttl: float = 5.0
-    lease_wait: float | None = None
-    encryption_key: str | bytes | Sequence[str | bytes] | None = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        for name in ("write_interval", "lease_ttl"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or not 0 < value < float("inf"):
-                raise ValueError(f"{name} must be a finite number of seconds > 0")
-        if self.lease_wait is not None and not (
-            isinstance(self.lease_wait, int | float) and 0 <= self.lease_wait < float("inf")
-        ):
-            raise ValueError("lease_wait must be None or a finite number of seconds >= 0")
-        if self.lease_ttl <= self.write_interval:
-            raise ValueError("lease_ttl must be longer than write_interval (it is renewed then)")
-
-    @property
-    def lease_poll(self) -> float:
-        """Seconds between two asks for a held lease."""
-        return min(0.1, self.lease_ttl / 10)
-
-    @property
-    def wait_for_lease(self) -> float:
-        """Seconds ``connect`` waits for a held lease: ``lease_wait``, or by default
-        ``lease_ttl`` and one more ask (a renewal on its way as the wait began lapses by
-        then)."""
-        return self.lease_wait if self.lease_wait is not None else self.lease_ttl + self.lease_poll
 
 
 def sliding_window(trigger_tokens: int | None = None) -> types.ContextWindowCompressionConfig:

@@ -6,7 +6,9 @@ holds a session's configuration and renders its ``session.update``, ``conversati
 follows one session's conversation and input buffer exactly, and ``conversation_seed`` builds
 the ``conversation.item.create`` events that give a new session that conversation. None of
 them does I/O. ``realtime_connection`` is one session over the SDK, and
-``realtime_transport`` the transport the frameworks use.
+``realtime_transport`` the transport the frameworks use; ``realtime_record`` is what a call
+keeps in a session store, and ``realtime_persistence`` keeps it there (the core's
+``record_keeper``).
 """
 
 try:

@@ -344,8 +344,30 @@ class ConversationState:
         """The input no item holds and no clear removed: what a new session must be
         appended, in the input format (at most ``idle_audio_ms`` of it while no speech is
         under way)."""
-        start = max(self._boundary, self._clears[-1] if self._clears else 0, self._buffer_from)
-        return bytes(self._buffer[start - self._buffer_from :])
+        return bytes(self._buffer[self.uncommitted_from - self._buffer_from :])
+
+    @property
+    def committed_to(self) -> int:
+        """Where the input no item holds and no clear removed begins, in bytes of all the
+        input appended in the session (:attr:`appended_bytes`'s time base)."""
+        return max(self._boundary, self._clears[-1] if self._clears else 0)
+
+    @property
+    def uncommitted_from(self) -> int:
+        """Where :meth:`uncommitted_audio` begins (:attr:`appended_bytes`'s time base): past
+        :attr:`committed_to` and the quiet audio no longer kept."""
+        return max(self.committed_to, self._buffer_from)
+
+    @property
+    def appended_bytes(self) -> int:
+        """Bytes of input appended in the session."""
+        return self._appended
+
+    @property
+    def input_idle(self) -> bool:
+        """No speech the server detected waits for its commit, and no commit of the
+        client's: the input no item holds is only the recent quiet (``idle_audio_ms``)."""
+        return not self.speech_uncommitted and not self._commits
 
     @property
     def appended_ms(self) -> int:

@@ -11,7 +11,29 @@ instructions or tools causes. The generation lifecycle is the shared tracker's
 Every server event is read into a typed value (``realtime_server_events``) and followed by a
 :class:`~realtime_resumption.openai.conversation_state.ConversationState`, so the transport
 knows at any moment the conversation, the input not yet in an item, and whether the call is at
-a turn boundary: what a new session needs to carry the call on (``realtime_moves``).
+a turn boundary: what a new session needs to carry the call on (``session_handover``).
+
+Every move is reported through ``on_move_started`` and ``on_move`` (outcome ``rebuilt``, or
+``lost`` when no attempt served) with the shared ``MoveReason`` spelling, and only these:
+
+- ``planned``: the move before the session's cap, at a turn boundary;
+- ``deadline``: the move before the cap when no turn boundary came in time (the answer in
+  progress is finished on the old session where the cap allows);
+- ``lost``: the session ended unasked (a dropped socket, a cap close that came early, a
+  server close);
+- ``takeover``: ``connect`` found the call in the store, left there by another process;
+- ``requested``: ``reconnect`` asked for a new session.
+
+Calls that survive the worker: with ``session_key`` (the app's id of the call) the transport
+keeps the call in ``store`` (a ``SessionStore``; the process's ``MemoryStore`` by default,
+``RedisStore`` to outlive the process), written in the background at most once per
+``store_options.write_interval`` (``record_keeper``): the configuration, the conversation,
+the function calls in flight and the input no item holds (``realtime_record``). ``connect``
+first takes the call's lease (``LeaseHeldError`` while another process drives the call) and,
+when the store holds the call, takes it over: a new session given the stored configuration
+and conversation, the input no item held appended, an answer it owed asked for, and the
+function calls in flight issued again through ``on_tool_call`` (their outputs go to the new
+session, once). ``disconnect`` deletes the record; ``hand_over`` keeps it for the next process.
 """
 
 from __future__ import annotations
@@ -19,10 +41,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 import openai
@@ -94,6 +117,8 @@ from realtime_resumption.openai.conversation_seed import build_seed, items_from_
 from realtime_resumption.openai.conversation_state import ConversationState, HeldItem
 from realtime_resumption.openai.realtime_connection import RealtimeConnection, dial
 from realtime_resumption.openai.realtime_options import MAX_EVENT_BYTES, OpenAIRealtimeOptions
+from realtime_resumption.openai.realtime_persistence import RealtimeKeeper
+from realtime_resumption.openai.realtime_record import RealtimeInput, RealtimeRecord
 from realtime_resumption.openai.realtime_server_events import (
     AudioDelta,
     FunctionArgumentsDone,
@@ -112,6 +137,13 @@ from realtime_resumption.openai.realtime_server_events import (
 from realtime_resumption.openai.session_config import Flavour, SessionConfig
 from realtime_resumption.openai.session_handover import Handover, plan_handover
 from realtime_resumption.openai.session_update import apply_update, cache_busts
+from realtime_resumption.record_keeper import StoreStats
+from realtime_resumption.store import (
+    LeaseLostError,
+    SessionStore,
+    StoreOptions,
+    process_store,
+)
 from realtime_resumption.telemetry import AVAILABLE as TELEMETRY_AVAILABLE
 from realtime_resumption.telemetry import SessionTelemetry, Telemetry, default_telemetry
 from realtime_resumption.transport import (
@@ -146,6 +178,25 @@ from realtime_resumption.transport import (
     UnknownToolCallError,
 )
 
+HANDOVER_TIMEOUT: Final = 10.0
+"""Seconds ``hand_over`` waits for the answer in progress to end before it saves anyway."""
+FATAL_ERROR_CODES: Final = frozenset(
+    {
+        "invalid_api_key",
+        "insufficient_quota",
+        "credit_balance_exhausted",
+        "account_deactivated",
+        "billing_hard_limit_reached",
+    }
+)
+"""Server ``error`` codes (or types) after which no session of this client can serve the
+call: the key is refused, or the account can pay for nothing more. A new session would be
+refused the same way, so the call ends (``on_error`` not recoverable, then ``on_close``).
+The list is the one LiveKit's OpenAI plugin ends its session on
+(``livekit/agents/llm/_realtime/openai.py``, ``_FATAL_ERROR_CODES``), matched on the code or
+the type as it does: the service moved codes between the two fields before. Every other
+``error`` is recoverable: one client event refused (the session goes on), or the older
+``session_expired`` notice of the cap (the close that follows is rebuilt from)."""
 WAIT_FOR_DONE: Final = 2.0
 """Seconds ``cancel_response(wait_for_done=True)`` waits for the cancelled ``response.done``."""
 UPDATE_TIMEOUT: Final = 5.0
@@ -154,6 +205,11 @@ UPDATE_TIMEOUT: Final = 5.0
 SWITCH_MARGIN: Final = 0.5
 """Seconds before the cap by which a forced move switches, even mid-answer: the old session
 may close a little before the transport's count (its clock started first)."""
+RECORD_BLOCK_MS: Final = 1000
+"""While the user is quiet, the input a record keeps starts on a block of this many ms of
+the session's input (up to a block more quiet than the session would be given): it moves
+once a block, so the beats between append the audio sent since instead of writing the record
+whole."""
 REPLAY_APPEND_MS: Final = 20
 """Milliseconds of input per ``input_audio_buffer.append`` when a new session is given the
 input the old one held uncommitted: the frame size frameworks stream (Pipecat sends 20 ms
@@ -177,6 +233,16 @@ _CAPABILITIES: Final = TransportCapabilities(
 )
 
 
+def _arguments(text: str | None) -> dict[str, Any]:
+    """A function call's arguments as the app is given them (text that is no JSON object is
+    given whole, under ``_raw``)."""
+    try:
+        args = json.loads(text) if text else {}
+    except ValueError:
+        return {"_raw": text}
+    return args if isinstance(args, dict) else {"_raw": args}
+
+
 def _item_id() -> str:
     # Client item ids: short enough for the service's id limit, unique per call.
     return f"rr_{uuid.uuid4().hex[:24]}"
@@ -194,6 +260,9 @@ class _Session:
     """The event loop's time at its ``session.created`` (the cap counts from it)."""
     closes_at: float | None = None
     """When the service's cap closes it (None: no cap counted)."""
+    sent: deque[tuple[int, bytes]] = field(default_factory=deque)
+    """With a store: the audio appended to it that a record may still need, each chunk as
+    sent with where it starts in the session's input (``ConversationState.appended_bytes``)."""
 
 
 class OpenAIRealtimeTransport:
@@ -201,7 +270,10 @@ class OpenAIRealtimeTransport:
 
     ``client`` is an ``openai.AsyncOpenAI`` or ``openai.AsyncAzureOpenAI`` (its key never
     appears in the transport's logs, reprs or errors); ``config`` the session's configuration
-    (instructions, tools, voice, formats, turn detection, transcription).
+    (instructions, tools, voice, formats, turn detection, transcription). ``store``,
+    ``session_key`` and ``store_options`` keep the call in a ``SessionStore`` so it survives
+    its worker, as ``GeminiLiveTransport``'s options of those names (see the module docs):
+    store errors are reported through ``on_error`` (recoverable) and never stop the call.
     """
 
     def __init__(
@@ -211,6 +283,9 @@ class OpenAIRealtimeTransport:
         options: OpenAIRealtimeOptions | None = None,
         *,
         telemetry: Telemetry | bool = True,
+        store: SessionStore | None = None,
+        session_key: str | None = None,
+        store_options: StoreOptions | None = None,
     ) -> None:
         if not isinstance(client, openai.AsyncOpenAI):
             raise TypeError(
@@ -221,6 +296,12 @@ class OpenAIRealtimeTransport:
             raise TypeError(f"config must be a SessionConfig, not {type(config).__name__}")
         if options is not None and not isinstance(options, OpenAIRealtimeOptions):
             raise TypeError(f"options must be OpenAIRealtimeOptions, not {type(options).__name__}")
+        if store is not None and session_key is None:
+            raise ValueError("a store needs a session_key: the call's key in it")
+        if store_options is not None and not isinstance(store_options, StoreOptions):
+            raise TypeError(
+                f"store_options must be StoreOptions, not {type(store_options).__name__}"
+            )
         self._client = client
         self._options = options or OpenAIRealtimeOptions()
         self._azure = isinstance(client, openai.AsyncAzureOpenAI)
@@ -288,6 +369,24 @@ class OpenAIRealtimeTransport:
         self._closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._update_lock = asyncio.Lock()
+        self._taken_over = False
+        self._handed_over = False
+        """``hand_over`` saved the call and gave it up: input is refused from then on."""
+        self._answer_ended: asyncio.Future[None] | None = None
+        """Resolved when the answer in progress ends (``hand_over`` waits on it)."""
+        self._keeper = (
+            RealtimeKeeper(
+                store if store is not None else process_store(),
+                session_key,
+                store_options or StoreOptions(),
+                capture=self._capture,
+                serving=lambda: not self._closed and (self._session or self._source) is not None,
+                report=self._store_error,
+                describe=f"OpenAIRealtimeTransport({self._options.model})",
+            )
+            if session_key is not None
+            else None
+        )
         self.on_audio_output: Callable[[bytes], None] | None = None
         self.on_tool_call: Callable[[Sequence[ToolCall]], None] | None = None
         self.on_tool_call_cancel: Callable[[Sequence[str]], None] | None = None
@@ -383,6 +482,16 @@ class OpenAIRealtimeTransport:
         """The session's moves: counts per outcome and the latest reports."""
         return self._log
 
+    @property
+    def taken_over(self) -> bool:
+        """The last ``connect`` took over a call another process left in the store."""
+        return self._taken_over
+
+    @property
+    def store_stats(self) -> StoreStats | None:
+        """With a session store: its writes, their bytes and the store errors; None without."""
+        return self._keeper.stats if self._keeper is not None else None
+
     def get_active_server_turn_id(self) -> int | None:
         """The active server turn's id, None between turns."""
         return self._tracker.active_server_turn_id
@@ -392,19 +501,83 @@ class OpenAIRealtimeTransport:
     async def connect(self, config: SessionUpdate | None = None) -> None:
         """Open a session, give it the configuration (``config`` applied first) and return
         once the service confirmed it (``session.updated``). Raises ``ConnectError`` when the
-        dial fails, with no credential in its message."""
+        dial fails, with no credential in its message.
+
+        With a store, ``connect`` first takes the call's lease (waiting for a held one as
+        ``store_options`` says: by default a little over the lease's time to live, long
+        enough for a crashed process's to lapse; then ``LeaseHeldError``) and, when the store
+        holds the call, takes it over (see the module documentation; ``config`` applies over
+        the stored configuration), reported through ``on_move`` (reason ``takeover``)."""
         if self._closed:
             raise TransportError("the transport was disconnected; make a new one")
-        if config is not None:
-            self._set_config(apply_update(self._config, config))
         if self._session is not None or self._source is not None:
+            if config is not None:
+                self._set_config(apply_update(self._config, config))
             return  # connected, or a move is bringing the next session up
+        keeper = self._keeper
+        if keeper is None:
+            if config is not None:
+                self._set_config(apply_update(self._config, config))
+            await self._open_first()
+            return
+        try:
+            stored = await keeper.claim()
+            if self._closed:
+                raise TransportError("the transport was disconnected while it connected")
+            if stored is not None:
+                self._set_config(stored.setup)
+            if config is not None:
+                self._set_config(apply_update(self._config, config))
+            if stored is not None:
+                await self._take_over(stored)
+            else:
+                await self._open_first()
+        except BaseException:
+            # The stored call stays for a later attempt; only the lease is given up.
+            await keeper.end(forget=False)
+            raise
+        keeper.start()
+
+    async def _open_first(self) -> None:
         session = await self._open_session()
         self._install(session)
         self._emit("on_session_ready", session.state.session_id or "")
 
+    async def hand_over(self, timeout: float = HANDOVER_TIMEOUT) -> None:
+        """Hand the call to another process (a deploy, a drain): once the answer in progress
+        (its function calls included) finished, or ``timeout`` passed, save the call's state,
+        take no more input (a send raises ``NotConnectedError`` from then on: nothing accepted
+        is left out), give the lease up and close the session without deleting the record, so
+        the next process that connects with the key takes the call over with nothing lost.
+
+        Raises ``TransportError`` without a store, ``NotConnectedError`` without a session,
+        and ``StoreError`` when the final save failed: the call then goes on here (saving
+        again each beat).
+        """
+        keeper = self._keeper
+        if keeper is None:
+            raise TransportError(f"{self}: hand_over needs a session_key (and a store)")
+        if self._closed or (self._session is None and self._source is None):
+            raise NotConnectedError(f"{self} is not connected")
+        answer_end: asyncio.Future[None] | None = None
+        if self._tracker.answer_in_progress or self._calls:
+            answer_end = self._answer_ended = asyncio.get_running_loop().create_future()
+        await keeper.hand_over_call(timeout, answer_end, self._stop_input)
+        await self.disconnect()
+
+    def _stop_input(self) -> None:
+        self._handed_over = True
+
+    async def forget_handed_over(self) -> None:
+        """The call this transport handed over ended after all (nobody will take it over):
+        delete its stored state, unless another process took the call over meanwhile. Within
+        a bound; a store failure is logged (the record then expires by itself)."""
+        if self._keeper is not None and self._handed_over:
+            await self._keeper.forget()
+
     async def disconnect(self) -> None:
-        """Close the session and stop everything the transport runs. Idempotent."""
+        """Close the session and stop everything the transport runs; with a store, the call
+        is over: its record is deleted and its lease released (within a bound). Idempotent."""
         if self._closed:
             return
         self._stop()
@@ -418,6 +591,8 @@ class OpenAIRealtimeTransport:
             await session.conn.close()
             self._closed_event(session, 1000, "disconnect")
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._keeper is not None:
+            await self._keeper.end()
         self._emit("on_close", 1000, "disconnect")
         if self._telemetry is not None:
             self._telemetry.close()
@@ -636,6 +811,8 @@ class OpenAIRealtimeTransport:
     # --- internals: sending -----------------------------------------------------------------
 
     def _require_session(self) -> None:
+        if self._handed_over:
+            raise NotConnectedError("the call was handed over to another process")
         if self._closed or (self._session is None and self._source is None):
             raise NotConnectedError("no session: call connect() first")
 
@@ -660,6 +837,8 @@ class OpenAIRealtimeTransport:
         kind = event["type"]
         session.conn.post(event)
         if audio is not None:
+            if self._keeper is not None:
+                self._keep_sent(session, audio)
             session.state.appended(audio)
         elif kind == "input_audio_buffer.commit":
             session.state.sent_commit()
@@ -669,6 +848,16 @@ class OpenAIRealtimeTransport:
             self._response_requested = True
         elif kind == "conversation.item.create":
             self._unconfirmed[event["item"]["id"]] = event
+
+    def _keep_sent(self, session: _Session, audio: bytes) -> None:
+        """Keep ``audio`` for the record (``_record_audio``), and drop what no record needs."""
+        state, sent = session.state, session.sent
+        sent.append((state.appended_bytes, audio))
+        keep_from = (
+            state.uncommitted_from - RECORD_BLOCK_MS * self._config.input_format.bytes_per_ms
+        )
+        while sent and sent[0][0] + len(sent[0][1]) <= keep_from:
+            sent.popleft()
 
     def _create_item(self, item: dict[str, Any]) -> None:
         self._send({"type": "conversation.item.create", "item": {"id": _item_id(), **item}})
@@ -1012,6 +1201,149 @@ class OpenAIRealtimeTransport:
         if self._candidate is candidate:
             self._run(self._machine.send(Settled(self._now())))
 
+    # --- internals: the store ---------------------------------------------------------------
+
+    def _answer_done(self) -> None:
+        done, self._answer_ended = self._answer_ended, None
+        if done is not None and not done.done():
+            done.set_result(None)
+
+    def _capture(self) -> RealtimeRecord:
+        """The call's state now, as the store keeps it (``realtime_record``). Reads only:
+        the session goes on as it is."""
+        session = self._session or self._source
+        items = session.state.items if session is not None else ()
+        confirmed = {item.id for item in items}
+        resend = [
+            event for event in self._unconfirmed.values() if event["item"]["id"] not in confirmed
+        ]
+        # The items first: sent before the input still uncommitted is committed after them.
+        pending = [RealtimeInput(event) for event in resend]
+        if session is not None:
+            pending += self._record_audio(session)
+        for event, audio in self._held:
+            if audio is None:
+                pending.append(RealtimeInput(event))
+            else:
+                pending.append(RealtimeInput({"type": event["type"]}, audio))
+        calls = {item.call_id: item for item in items if item.kind == "function_call"}
+        tool_calls = tuple(
+            ToolCall(call_id, name, _arguments(calls[call_id].arguments))
+            for call_id, name in self._calls.items()
+            if call_id in calls
+        )
+        answer = False
+        if session is not None:
+            state = session.state
+            # An output sent again asks for its answer itself only when one was asked for.
+            answered = {
+                event["item"].get("call_id")
+                for event in resend
+                if event["item"].get("type") == "function_call_output"
+            }
+            waiting = set(state.calls_awaiting_output()) - answered
+            owed = (
+                state.response_in_progress is not None
+                or state.awaiting_response
+                or self._response_requested
+            )
+            answer = owed and not waiting
+        return RealtimeRecord(
+            handle=None,
+            handle_kind=HandleKind.NONE,
+            handle_issued_at=None,
+            input=tuple(pending),
+            tool_calls=tool_calls,
+            conversation=(),
+            setup=self._config,
+            saved_at=time.time(),
+            items=items,
+            answer=answer,
+        )
+
+    def _record_audio(self, session: _Session) -> list[RealtimeInput]:
+        """The input ``session`` holds uncommitted, as the chunks sent (the first cut where
+        it begins): from one beat to the next the same values lead, so only the audio sent
+        since is appended to the record. While the user is quiet it begins on a block
+        (``RECORD_BLOCK_MS``), never before what an item holds or a clear removed."""
+        state = session.state
+        start = state.uncommitted_from
+        if state.input_idle:
+            block = RECORD_BLOCK_MS * self._config.input_format.bytes_per_ms
+            start = max(state.committed_to, start - start % block)
+        return [
+            RealtimeInput.append(chunk if offset >= start else chunk[start - offset :])
+            for offset, chunk in session.sent
+            if offset + len(chunk) > start
+        ]
+
+    async def _take_over(self, stored: RealtimeRecord) -> None:
+        """Carry on the call another process left in the store: a new session given the
+        stored conversation, then the input no item held, an answer it owed, and its open
+        function calls issued again (``on_tool_call``). Reported as a move (``takeover``,
+        ``rebuilt``); its gap counts from the record's last write. Raises ``ConnectError``
+        when the session cannot be opened (the move is then reported ``lost``)."""
+        now = self._now()
+        move = self._move = self._log.begin(MoveReason.TAKEOVER, None, HandleKind.NONE, now)
+        move.incumbent_gone()
+        move.input_stopped(now - max(0.0, time.time() - stored.saved_at))
+        self._emit("on_move_started", MoveReason.TAKEOVER, HandleKind.NONE)
+        seed = build_seed(
+            stored.items,
+            budget_tokens=self._options.seed_budget_tokens,
+            input_format=self._config.input_format,
+            flavour=self._flavour,
+        )
+        move.attempt(None, HandleKind.NONE)
+        try:
+            session = await self._open_session(seed.items)
+        except ConnectError as exc:
+            self._finish_report(MoveOutcome.LOST, error=str(exc))
+            raise
+        except BaseException:
+            self._move = None
+            raise
+        for event in seed.events:
+            session.conn.post(event)
+        self._install(session)
+        carried = {item.call_id for item in seed.items if item.call_id is not None}
+        step = REPLAY_APPEND_MS * self._config.input_format.bytes_per_ms
+        replayed = audio_bytes = 0
+        for message in stored.input:
+            event = message.wire()
+            if message.audio is not None:
+                audio_bytes += len(message.audio)
+                for start in range(0, len(message.audio), step):
+                    chunk = message.audio[start : start + step]
+                    append = {**message.event, "audio": base64.b64encode(chunk).decode()}
+                    self._post(session, append, chunk)
+                    replayed += 1
+                continue
+            item = event.get("item", {})
+            if item.get("type") == "function_call_output" and item.get("call_id") not in carried:
+                continue  # its call did not fit the seed: the service would refuse it
+            self._post(session, event, None)
+            replayed += 1
+        if stored.answer:
+            self._post(session, {"type": "response.create"}, None)
+        calls = [call for call in stored.tool_calls if call.id in carried]
+        for call in calls:
+            self._calls[call.id] = call.name
+        self._taken_over = True
+        per_ms = self._config.input_format.bytes_per_ms
+        self._finish_report(
+            MoveOutcome.REBUILT,
+            messages_replayed=replayed,
+            audio_seconds_replayed=audio_bytes / per_ms / 1000,
+        )
+        logger.info("{}: took the call over ({} input event(s) replayed)", self, replayed)
+        self._emit("on_session_ready", session.state.session_id or "")
+        if calls:
+            # The process that issued them is gone: the app runs them here, and their outputs
+            # go to this session.
+            self._emit("on_tool_call", calls)
+        self._update_boundary()
+
     def _plan(self, source: _Session) -> Handover:
         return plan_handover(
             source.state,
@@ -1136,10 +1468,48 @@ class OpenAIRealtimeTransport:
         candidate, self._candidate = self._candidate, None
         if candidate is not None:
             self._own(candidate.conn.close(), "close")
+        self._end_store()
         self._emit("on_error", TransportErrorEvent(error, recoverable=False))
         self._emit("on_close", None, why)
         if self._telemetry is not None:
             self._telemetry.close()
+
+    def _end_here(self, error: Exception, code: int, why: str) -> None:
+        """The call cannot go on in this process (the service refuses this client, or another
+        process drives the call now): the session closes, nothing moves, ``on_error`` (not
+        recoverable) then ``on_close`` say why."""
+        if self._closed:
+            return
+        if self._move is not None:
+            self._finish_report(MoveOutcome.LOST, error=why)
+        self._stop()
+        for session in (self._session, self._candidate):
+            if session is not None:
+                self._own(session.conn.close(), "close")
+        if self._session is not None:
+            self._closed_event(self._session, code, why)
+        self._session = self._candidate = self._source = None
+        self._end_store()
+        self._emit("on_error", TransportErrorEvent(error, recoverable=False))
+        self._emit("on_close", code, why)
+        if self._telemetry is not None:
+            self._telemetry.close()
+
+    def _end_store(self) -> None:
+        """The call ended here: its record is deleted and its lease released (a lease another
+        process took keeps its record), in a task of its own (``disconnect`` is not called
+        once the transport closed itself)."""
+        if self._keeper is not None:
+            self._own(self._keeper.end(), "store-end")
+
+    def _store_error(self, error: Exception) -> None:
+        """What the store's keeper reports: a store error is recoverable (the call goes on,
+        saving is retried each beat); a lease another process took means it drives the call:
+        nothing more goes to the service from here."""
+        if isinstance(error, LeaseLostError):
+            self._end_here(error, 1000, "another process took the call over")
+            return
+        self._emit("on_error", TransportErrorEvent(error, recoverable=True))
 
     def _finish_move(self, error: BaseException | None) -> None:
         done, self._move_done = self._move_done, None
@@ -1216,22 +1586,19 @@ class OpenAIRealtimeTransport:
         elif isinstance(event, ItemAnnounced):
             self._unconfirmed.pop(event.item.id, None)
         elif isinstance(event, ServerError):
-            error = TransportError(
-                f"the service reported an error: {event.code or event.error_type}"
-            )
-            self._emit("on_error", TransportErrorEvent(error, recoverable=True))
+            what = event.code or event.error_type
+            error = TransportError(f"the service reported an error: {what}")
+            if event.code in FATAL_ERROR_CODES or event.error_type in FATAL_ERROR_CODES:
+                self._end_here(error, 1000, f"the service refused the client ({what})")
+            else:
+                self._emit("on_error", TransportErrorEvent(error, recoverable=True))
         elif isinstance(event, Malformed):
             logger.warning("{}: a malformed server event ({})", self, event.reason)
 
     def _function_call(self, now: float, event: FunctionArgumentsDone) -> None:
         if self._tracker.suppressing:
             return  # a cancelled answer's call: never to be answered
-        try:
-            args = json.loads(event.arguments) if event.arguments else {}
-        except ValueError:
-            args = {"_raw": event.arguments}
-        if not isinstance(args, dict):
-            args = {"_raw": args}
+        args = _arguments(event.arguments)
         self._calls[event.call_id] = event.name
         self._apply(self._tracker.tool_calls(now, [event.call_id]))
         self._emit("on_tool_call", [ToolCall(event.call_id, event.name, args)])
@@ -1266,6 +1633,7 @@ class OpenAIRealtimeTransport:
                 self._emit("on_generation_start", effect.generation_id)
             elif isinstance(effect, GenerationEnded):
                 self._emit("on_generation_end", effect.generation_id, effect.reason)
+                self._answer_done()
             elif isinstance(effect, FirstAudio):
                 self._emit("on_first_audio_chunk")
             elif isinstance(effect, TextDone):

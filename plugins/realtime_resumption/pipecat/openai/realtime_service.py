@@ -42,6 +42,7 @@ from realtime_resumption.openai import (
     SessionConfig,
 )
 from realtime_resumption.pipecat.gemini.output import ResponseFrames
+from realtime_resumption.store import SessionStore, StoreError, StoreOptions
 from realtime_resumption.transport import (
     CancelResponseOptions,
     ContentTurn,
@@ -62,16 +63,32 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
     The stock ``pipecat.services.openai.realtime.llm.OpenAIRealtimeLLMService`` constructor
     (same keywords, defaults and ``Settings``), plus ``options``: how the transport dials and
     when it moves (:class:`~realtime_resumption.openai.OpenAIRealtimeOptions`; its ``model``
-    is the settings' model).
+    is the settings' model), and ``store``/``session_key``/``store_options``: the call kept in
+    a ``SessionStore`` under ``session_key`` (the app's id of the call), so a pipeline in
+    another process that connects with the same key takes the call over (see
+    ``OpenAIRealtimeTransport``).
     """
 
     _settings: OpenAIRealtimeLLMSettings
 
-    def __init__(self, *, options: OpenAIRealtimeOptions | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        options: OpenAIRealtimeOptions | None = None,
+        store: SessionStore | None = None,
+        session_key: str | None = None,
+        store_options: StoreOptions | None = None,
+        **kwargs: Any,
+    ) -> None:
         if options is not None and not isinstance(options, OpenAIRealtimeOptions):
             raise TypeError(f"options must be OpenAIRealtimeOptions, not {type(options).__name__}")
+        if store is not None and session_key is None:
+            raise ValueError("a store needs a session_key: the call's key in it")
         super().__init__(**kwargs)
         self._options = options or OpenAIRealtimeOptions()
+        self._store = store
+        self._session_key = session_key
+        self._store_options = store_options
         self._transport: OpenAIRealtimeTransport | None = None
         self._frames: ResponseFrames | None = None
         self._frames_task: asyncio.Task[None] | None = None
@@ -141,7 +158,14 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
         )
         try:
             config = self._session_config(await self._outgoing_session())
-            transport = OpenAIRealtimeTransport(self._client(), config, options)
+            transport = OpenAIRealtimeTransport(
+                self._client(),
+                config,
+                options,
+                store=self._store,
+                session_key=self._session_key,
+                store_options=self._store_options,
+            )
         except (TypeError, ValueError) as exc:
             await self.push_error(error_msg=f"OpenAI Realtime: bad settings: {exc}", exception=exc)
             return
@@ -160,7 +184,8 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
         self._frames_task = self.create_task(frames.run(), name="openai_realtime_frames")
         try:
             await transport.connect()
-        except TransportError as exc:
+        except (TransportError, StoreError) as exc:
+            # A store's error (another process holds the call's lease) ends the call here too.
             await self.push_error(error_msg=f"Error connecting: {exc}", exception=exc)
             await transport.disconnect()
             await self._stop_frames()
@@ -342,8 +367,8 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
 class AzureRealtimeLLMService(OpenAIRealtimeLLMService, _StockAzure):  # type: ignore[misc]
     """Azure OpenAI Realtime (the v1 surface) as the stock ``pipecat.services.azure.realtime.
     llm.AzureRealtimeLLMService``'s drop-in: its constructor (``base_url``, ``api_key`` or
-    ``token_provider``), plus ``options``. Sessions move before Azure's 30-minute cap unless
-    ``options.session_cap`` says otherwise."""
+    ``token_provider``), plus ``options`` and the store's keywords. Sessions move before
+    Azure's 30-minute cap unless ``options.session_cap`` says otherwise."""
 
     def __init__(self, *, options: OpenAIRealtimeOptions | None = None, **kwargs: Any) -> None:
         if options is None or options.session_cap == "service":

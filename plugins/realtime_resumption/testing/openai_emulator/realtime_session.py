@@ -185,6 +185,11 @@ class ServedSession:
         self.record.errors.append((exc.code, exc.message))
         await self._send(protocol.error_event(exc, client_event_id))
 
+    def send_error(self, code: str | None, message: str, type_: str) -> None:
+        """Send an ``error`` event no client event caused (in a task the session owns)."""
+        if not self._closing:
+            self._tasks.spawn(self._error(ProtocolError(message, code=code, type_=type_), None))
+
     def drop(self) -> None:
         """Abort the TCP connection: no close frame, the client sees 1006."""
         if self._closing:

@@ -38,6 +38,8 @@ class Served(Protocol):
 
     def drop(self) -> None: ...
 
+    def send_error(self, code: str | None, message: str, type_: str) -> None: ...
+
     def close_with(self, code: int, reason: str) -> None: ...
 
 
@@ -77,6 +79,23 @@ class Faults:
         chosen = self._chosen(session_id)
         for served in chosen:
             served.drop()
+        return len(chosen)
+
+    def error(
+        self,
+        code: str | None,
+        message: str,
+        *,
+        type_: str = "invalid_request_error",
+        session_id: str | None = None,
+    ) -> int:
+        """Send ``session_id`` (every session if None) an ``error`` event no client event
+        caused, as the service does when the account stops paying mid-call (``code``
+        ``insufficient_quota``: LiveKit's OpenAI plugin ends its session on it,
+        ``_realtime/openai.py`` ``_FATAL_ERROR_CODES``). Returns how many were sent one."""
+        chosen = self._chosen(session_id)
+        for served in chosen:
+            served.send_error(code, message, type_)
         return len(chosen)
 
     def close(self, code: int, reason: str, session_id: str | None = None) -> int:

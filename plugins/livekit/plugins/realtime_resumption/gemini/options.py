@@ -15,6 +15,7 @@ from realtime_resumption.store import SessionStore
 from realtime_resumption.telemetry import Telemetry
 from realtime_resumption.transport import GenerationSettings
 
+from ..job_room import room_name
 from ..log import logger
 
 DEFAULT_IMAGE_ENCODE_OPTIONS = images.EncodeOptions(
@@ -102,7 +103,7 @@ class Options:
             generation=self.generation,
             tools=tools,
             store=self.store,
-            session_key=(self.session_key or _room_name()) if self.store is not None else None,
+            session_key=(self.session_key or room_name()) if self.store is not None else None,
         )
         return GeminiLiveTransport(options)
 
@@ -126,16 +127,3 @@ def livekit_telemetry() -> Telemetry:
     follows ``livekit.agents.telemetry.set_tracer_provider``) and its metrics to the global
     meter provider, as LiveKit's own."""
     return Telemetry(tracer=livekit_tracer)
-
-
-def _room_name() -> str:
-    """The job's room name: a session's default key in the store."""
-    from livekit.agents import get_job_context
-
-    try:
-        return get_job_context().room.name
-    except RuntimeError:
-        raise ValueError(
-            "a RealtimeModel with a store needs a session_key outside a LiveKit job "
-            "(in a job, the room's name is the default)"
-        ) from None

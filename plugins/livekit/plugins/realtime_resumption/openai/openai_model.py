@@ -32,11 +32,13 @@ from realtime_resumption.openai import (
     ServerVad,
     SessionConfig,
 )
+from realtime_resumption.store import SessionStore, StoreOptions
 
+from ..job_room import room_name
 from ..log import logger
 
 if TYPE_CHECKING:
-    from .openai_session import RealtimeSession
+    from .openai_session import RealtimeSession, StoreKeywords
 
 DEFAULT_VOICE = "marin"
 """The OpenAI plugin's default voice."""
@@ -58,6 +60,10 @@ class RealtimeModel(llm.RealtimeModel):
     move happens before it (None or not given: the service's own cap). ``realtime_options``
     (``OpenAIRealtimeOptions``) tunes moves and the dial (its ``model`` and ``session_cap``
     are taken from this constructor). ``http_session`` is not used: the ``openai`` SDK dials.
+
+    ``store`` (a ``SessionStore``, e.g. ``RedisStore``) keeps each session's call so it
+    survives its worker: a session made for the same key (``session_key``, by default the
+    job's room name) in another process takes the call over (``store_options`` tunes it).
     """
 
     def __init__(
@@ -83,6 +89,9 @@ class RealtimeModel(llm.RealtimeModel):
         conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
         temperature: NotGivenOr[float] = NOT_GIVEN,
         realtime_options: OpenAIRealtimeOptions | None = None,
+        store: SessionStore | None = None,
+        session_key: NotGivenOr[str] = NOT_GIVEN,
+        store_options: StoreOptions | None = None,
         **kwargs: Any,
     ) -> None:
         api_version: str | None = kwargs.pop("api_version", None) or os.getenv("OPENAI_API_VERSION")
@@ -163,6 +172,9 @@ class RealtimeModel(llm.RealtimeModel):
             "api_version": api_version,
         }
         self._conn_options = conn_options
+        self._store = store
+        self._session_key = session_key if is_given(session_key) else None
+        self._store_options = store_options
         super().__init__(
             capabilities=llm.RealtimeCapabilities(
                 message_truncation=True,
@@ -201,6 +213,9 @@ class RealtimeModel(llm.RealtimeModel):
         max_session_duration: NotGivenOr[float | None] = NOT_GIVEN,
         temperature: NotGivenOr[float] = NOT_GIVEN,
         realtime_options: OpenAIRealtimeOptions | None = None,
+        store: SessionStore | None = None,
+        session_key: NotGivenOr[str] = NOT_GIVEN,
+        store_options: StoreOptions | None = None,
         **kwargs: Any,
     ) -> RealtimeModel:
         """A model on Azure OpenAI, with the OpenAI plugin's Azure defaults (server VAD,
@@ -245,6 +260,9 @@ class RealtimeModel(llm.RealtimeModel):
             base_url=base_url,
             max_session_duration=max_session_duration,
             realtime_options=realtime_options,
+            store=store,
+            session_key=session_key,
+            store_options=store_options,
             **kwargs,
         )
 
@@ -273,6 +291,17 @@ class RealtimeModel(llm.RealtimeModel):
     @property
     def conn_options(self) -> APIConnectOptions:
         return self._conn_options
+
+    def store_keywords(self) -> StoreKeywords:
+        """The store a new session keeps its call in (none without a ``store``), under
+        ``session_key`` or, by default, the LiveKit job's room name."""
+        if self._store is None:
+            return {}
+        return {
+            "store": self._store,
+            "session_key": self._session_key or room_name(),
+            "store_options": self._store_options,
+        }
 
     def client(self) -> openai.AsyncOpenAI:
         """A new SDK client for one session (its key never appears in a log or repr).

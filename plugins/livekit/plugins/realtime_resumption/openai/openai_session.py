@@ -14,7 +14,7 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import fields
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypedDict
 
 import openai
 from livekit import rtc
@@ -28,6 +28,7 @@ from realtime_resumption.openai import (
     OpenAIRealtimeTransport,
     SessionConfig,
 )
+from realtime_resumption.store import SessionStore, StoreOptions
 from realtime_resumption.transport import (
     CancelResponseOptions,
     ContentTurn,
@@ -56,6 +57,15 @@ INPUT_SAMPLE_RATE = 24_000
 _Phase = Literal["dialling", "ready", "lost", "closed"]
 
 
+class StoreKeywords(TypedDict, total=False):
+    """The store a session's transport keeps its call in (``OpenAIRealtimeTransport``'s
+    keywords of that name)."""
+
+    store: SessionStore
+    session_key: str
+    store_options: StoreOptions | None
+
+
 class ModelSettings(Protocol):
     """What a session reads of the model that made it (``RealtimeModel``): the model is
     typed by what it gives, so the model can import the session and not the reverse."""
@@ -73,6 +83,7 @@ class ModelSettings(Protocol):
     @property
     def provider(self) -> str: ...
     def client(self) -> openai.AsyncOpenAI: ...
+    def store_keywords(self) -> StoreKeywords: ...
 
 
 class RealtimeSession(llm.RealtimeSession[SessionMoved]):
@@ -107,7 +118,10 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._fatal = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._transport = OpenAIRealtimeTransport(
-            settings.client(), settings.config, settings.realtime_options
+            settings.client(),
+            settings.config,
+            settings.realtime_options,
+            **settings.store_keywords(),
         )
         self._wire()
         self._main = asyncio.create_task(self._connect(), name="realtime-resumption-connect")
