@@ -374,10 +374,11 @@ def report_takeover(run: TakeoverRun, out: Path, console: Console) -> int:
         kept = "kept: resumed, not rebuilt" if run.sessions == 1 else "NOT kept: rebuilt"
     sessions = f"{run.sessions} server session{'s' if run.sessions != 1 else ''}"
     table.add_row("context", f"{kept} ({sessions}, {run.connections} connections)")
+    killed = f"{run.tool_runs_killed} run killed with its worker" if run.tool_runs_killed else ""
     table.add_row(
         "tool call in flight" if run.tool_runs_killed else "tool call",
         f"issued {run.tool_calls_issued} time(s), answered {run.tool_responses} time(s),"
-        f" {run.tool_responses_stray} stray ({run.tool_runs_killed} run killed with its worker)",
+        f" {run.tool_responses_stray} stray" + (f" ({killed})" if killed else ""),
     )
     table.add_row(
         "next question",
