@@ -108,6 +108,7 @@ class OpenAILedger:
             context=context,
             recalled=recalled,
             resent=resent,
+            heard_twice=len(summary.speech_heard_twice),
         )
 
 

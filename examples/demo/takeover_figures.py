@@ -22,3 +22,5 @@ class LedgerFigures:
     context: tuple[str, ...]
     recalled: str | None
     resent: int | None
+    heard_twice: int | None
+    """The user's chunks the service heard twice (None where the ledger does not say)."""

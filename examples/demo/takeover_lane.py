@@ -155,6 +155,9 @@ class TakeoverRun:
     resent: int | None
     """On OpenAI, user messages a worker gave a session after it had heard the caller: the
     conversation given again (the session answers it as a new turn); None on Gemini."""
+    heard_twice_ms: float | None
+    """On OpenAI, the user's speech committed twice (a replay of what a session had heard
+    already); None on Gemini."""
     bound_ms: float
 
     def failures(self) -> list[str]:
@@ -173,6 +176,8 @@ class TakeoverRun:
                 f"the tool call was answered {self.tool_responses} times"
                 f" ({self.tool_responses_stray} stray)"
             )
+        if self.heard_twice_ms:
+            failed.append(f"{self.heard_twice_ms:.0f} ms of speech heard twice")
         if not self.next_answered:
             failed.append("the next question was not answered")
         return failed + self.failures_of_context()
@@ -238,6 +243,7 @@ class GeminiLedger:
             context=tuple(turn.user_text for turn in history[:-1]),
             recalled=None,
             resent=None,
+            heard_twice=None,
         )
 
 
@@ -327,13 +333,15 @@ async def run_takeover(provider: str = "gemini") -> TakeoverRun:
                     await worker.kill()
         seen = ledger.figures(unfinished)
 
+    chunk_ms = example.CHUNK * 1000
+
     def kill(worker: example.Worker, moment: str) -> Kill:
         sent = set(worker.sent)
         return Kill(
             f"{worker.framework} worker (pid {worker.process.pid})",
             moment,
-            len(sent) * example.CHUNK * 1000,
-            len(sent - seen.kept) * example.CHUNK * 1000,
+            len(sent) * chunk_ms,
+            len(sent - seen.kept) * chunk_ms,
         )
 
     return TakeoverRun(
@@ -351,6 +359,7 @@ async def run_takeover(provider: str = "gemini") -> TakeoverRun:
         context=seen.context,
         recalled=seen.recalled,
         resent=seen.resent,
+        heard_twice_ms=None if seen.heard_twice is None else seen.heard_twice * chunk_ms,
         bound_ms=example.SPEECH_LOST_BOUND * 1000,
     )
 
@@ -388,6 +397,8 @@ def report_takeover(run: TakeoverRun, out: Path, console: Console) -> int:
     )
     if run.recalled is not None:
         table.add_row("its answer recalled", repr(run.recalled))
+    if run.heard_twice_ms is not None:
+        table.add_row("speech heard twice", f"{run.heard_twice_ms:.0f} ms")
     if run.resent is not None:
         table.add_row("conversation given again mid-session", f"{run.resent} message(s)")
     # The answer the killed worker's tool was to make never began: the service counts it cut.

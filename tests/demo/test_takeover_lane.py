@@ -107,6 +107,7 @@ def _survived(provider: str = "gemini") -> TakeoverRun:
         context=("Greet the user.", " ".join(QUESTION)),
         recalled=None,
         resent=None,
+        heard_twice_ms=None,
         bound_ms=300,
     )
     if provider == "gemini":
@@ -124,6 +125,7 @@ def _survived(provider: str = "gemini") -> TakeoverRun:
         context=said,
         recalled=" ".join(said),
         resent=0,
+        heard_twice_ms=0,
     )
 
 
@@ -140,6 +142,7 @@ def _survived(provider: str = "gemini") -> TakeoverRun:
         ("openai", {"kills": (Kill("b", "mid-question", 1300, 320),)}, "320 ms of speech"),
         ("openai", {"tool_responses": 2}, "answered 2 times"),
         ("openai", {"tool_responses_stray": 1}, "1 stray"),
+        ("openai", {"heard_twice_ms": 40}, "40 ms of speech heard twice"),
         ("openai", {"next_answered": False}, "not answered"),
         ("openai", {"recalled": "Greet the user."}, "did not recall"),
     ],

@@ -86,6 +86,11 @@ def test_the_tool_call_is_answered_once(lane: dict[str, Any]) -> None:
     assert report["tool_responses_stray"] == 0
 
 
+def test_no_speech_is_heard_twice(lane: dict[str, Any]) -> None:
+    # What a session committed is given to the next as the conversation, not replayed.
+    assert lane["report"]["heard_twice_ms"] == 0
+
+
 def test_the_last_question_is_answered_recalling_what_the_first_worker_heard(
     lane: dict[str, Any],
 ) -> None:
@@ -172,7 +177,7 @@ def test_the_ledger_counts_an_answer_carried_to_the_next_session_once() -> None:
     assert seen.kept == frozenset({1, 2, 3, 4})
     assert seen.context == (" ".join(QUESTION),)
     assert seen.recalled == " ".join(QUESTION)
-    assert seen.resent == 0 and seen.next_answered
+    assert seen.resent == 0 and seen.heard_twice == 0 and seen.next_answered
 
 
 def test_the_ledger_counts_a_second_answer_and_a_resent_conversation() -> None:
@@ -184,12 +189,14 @@ def test_the_ledger_counts_a_second_answer_and_a_resent_conversation() -> None:
     resent = ItemRecord("hist", "message", "user", "client", "a previously saved conversation")
     second = _session(
         1,
-        [*(_given(i) for i in first.items), again, stray, _said("q2", "hello", (9,)), resent],
+        [*(_given(i) for i in first.items), again, stray, _said("q2", "hello", (2, 9)), resent],
         [],
     )
     seen = _ledger([first, second]).figures(LAST)
     assert (seen.tool_responses, seen.tool_responses_stray) == (2, 1)
     assert seen.resent == 1
+    # The question's speech, committed in the first session, committed again in the second.
+    assert seen.heard_twice == 1
     assert not seen.next_answered and seen.recalled is None and seen.context == ()
 
 
