@@ -29,10 +29,15 @@ the store).
 
 In a deployment the worker is your LiveKit agent or Pipecat bot, re-dispatched on the same key
 (the README's "Calls that survive the worker" says how); here the example runs each worker as
-``python -m examples.takeover worker pipecat|livekit BASE_URL CA_FILE REDIS_URL KEY FIRST``, a
-caller's microphone streaming into it from chunk number ``FIRST``, silent but when a stdin line
-``say N WORD...`` makes it speak, until its stdin closes. Each worker declares a slow
-``get_weather`` tool (``make demo ARGS=--takeover`` kills a worker while it runs).
+``python -m examples.takeover worker pipecat|livekit gemini|openai BASE_URL CA_FILE REDIS_URL KEY
+FIRST``, a caller's microphone streaming into it from chunk number ``FIRST``, silent but when a
+stdin line ``say N WORD...`` makes it speak, until its stdin closes. Each worker declares a slow
+``get_weather`` tool (``make demo ARGS=--takeover`` kills a worker while it runs). A worker
+that continues a call lets the caller speak once it has taken the call over. On ``openai`` the
+worker runs the OpenAI Realtime siblings (``realtime_resumption.pipecat.openai``'s
+``OpenAIRealtimeLLMService``, the LiveKit plugin's ``realtime_resumption.openai.RealtimeModel``)
+against the bundled OpenAI Realtime emulator, whose base URL it is given; ``make demo
+ARGS="--takeover --openai"`` runs that call.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from google.genai import types
 from loguru import logger
@@ -55,6 +61,7 @@ from realtime_resumption.gemini.live_options import StoreOptions
 from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig, user_audio
 from realtime_resumption.testing.emulator.ledger import TurnSummary
+from realtime_resumption.testing.openai_emulator import OpenAIEmulator
 from realtime_resumption.testing.redis_server import RedisServer
 
 OPTIONS = StoreOptions(write_interval=0.25, lease_ttl=1.0, lease_wait=5.0)
@@ -79,6 +86,9 @@ TOOL = "get_weather"
 TOOL_SECONDS = 2.0
 """How long the tool takes: a slow lookup, long enough for a worker to die while it runs."""
 FORECAST = {"city": "Paris", "forecast": "sunny, 21 °C"}
+RATES = {"gemini": 16_000, "openai": 24_000}
+"""The microphone's rate on each service: its input format (a framework resampling anything
+else would lose the chunks' numbers)."""
 
 
 # --- a worker: one framework's call, a caller speaking into it --------------------------------
@@ -86,11 +96,25 @@ FORECAST = {"city": "Paris", "forecast": "sunny, 21 °C"}
 
 @dataclass(frozen=True)
 class Call:
-    http_options: types.HttpOptions
+    provider: str
+    """``gemini`` or ``openai``: the service the call runs on."""
+    base_url: str
+    """The emulator's base URL (``https://127.0.0.1:PORT/...``)."""
+    tls: ssl.SSLContext
+    """Trusts the emulator's certificate."""
     store: RedisStore
     key: str
     first: int
     """The seq of the caller's first chunk (the emulator's ledger tells chunks by it)."""
+
+    @property
+    def rate(self) -> int:
+        return RATES[self.provider]
+
+    @property
+    def http_options(self) -> types.HttpOptions:
+        """google-genai's options for the Gemini emulator."""
+        return types.HttpOptions(base_url=self.base_url, async_client_args={"ssl": self.tls})
 
 
 async def talk(call: Call, send: Callable[[bytes], Awaitable[None]]) -> None:
@@ -119,7 +143,7 @@ async def talk(call: Call, send: Callable[[bytes], Awaitable[None]]) -> None:
                 case _:
                     print(f"not understood: {line.strip()!r} (say N WORD...)", file=sys.stderr)
         word = words.pop(0) if speech and words else None
-        await send(user_audio(seq, speech=speech > 0, word=word))
+        await send(user_audio(seq, speech=speech > 0, word=word, rate=call.rate))
         if speech:
             print(f"sent {seq}", flush=True)
             speech -= 1
@@ -140,70 +164,119 @@ async def pipecat_worker(call: Call) -> None:
     """A Pipecat bot keeping its call in Redis: the app names the call (``session_key``)."""
     from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
     from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
-    from pipecat.frames.frames import EndFrame, Frame, InputAudioRawFrame, LLMContextFrame
+    from pipecat.frames.frames import (
+        EndFrame,
+        Frame,
+        InputAudioRawFrame,
+        LLMContextFrame,
+        LLMFullResponseEndFrame,
+        LLMRunFrame,
+    )
     from pipecat.pipeline.pipeline import Pipeline
     from pipecat.pipeline.worker import PipelineWorker
     from pipecat.processors.aggregators.llm_context import LLMContext
+    from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
     from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
     from pipecat.services.llm_service import FunctionCallParams
     from pipecat.workers.runner import WorkerRunner
 
     from realtime_resumption.frames import SessionMovedFrame, SessionResumptionUpdateFrame
-    from realtime_resumption.pipecat import GeminiLiveLLMService
 
     class Console(FrameProcessor):
-        """Says when the call has a handle (from then on it can be taken over) and when it
-        was taken over."""
+        """Says when the call can be taken over (a Gemini call once it has a handle, an OpenAI
+        call once its greeting was answered) and when it was taken over."""
 
         def __init__(self) -> None:
             super().__init__()
             self.resumable = asyncio.Event()
+            self.moved = asyncio.Event()
 
         async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
             await super().process_frame(frame, direction)
             if isinstance(frame, SessionResumptionUpdateFrame) and frame.resumable:
                 self.resumable.set()
+            elif isinstance(frame, LLMFullResponseEndFrame) and call.provider == "openai":
+                self.resumable.set()
             elif isinstance(frame, SessionMovedFrame) and frame.report is not None:
                 print(f"moved {frame.report.reason.value} {frame.report.outcome.value}", flush=True)
+                self.moved.set()
             await self.push_frame(frame, direction)
 
-    llm = GeminiLiveLLMService(
-        api_key="emulator-key",
-        http_options=call.http_options,
-        system_instruction=INSTRUCTIONS,
-        tools=ToolsSchema(
-            standard_tools=[
-                FunctionSchema(
-                    name=TOOL,
-                    description="The weather in a city.",
-                    properties={"city": {"type": "string"}},
-                    required=[],
-                )
-            ]
-        ),
-        store=call.store,
-        session_key=call.key,
-        store_options=OPTIONS,
+    tools = ToolsSchema(
+        standard_tools=[
+            FunctionSchema(
+                name=TOOL,
+                description="The weather in a city.",
+                properties={"city": {"type": "string"}},
+                required=[],
+            )
+        ]
     )
+    continuing = await call.store.load(call.key) is not None
+    # A new call starts with a greeting; a call taken over has its conversation already
+    # (the service does not seed it again) and is not greeted twice.
+    greet = [] if continuing else [{"role": "user", "content": GREET}]
+    console = Console()
+    if call.provider == "openai":
+        from pipecat.services.openai.realtime import events
+
+        from realtime_resumption.openai import OpenAIRealtimeOptions
+        from realtime_resumption.pipecat.openai import OpenAIRealtimeLLMService
+
+        llm: Any  # either service: Pipecat types them apart
+        properties = events.SessionProperties(
+            instructions=INSTRUCTIONS,
+            audio=events.AudioConfiguration(
+                input=events.AudioInput(transcription=events.InputAudioTranscription())
+            ),
+        )
+        llm = OpenAIRealtimeLLMService(
+            api_key="emulator-key",
+            # Pipecat's base_url is the realtime WebSocket's URL.
+            base_url="wss://" + call.base_url.removeprefix("https://") + "/realtime",
+            settings=OpenAIRealtimeLLMService.Settings(
+                model="gpt-realtime", session_properties=properties
+            ),
+            options=OpenAIRealtimeOptions(websocket_options={"ssl": call.tls}),
+            store=call.store,
+            session_key=call.key,
+            store_options=OPTIONS,
+        )
+        # As Pipecat's examples run OpenAI Realtime: the tools in the context, whose
+        # aggregators give the service a tool's result and ask for the answer to it.
+        aggregators = LLMContextAggregatorPair(LLMContext(greet, tools=tools))  # type: ignore[arg-type]
+        pipeline = Pipeline([aggregators.user(), llm, console, aggregators.assistant()])
+        first: Frame | None = None if continuing else LLMRunFrame()
+    else:
+        from realtime_resumption.pipecat import GeminiLiveLLMService
+
+        llm = GeminiLiveLLMService(
+            api_key="emulator-key",
+            http_options=call.http_options,
+            system_instruction=INSTRUCTIONS,
+            tools=tools,
+            store=call.store,
+            session_key=call.key,
+            store_options=OPTIONS,
+        )
+        pipeline = Pipeline([llm, console])
+        first = LLMContextFrame(LLMContext(greet))  # type: ignore[arg-type]
 
     async def get_weather(params: FunctionCallParams) -> None:
         await params.result_callback(await slow_weather())
 
     llm.register_function(TOOL, get_weather)
-    console = Console()
-    worker = PipelineWorker(Pipeline([llm, console]), cancel_on_idle_timeout=False)
-    continuing = await call.store.load(call.key) is not None
+    worker = PipelineWorker(pipeline, cancel_on_idle_timeout=False)
 
     async def converse() -> None:
-        # A new call starts with a greeting; a call taken over has its conversation already
-        # (the service does not seed it again) and is not greeted twice.
-        greet = [] if continuing else [{"role": "user", "content": GREET}]
-        await worker.queue_frame(LLMContextFrame(LLMContext(greet)))  # type: ignore[arg-type]
-        if not continuing:
-            await asyncio.wait_for(console.resumable.wait(), WAIT)
+        if first is not None:
+            await worker.queue_frame(first)
+        # The user speaks once the call can be taken over, or once it was.
+        ready = console.moved if continuing else console.resumable
+        await asyncio.wait_for(ready.wait(), WAIT)
 
         async def send(pcm: bytes) -> None:
-            await worker.queue_frame(InputAudioRawFrame(pcm, sample_rate=16_000, num_channels=1))
+            await worker.queue_frame(InputAudioRawFrame(pcm, sample_rate=call.rate, num_channels=1))
 
         await talk(call, send)
         await worker.queue_frame(EndFrame())  # the call ends: its record is deleted
@@ -217,7 +290,7 @@ async def livekit_worker(call: Call) -> None:
     """A LiveKit agent keeping its call in Redis. In a job the room's name is the key by
     default; outside one (here) it is given."""
     from livekit import rtc
-    from livekit.agents import Agent, AgentSession, function_tool
+    from livekit.agents import Agent, AgentSession, function_tool, llm
     from livekit.plugins import realtime_resumption
 
     @function_tool
@@ -225,34 +298,52 @@ async def livekit_worker(call: Call) -> None:
         """The weather in a city."""
         return await slow_weather()
 
-    model = realtime_resumption.RealtimeModel(
-        api_key="emulator-key",
-        http_options=call.http_options,
-        store=call.store,
-        session_key=call.key,
-        store_options=OPTIONS,
-    )
+    model: llm.RealtimeModel
+    if call.provider == "openai":
+        from livekit.plugins.realtime_resumption.openai import RealtimeModel as OpenAIModel
+
+        from realtime_resumption.openai import OpenAIRealtimeOptions
+
+        model = OpenAIModel(
+            api_key="emulator-key",
+            base_url=call.base_url,
+            realtime_options=OpenAIRealtimeOptions(websocket_options={"ssl": call.tls}),
+            store=call.store,
+            session_key=call.key,
+            store_options=OPTIONS,
+        )
+    else:
+        model = realtime_resumption.RealtimeModel(
+            api_key="emulator-key",
+            http_options=call.http_options,
+            store=call.store,
+            session_key=call.key,
+            store_options=OPTIONS,
+        )
     continuing = await call.store.load(call.key) is not None
     session: AgentSession[None] = AgentSession(llm=model)
     agent = Agent(instructions=INSTRUCTIONS, tools=[get_weather])
     await session.start(agent)
     realtime = agent.realtime_llm_session
-    assert isinstance(realtime, realtime_resumption.RealtimeSession)
-    realtime.on(
-        "session_moved",
-        lambda event: print(
-            f"moved {event.report.reason.value} {event.report.outcome.value}", flush=True
-        ),
-    )
-    if not continuing:  # a new call: greet the user; a call taken over is not greeted twice
+    moved = asyncio.Event()
+
+    def on_moved(event: realtime_resumption.SessionMovedEvent) -> None:
+        print(f"moved {event.report.reason.value} {event.report.outcome.value}", flush=True)
+        moved.set()
+
+    realtime.on("session_moved", on_moved)
+    if continuing:  # the user speaks once the call was taken over
+        await asyncio.wait_for(moved.wait(), WAIT)
+    else:  # a new call: greet the user; a call taken over is not greeted twice
         await asyncio.wait_for(session.generate_reply(instructions=GREET).wait_for_playout(), WAIT)
-        async with asyncio.timeout(WAIT):  # from then on the call can be taken over
-            while realtime.session_resumption_handle is None:  # noqa: ASYNC110
-                await asyncio.sleep(CHUNK)
+        if isinstance(realtime, realtime_resumption.RealtimeSession):
+            async with asyncio.timeout(WAIT):  # from then on the call can be taken over
+                while realtime.session_resumption_handle is None:  # noqa: ASYNC110
+                    await asyncio.sleep(CHUNK)
 
     async def send(pcm: bytes) -> None:
         # In a room the AgentSession forwards the participant's microphone here.
-        realtime.push_audio(rtc.AudioFrame(pcm, 16_000, 1, len(pcm) // 2))
+        realtime.push_audio(rtc.AudioFrame(pcm, call.rate, 1, len(pcm) // 2))
 
     try:
         await talk(call, send)
@@ -261,12 +352,17 @@ async def livekit_worker(call: Call) -> None:
 
 
 async def worker_main(
-    framework: str, base_url: str, ca_file: str, redis_url: str, key: str, first: int
+    framework: str,
+    provider: str,
+    base_url: str,
+    ca_file: str,
+    redis_url: str,
+    key: str,
+    first: int,
 ) -> None:
     quiet("ERROR")
-    ssl_context = ssl.create_default_context(cafile=ca_file)
-    options = types.HttpOptions(base_url=base_url, async_client_args={"ssl": ssl_context})
-    call = Call(options, RedisStore(url=redis_url), key, first)
+    tls = ssl.create_default_context(cafile=ca_file)
+    call = Call(provider, base_url, tls, RedisStore(url=redis_url), key, first)
     run = pipecat_worker if framework == "pipecat" else livekit_worker
     try:
         await run(call)
@@ -317,13 +413,21 @@ class Worker:
         self.moved = ""
         self.tools_started = 0
         self.tools_answered = 0
+        self.asked = 0
+        """The chunks of speech it was told to say."""
 
     @classmethod
     async def start(
-        cls, framework: str, emulator: Emulator, redis_url: str, key: str, first: int
+        cls,
+        framework: str,
+        emulator: Emulator | OpenAIEmulator,
+        redis_url: str,
+        key: str,
+        first: int,
     ) -> Worker:
+        provider = "openai" if isinstance(emulator, OpenAIEmulator) else "gemini"
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "examples.takeover", "worker", framework,
+            sys.executable, "-m", "examples.takeover", "worker", framework, provider,
             emulator.base_url, emulator.ca_file, redis_url, key, str(first),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             cwd=Path(__file__).parents[1],
@@ -350,11 +454,13 @@ class Worker:
                     self.tools_answered += 1
 
     async def say(self, words: tuple[str, ...], chunks: int = SPEECH) -> None:
-        """The user speaks ``chunks`` chunks carrying ``words``, once the microphone streams."""
+        """The user speaks ``chunks`` chunks carrying ``words``, once the microphone streams
+        (after what was said before: ``asked`` counts every chunk asked for)."""
         await self.read_until(lambda: self.ready)
         assert self.process.stdin is not None
         self.process.stdin.write(f"say {chunks} {' '.join(words)}\n".encode())
         await self.process.stdin.drain()
+        self.asked += chunks
 
     async def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
@@ -436,8 +542,8 @@ async def main() -> list[Takeover]:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["worker"]:
-        framework, base_url, ca_file, redis_url, key, first = sys.argv[2:]
-        asyncio.run(worker_main(framework, base_url, ca_file, redis_url, key, int(first)))
+        framework, provider, base_url, ca_file, redis_url, key, first = sys.argv[2:]
+        asyncio.run(worker_main(framework, provider, base_url, ca_file, redis_url, key, int(first)))
     else:
         quiet("WARNING")
         asyncio.run(main())

@@ -12,13 +12,15 @@ status is non-zero if one of our stacks lost anything.
     python -m examples.demo --model 3.8            # the same call on gemini-3.8-live's service
     python -m examples.demo --live --minutes 12    # ours against real Gemini Live (GOOGLE_API_KEY)
     python -m examples.demo --takeover             # a call outliving two killed worker processes
+    python -m examples.demo --takeover --openai    # the same, on OpenAI Realtime
     python -m examples.demo --openai               # the call on OpenAI Realtime stacks, across caps
 
 ``--model`` gives every stack's emulator a model profile (``EmulatorConfig.model``): on
 ``3.8`` (gemini-3.8-live) the connection's life ends without a goAway where the goAway would
 have come (its 58 minutes cut short to fit the call into a minute), and the resume after that
 close is refused with 1007. ``--takeover`` runs another call: worker processes killed with SIGKILL mid-call, the call going
-on in the next through a real Redis (see ``examples/demo/takeover_lane.py``). ``--openai`` runs
+on in the next through a real Redis (see ``examples/demo/takeover_lane.py``); with ``--openai``
+on OpenAI Realtime, its file ``report-takeover-openai.json``. ``--openai`` alone runs
 the call on OpenAI Realtime (``examples/demo/openai_call.py``): stock Pipecat's and stock
 LiveKit's OpenAI integrations and ours, each on its own OpenAI emulator whose clock passes a
 60-minute session cap every 15 s; its files are ``report-openai.json``,
@@ -83,7 +85,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help=(
             "instead: the call on OpenAI Realtime stacks (stock Pipecat and LiveKit, ours on"
-            " each), across time-scaled 60-minute session caps and a drop"
+            " each), across time-scaled 60-minute session caps and a drop; with --takeover, that"
+            " call on OpenAI Realtime"
         ),
     )
     parser.add_argument(
@@ -116,8 +119,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.live and args.takeover:
         parser.error("--takeover runs on the emulator: not with --live")
-    if args.openai and (args.live or args.takeover or args.readme or args.model is not None):
-        parser.error("--openai runs its own call: not with --live, --takeover, --readme or --model")
+    if args.openai and (args.live or args.readme or args.model is not None):
+        parser.error("--openai runs its own call: not with --live, --readme or --model")
     if args.model is not None and (args.live or args.takeover or args.readme):
         parser.error(
             "--model runs the comparison on the emulator: not with --live, --takeover or --readme"
@@ -157,7 +160,8 @@ def main(
         from .takeover_lane import report_takeover, run_takeover
 
         console = Console()
-        return report_takeover(asyncio.run(run_takeover()), out, console)
+        provider = "openai" if args.openai else "gemini"
+        return report_takeover(asyncio.run(run_takeover(provider)), out, console)
     if args.live:
         from rich.console import Console
 

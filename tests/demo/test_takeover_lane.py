@@ -25,13 +25,13 @@ RUN_TIMEOUT = 300.0
 """Three worker processes, each importing its framework, on a shared machine."""
 
 
-async def run_demo(*args: str) -> tuple[int, str]:
+async def run_demo(*args: str, timeout: float = RUN_TIMEOUT) -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "examples.demo", *args,
         cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     try:
-        output, _ = await asyncio.wait_for(process.communicate(), RUN_TIMEOUT)
+        output, _ = await asyncio.wait_for(process.communicate(), timeout)
     finally:
         if process.returncode is None:
             process.kill()
@@ -90,8 +90,10 @@ def test_the_next_question_is_answered_with_the_old_context(lane: dict[str, Any]
     assert " ".join(NEXT + REST) not in report["context"]  # the answered turn itself
 
 
-def _survived() -> TakeoverRun:
-    return TakeoverRun(
+def _survived(provider: str = "gemini") -> TakeoverRun:
+    """A run whose call survived whole, as each service's lane reports one."""
+    gemini = TakeoverRun(
+        provider="gemini",
         kills=(Kill("a", "tool call in flight", 800, 0), Kill("b", "mid-question", 500, 120)),
         takeovers=("takeover resumed", "takeover resumed"),
         sessions=1,
@@ -103,32 +105,60 @@ def _survived() -> TakeoverRun:
         tool_responses_stray=0,
         next_answered=True,
         context=("Greet the user.", " ".join(QUESTION)),
+        recalled=None,
+        resent=None,
+        heard_twice_ms=None,
         bound_ms=300,
+    )
+    if provider == "gemini":
+        return gemini
+    said = ("Greet the user.", " ".join(QUESTION), " ".join(NEXT + REST))
+    return replace(
+        gemini,
+        provider="openai",
+        kills=(Kill("a", "mid-question", 1300, 60), Kill("b", "mid-question", 1300, 80)),
+        takeovers=("takeover rebuilt", "takeover rebuilt"),
+        sessions=3,
+        answers=("complete",) * 5,
+        tool_calls_issued=1,
+        tool_runs_killed=0,
+        context=said,
+        recalled=" ".join(said),
+        resent=0,
+        heard_twice_ms=0,
     )
 
 
 @pytest.mark.parametrize(
-    ("broken", "says"),
+    ("provider", "broken", "says"),
     [
-        ({"sessions": 2, "takeovers": ("takeover resumed", "takeover rebuilt")}, "rebuilt"),
-        ({"kills": (Kill("b", "mid-question", 500, 320),)}, "320 ms of speech lost"),
-        ({"tool_responses": 2}, "answered 2 times"),
-        ({"next_answered": False}, "not answered"),
-        ({"context": ("Greet the user.",)}, "context lacks"),
+        ("gemini", {"sessions": 2, "takeovers": ("takeover resumed",) * 2}, "rebuilt"),
+        ("gemini", {"takeovers": ("takeover resumed", "takeover rebuilt")}, "takeovers"),
+        ("gemini", {"kills": (Kill("b", "mid-question", 500, 320),)}, "320 ms of speech lost"),
+        ("gemini", {"tool_responses": 2}, "answered 2 times"),
+        ("gemini", {"next_answered": False}, "not answered"),
+        ("gemini", {"context": ("Greet the user.",)}, "context lacks"),
+        ("openai", {"takeovers": ("takeover resumed", "takeover rebuilt")}, "takeovers"),
+        ("openai", {"kills": (Kill("b", "mid-question", 1300, 320),)}, "320 ms of speech"),
+        ("openai", {"tool_responses": 2}, "answered 2 times"),
+        ("openai", {"tool_responses_stray": 1}, "1 stray"),
+        ("openai", {"heard_twice_ms": 40}, "40 ms of speech heard twice"),
+        ("openai", {"next_answered": False}, "not answered"),
+        ("openai", {"recalled": "Greet the user."}, "did not recall"),
     ],
 )
 def test_the_lane_fails_when_the_call_does_not_survive_whole(
-    broken: dict[str, Any], says: str, tmp_path: Path
+    provider: str, broken: dict[str, Any], says: str, tmp_path: Path
 ) -> None:
     from rich.console import Console
 
-    from examples.demo.takeover_lane import report_takeover
+    from examples.demo.takeover_lane import REPORTS, report_takeover
 
-    assert _survived().failures() == []
-    run = replace(_survived(), **broken)
+    assert _survived(provider).failures() == []
+    run = replace(_survived(provider), **broken)
     assert any(says in failure for failure in run.failures()), run.failures()
     assert report_takeover(run, tmp_path, Console(file=io.StringIO())) == 1
-    written = json.loads((tmp_path / "report-takeover.json").read_text())
+    written = json.loads((tmp_path / REPORTS[provider]).read_text())
     assert written["failures"] == run.failures()
 
 
