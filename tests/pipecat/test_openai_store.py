@@ -5,9 +5,15 @@ emulator over TLS, and a real Redis server."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
+from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import ErrorFrame, InputAudioRawFrame, LLMFullResponseEndFrame
 from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
+from pipecat.services.llm_service import FunctionCallParams
 from pipecat.services.openai.realtime import events
 
 from realtime_resumption.frames import SessionMovedFrame
@@ -109,3 +115,47 @@ async def test_a_second_pipeline_for_a_driven_call_pushes_an_error_frame(
             assert "not taken over twice" in error.error
             assert second.transport is None
     assert len(emu.ledger.sessions) == 1  # the second never dialled
+
+
+@pytest.mark.openai_emulator(time_scale=0.05, answer_chunks=3)
+async def test_a_function_running_when_the_call_was_handed_over_is_answered_by_the_next_pipeline(
+    openai_emulator_trusted: OpenAIEmulator, redis_store: RedisStore
+) -> None:
+    emu = openai_emulator_trusted
+    tools = ToolsSchema(
+        standard_tools=[FunctionSchema(name="weather", description="", properties={}, required=[])]
+    )
+    started = asyncio.Event()
+
+    async def never_done(params: FunctionCallParams) -> None:
+        started.set()
+        await asyncio.Event().wait()  # the process hands the call over while it runs
+
+    async def weather(params: FunctionCallParams) -> None:
+        await params.result_callback({"sky": "sunny"})
+
+    a = _service(emu, redis_store)
+    a.register_function("weather", never_done)
+    context = LLMContext(tools=tools)
+    pair = LLMContextAggregatorPair(context)
+    async with Rig([pair.user(), a, pair.assistant()]) as rig:
+        await rig.context(context)
+        await rig.wait(lambda: bool(emu.ledger.sessions and emu.ledger.sessions[0].answers))
+        await rig.wait(lambda: emu.ledger.sessions[0].answers[0].outcome == "complete")
+        await _speak(rig, 0, 6, ["weather"])
+        async with asyncio.timeout(10):
+            await started.wait()
+        assert a.transport is not None
+        await a.transport.hand_over(timeout=0.5)
+
+    b = _service(emu, redis_store)
+    b.register_function("weather", weather)
+    context = LLMContext(tools=tools)
+    pair = LLMContextAggregatorPair(context)
+    async with Rig([pair.user(), b, pair.assistant()]) as rig:
+        await rig.context(context)
+        await rig.wait(lambda: bool(rig.of(SessionMovedFrame)))
+        taker = emu.ledger.sessions[-1]
+        await rig.wait(lambda: any(a.outcome == "complete" for a in taker.answers))
+    outputs = [i for i in taker.items if i.type == "function_call_output"]
+    assert len(outputs) == 1 and "sunny" in outputs[0].text

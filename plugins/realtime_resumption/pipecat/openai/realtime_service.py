@@ -313,10 +313,12 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
         assert self._context is not None
         if self._llm_needs_conversation_setup and self._taken_over():
             # The call goes on from where another process left it: the session holds the
-            # conversation and its setup, and a seed now would be answered again.
+            # conversation and its setup, and a seed now would be answered again. A result
+            # of a function the stored call had open still asks for its answer.
             logger.info(f"{self}: a call taken over from the session store; not seeded")
             self._llm_needs_conversation_setup = False
-            return
+            if not self._results_awaiting_response:
+                return
         if self._llm_needs_conversation_setup:
             self._log_llm_conversation_setup(self._context)
             adapter = self.get_llm_adapter()
@@ -326,6 +328,9 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
             await self._send_session_update()  # type: ignore[no-untyped-call]
             self._llm_needs_conversation_setup = False
         self._response_active = True
+        # Stock clears it at ``response.created``; the request is where this service knows
+        # the response takes in every result delivered before it.
+        self._results_awaiting_response = False
         await self.start_processing_metrics()
         await self.start_ttfb_metrics()
         await self.send_client_event(events.ResponseCreateEvent())
