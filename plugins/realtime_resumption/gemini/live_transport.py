@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Final, Literal, Unpack
 
 from loguru import logger
 
-from realtime_resumption.gemini.callbacks import TransportCallbacks
+from realtime_resumption.callbacks import TransportCallbacks
 from realtime_resumption.gemini.live_models import ModelTraits
 from realtime_resumption.gemini.live_options import LiveOptions
 from realtime_resumption.gemini.opening import connect_delays

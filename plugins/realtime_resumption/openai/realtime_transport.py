@@ -44,13 +44,14 @@ import json
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 import openai
 from loguru import logger
 
+from realtime_resumption.callbacks import TransportCallbacks
 from realtime_resumption.failures import CloseMeaning, Stage
 from realtime_resumption.generation import (
     Effect,
@@ -93,7 +94,6 @@ from realtime_resumption.move_reports import (
     MoveLog,
     MoveOutcome,
     MoveReason,
-    MoveReport,
 )
 from realtime_resumption.move_timing import (
     Abandoned,
@@ -152,15 +152,11 @@ from realtime_resumption.transport import (
     ConnectAttempt,
     ConnectError,
     ConnectFailure,
-    ConnectionLifecycleEvent,
     ContentTurn,
     GenerationClose,
-    GenerationEndReason,
     GenerationOverrides,
     MessageTooLargeError,
     NotConnectedError,
-    ProviderEvidenceEvent,
-    RealtimeLLMUsage,
     ReasoningInfo,
     ReconnectState,
     SendQueueFullError,
@@ -174,7 +170,6 @@ from realtime_resumption.transport import (
     TransportCapabilities,
     TransportError,
     TransportErrorEvent,
-    TransportUsageMetadata,
     UnknownToolCallError,
 )
 
@@ -265,7 +260,7 @@ class _Session:
     sent with where it starts in the session's input (``ConversationState.appended_bytes``)."""
 
 
-class OpenAIRealtimeTransport:
+class OpenAIRealtimeTransport(TransportCallbacks):
     """The transport interface (``LLMTransport``) on OpenAI Realtime; see the module docs.
 
     ``client`` is an ``openai.AsyncOpenAI`` or ``openai.AsyncAzureOpenAI`` (its key never
@@ -287,6 +282,7 @@ class OpenAIRealtimeTransport:
         session_key: str | None = None,
         store_options: StoreOptions | None = None,
     ) -> None:
+        super().__init__()
         if not isinstance(client, openai.AsyncOpenAI):
             raise TypeError(
                 f"client must be an openai.AsyncOpenAI or AsyncAzureOpenAI, "
@@ -387,43 +383,6 @@ class OpenAIRealtimeTransport:
             if session_key is not None
             else None
         )
-        self.on_audio_output: Callable[[bytes], None] | None = None
-        self.on_tool_call: Callable[[Sequence[ToolCall]], None] | None = None
-        self.on_tool_call_cancel: Callable[[Sequence[str]], None] | None = None
-        self.on_turn_complete: Callable[[int | None], None] | None = None
-        self.on_interrupted: Callable[[int | None], None] | None = None
-        self.on_input_transcription: Callable[[str], None] | None = None
-        self.on_output_transcription: Callable[[str], None] | None = None
-        self.on_session_ready: Callable[[str], None] | None = None
-        self.on_error: Callable[[TransportErrorEvent], None] | None = None
-        self.on_close: Callable[[int | None, str | None], None] | None = None
-        self.on_model_turn_start: Callable[[str | None], None] | None = None
-        self.on_generation_start: Callable[[str], None] | None = None
-        self.on_generation_end: Callable[[str, GenerationEndReason], None] | None = None
-        self.on_first_audio_chunk: Callable[[], None] | None = None
-        self.on_text_output: Callable[[str], None] | None = None
-        self.on_text_done: Callable[[], None] | None = None
-        self.on_speech_started: Callable[[], None] | None = None
-        self.on_user_speech_stopped: Callable[[], None] | None = None
-        self.on_go_away: Callable[[str | None, float | None], None] | None = None
-        self.on_resumption_update: Callable[[str | None, bool, int | None], None] | None = None
-        self.on_credential_expiry: Callable[[], None] | None = None
-        self.on_grounding_metadata: Callable[[Mapping[str, Any]], None] | None = None
-        self.on_realtime_llm_usage: Callable[[RealtimeLLMUsage], None] | None = None
-        self.on_usage_metadata: Callable[[TransportUsageMetadata], None] | None = None
-        self.on_connection_lifecycle: Callable[[ConnectionLifecycleEvent], None] | None = None
-        self.on_reasoning_start: Callable[[], None] | None = None
-        self.on_reasoning_done: Callable[[ReasoningInfo], None] | None = None
-        self.on_reasoning_summary: Callable[[str], None] | None = None
-        self.on_cache_bust: (
-            Callable[[Literal["instructions_changed", "tools_changed"]], None] | None
-        ) = None
-        self.on_provider_evidence: Callable[[ProviderEvidenceEvent], None] | None = None
-        self.on_move: Callable[[MoveReport], None] | None = None
-        """Each finished move: why, its outcome (``rebuilt``, or ``lost``), the input gap, the
-        input held and replayed, the attempts, whether it cut an answer."""
-        self.on_move_started: Callable[[MoveReason, HandleKind], None] | None = None
-        """Each move that begins (the handle kind is always ``none``: every move rebuilds)."""
 
     def __repr__(self) -> str:
         session = self._session.state.session_id if self._session else None
