@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from realtime_resumption.gemini.opening import connect_delays
+from realtime_resumption.failures import connect_delays
 
 
 def test_false_dials_once_and_true_takes_the_sessions_own_delays() -> None:
