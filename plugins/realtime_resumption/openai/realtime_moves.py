@@ -109,6 +109,8 @@ class _Opening:
     failure: ConnectError | None = None
     """The last dial's failure (what a connect that gives up raises)."""
     dial: asyncio.Task[Any] | None = None
+    session: OpenSession | None = None
+    """The session a dial set up, until the opening's caller installs it."""
 
 
 class RealtimeMoves:
@@ -183,6 +185,12 @@ class RealtimeMoves:
         """The session a move set up, until the switch to it."""
         return self._candidate
 
+    @property
+    def opened(self) -> OpenSession | None:
+        """The session an opening set up, until its caller installs it (its events feed its
+        state meanwhile, as a session's being dialled do)."""
+        return self._opening.session if self._opening is not None else None
+
     def serving(self) -> bool:
         """A session serves the call, or a move brings the next one up."""
         return self._s.session is not None or self._source is not None
@@ -200,10 +208,11 @@ class RealtimeMoves:
         takeover: ``reason``) as a move of the machine with no incumbent, carried out by the
         driver every move runs on: each ``Dial`` is one dial of a session whose state starts
         with ``conversation``, retried as the failure policy says (``delays`` the pauses
-        before each attempt, one attempt per entry; None: the options' ``retry_delays``). Returns the session (not
-        installed); raises the last dial's ``ConnectError`` when the machine gives up (a
-        refusal of the credentials at once), ``TransportError`` when ``disconnect`` overtook
-        it. The session's moves start with a machine of their own once it is open."""
+        before each attempt, one attempt per entry; None: the options' ``retry_delays``).
+        Returns the session, for the caller to install; raises the last dial's
+        ``ConnectError`` when the machine gives up (a refusal of the credentials at once),
+        ``TransportError`` when ``disconnect`` overtook it. The session's moves start with a
+        machine of their own once it is open."""
         if self._opening is not None:
             raise TransportError("connect is already under way")
         opening = self._opening = _Opening(conversation, asyncio.get_running_loop().create_future())
@@ -219,7 +228,15 @@ class RealtimeMoves:
         )
         try:
             self._run(self._machine.send(due))
-            return await opening.done
+            session = await opening.done
+            if self._s.closed:
+                raise TransportError("the transport was disconnected while it connected")
+        except BaseException:
+            if opening.session is not None:
+                # The dial served, but the connect ended (cancelled, or disconnected): its
+                # session is closed, not leaked.
+                self._s.own(opening.session.conn.close(), "close")
+            raise
         finally:
             self._opening = None
             # Cancelled (the caller's bound): no dial or pause of it goes on.
@@ -229,6 +246,7 @@ class RealtimeMoves:
             if not self._s.closed:
                 # No probation for the first session, and a budget of its own for its moves.
                 self._machine = self._new_machine()
+        return session
 
     async def _open_attempt(self, opening: _Opening) -> None:
         """One dial of the opening: its session is the opening's, or the failure goes back
@@ -252,6 +270,7 @@ class RealtimeMoves:
         # move is over.
         self._machine.send(MoveSetupOk())
         self._machine.send(Settled(self._s.now()))
+        opening.session = session
         opening.done.set_result(session)
 
     def _end_opening(self, opening: _Opening, why: str) -> None:

@@ -66,7 +66,8 @@ class RealtimeReceiver:
         """What connection ``conn`` read: to the session it belongs to."""
         s = self._s
         session = s.session
-        for held in (session, self._dialler.pending, self._moves.candidate):
+        moves = self._moves
+        for held in (session, self._dialler.pending, moves.opened, moves.candidate):
             if held is not None and held.conn is conn:
                 held.state.receive(event)
                 if isinstance(event, SessionEvent) and event.created:
