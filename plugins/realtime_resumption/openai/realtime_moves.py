@@ -1,14 +1,14 @@
-"""``RealtimeMoves``: when and how an OpenAI Realtime call moves to a new session, carried out.
+"""``RealtimeMoves``: how an OpenAI Realtime call moves to a new session, carried out.
 
-When to move is ``MoveTiming``'s (``move_timing.py``: a cap notice, then the next turn
+When to move is ``realtime_timing``'s (``MoveTiming``: a cap notice, then the next turn
 boundary, else the deadline fallback); the move itself is ``MoveMachine``'s (``move_machine``:
 dial, settle, switch, retries under ``failures.classify`` and the ``RetryPolicy``, the failure
-budget). This part feeds them what the call does (the cap counted from ``session.created``,
-turn boundaries, a lost session, a request) and carries out their actions: every move
-rebuilds, as OpenAI Realtime keeps nothing across sessions, so each attempt dials a session
-given the configuration and the conversation (``session_handover``) and the switch gives it
-what the old one held uncommitted, the items it never confirmed, an answer it owed, then the
-input held during the move.
+budget). This part feeds the machine what the call does (a move due, a lost session, a turn
+that begins during a move, a request) and carries out its actions: every move rebuilds, as
+OpenAI Realtime keeps nothing across sessions, so each attempt dials a session given the
+configuration and the conversation (``session_handover``) and the switch gives it what the old
+one held uncommitted, the items it never confirmed, an answer it owed, then the input held
+during the move.
 
 Opening the call is a move of the same machine with no incumbent (``open``): ``connect``,
 ``reconnect`` before any session, and a takeover of a stored call dial through the one driver
@@ -59,27 +59,17 @@ from realtime_resumption.move_reports import (
 )
 from realtime_resumption.move_timing import (
     Abandoned,
-    CancelTimer,
     ConnectionLost,
-    GoAway,
     MoveNow,
-    MoveTiming,
     Requested,
-    ResumptionOptions,
-    StartTimer,
     Switched,
-    TimerExpired,
-    TimerKind,
-    TurnEnded,
-    TurnStarted,
 )
-from realtime_resumption.move_timing import Dispose as TimingDispose
-from realtime_resumption.move_timing import Event as TimingEvent
 from realtime_resumption.openai.call_state import CallState, OpenSession
 from realtime_resumption.openai.conversation_state import HeldItem
 from realtime_resumption.openai.realtime_connection import RealtimeConnection
 from realtime_resumption.openai.realtime_dialling import RealtimeDialler
 from realtime_resumption.openai.realtime_sends import RealtimeSends
+from realtime_resumption.openai.realtime_timing import RealtimeTiming
 from realtime_resumption.openai.session_handover import Handover, plan_handover
 from realtime_resumption.transport import (
     ConnectError,
@@ -129,23 +119,21 @@ class RealtimeMoves:
         on_end: Callable[[], None],
     ) -> None:
         self._s = state
-        self._cap = cap
         self._dialler = dialler
         self._sends = sends
         self._on_end = on_end
-        options = state.options
-        self._timing: MoveTiming[str] = MoveTiming(
-            ResumptionOptions(
-                deadline_margin=options.forced_margin,
-                retry_delays=options.retry_delays,
-                attempt_timeout=options.connect_timeout,
-            ),
-            attempts=False,
-            rebuilds=True,
-        )
         self._machine = self._new_machine()
-        self._timers: dict[TimerKind | str, asyncio.TimerHandle] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        """The moves' own timers: the pause between attempts, a deferred switch."""
         self._log = MoveLog()
+        self._timing = RealtimeTiming(
+            state,
+            sends,
+            cap=cap,
+            log=self._log,
+            due=self._move_now,
+            turn_started=self._turn_started,
+        )
         self._move: MoveInProgress | None = None
         self._opening: _Opening | None = None
         self._candidate: OpenSession | None = None
@@ -155,7 +143,6 @@ class RealtimeMoves:
         the session that was lost)."""
         self._seeded: Handover | None = None
         """What the candidate was given at its dial."""
-        self._at_boundary: bool | None = None
         self._move_done: asyncio.Future[None] | None = None
         """Resolved when the move in progress switched or the session was lost
         (``reconnect`` waits on it)."""
@@ -174,6 +161,11 @@ class RealtimeMoves:
     def log(self) -> MoveLog:
         """The session's moves: counts per outcome and the latest reports."""
         return self._log
+
+    @property
+    def timing(self) -> RealtimeTiming:
+        """When the call moves: what the others tell of turn boundaries goes there."""
+        return self._timing
 
     @property
     def source(self) -> OpenSession | None:
@@ -284,8 +276,8 @@ class RealtimeMoves:
     def install(self, session: OpenSession) -> None:
         """``session`` serves the call from now on: input goes to it, and its cap counts."""
         self._s.session = session
-        self._schedule_cap(session)
-        self.update_boundary()
+        self._timing.count_cap(session)
+        self._timing.update_boundary()
 
     def connection_closed(
         self, conn: RealtimeConnection, code: int | None, reason: str | None
@@ -309,8 +301,7 @@ class RealtimeMoves:
             s.apply(s.tracker.interrupted(now))
             self._cut_by_loss = True
         self._source = self._source or session
-        self._at_boundary = None
-        self._timing_send(ConnectionLost())
+        self._timing.send(ConnectionLost(), new_session=True)
         lost = Lost(now, code, None, HandleKind.NONE, can_rebuild=True)
         self._run(self._machine.send(lost))
 
@@ -338,80 +329,26 @@ class RealtimeMoves:
         if self._move_done is None:
             self._move_done = asyncio.get_running_loop().create_future()
             if not self._machine.moving:
-                self._timing_send(Requested(MoveReason.REQUESTED))
+                self._timing.send(Requested(MoveReason.REQUESTED))
         return self._move_done
 
-    # --- when to move -----------------------------------------------------------------------
+    # --- what the timing decides ---------------------------------------------------------
 
-    def _schedule_cap(self, session: OpenSession) -> None:
-        """Tell the timing of the cap ``move_margin`` before it (a notice the service never
-        sends: the cap counts from ``session.created``)."""
-        options = self._s.options
-        cap = self._cap
-        if cap is None or session.created_at is None:
-            return
-        at = session.created_at + cap - options.move_margin
-        closes_at = session.closes_at = session.created_at + cap
-
-        def notice() -> None:
-            self._timers.pop("cap", None)
-            if self._s.session is session and not self._s.closed:
-                now = self._s.now()
-                self._log.go_away(closes_at - now, now)
-                self._timing_send(GoAway(now, closes_at - now, rebuild_when_quiet=True))
-
-        self._set_timer("cap", at, notice)
-
-    def update_boundary(self) -> None:
-        """Tell the timing (and a move in progress) when the call leaves or reaches a turn
-        boundary: no answer under way or owed, the user not speaking, nothing of the client's
-        unconfirmed, no function call open."""
-        s = self._s
-        session = s.session
-        if session is None:
-            return
-        at = (
-            session.state.at_turn_boundary
-            and not s.response_requested
-            and not s.unconfirmed
-            and not s.calls
-            and not s.tracker.answer_in_progress
-            and not self._sends.held
+    def _move_now(self, action: MoveNow[str]) -> None:
+        due = Due(
+            self._s.now(),
+            action.reason,
+            None,
+            HandleKind.NONE,
+            incumbent=self._s.session is not None,
+            can_rebuild=True,
+            forced=action.forced,
         )
-        if at == self._at_boundary:
-            return
-        self._at_boundary = at
-        if at:
-            self._timing_send(TurnEnded())
-            return
-        self._timing_send(TurnStarted())
+        self._run(self._machine.send(due))
+
+    def _turn_started(self) -> None:
         if self._machine.moving:
             self._run(self._machine.send(MoveTurnStarted()))
-
-    def _timing_send(self, event: TimingEvent[str]) -> None:
-        for action in self._timing.send(event):
-            if isinstance(action, StartTimer):
-                self._set_timer(action.kind, action.at, self._timer_fired(action.kind))
-            elif isinstance(action, CancelTimer):
-                self._cancel_timer(action.kind)
-            elif isinstance(action, MoveNow):
-                due = Due(
-                    self._s.now(),
-                    action.reason,
-                    None,
-                    HandleKind.NONE,
-                    incumbent=self._s.session is not None,
-                    can_rebuild=True,
-                    forced=action.forced,
-                )
-                self._run(self._machine.send(due))
-
-    def _timer_fired(self, kind: TimerKind) -> Callable[[], None]:
-        def fired() -> None:
-            self._timers.pop(kind, None)
-            self._timing_send(TimerExpired(kind, self._s.now()))
-
-        return fired
 
     # --- carrying out the machine's actions -------------------------------------------------
 
@@ -592,8 +529,8 @@ class RealtimeMoves:
             audio_seconds_held=sum(len(a) for _, a in held if a is not None) / per_ms / 1000,
             audio_seconds_replayed=len(plan.audio) / per_ms / 1000,
         )
-        self._at_boundary = None
-        self._timing_send(Switched(resumed=False, replayed_turn=plan.answer or bool(held)))
+        replayed_turn = plan.answer or bool(held)
+        self._timing.send(Switched(resumed=False, replayed_turn=replayed_turn), new_session=True)
         self.install(candidate)
         self._finish_move(None)
         if not candidate.conn.open:
@@ -620,7 +557,7 @@ class RealtimeMoves:
         self._source = None
         if candidate is not None:
             self._s.own(candidate.conn.close(), "close")
-        self._timing_send(Abandoned(self._s.now(), None))
+        self._timing.send(Abandoned(self._s.now(), None))
 
     # --- reports ----------------------------------------------------------------------------
 
@@ -700,7 +637,7 @@ class RealtimeMoves:
             timer.cancel()
         self._timers.clear()
         self._machine.send(Dispose())
-        self._timing.send(TimingDispose())
+        self._timing.stop()
         self._sends.clear_held()
         self._finish_move(SessionLostError("the transport was disconnected"))
         opening = self._opening
@@ -716,11 +653,11 @@ class RealtimeMoves:
 
     # --- timers -----------------------------------------------------------------------------
 
-    def _set_timer(self, key: TimerKind | str, at: float, fire: Callable[[], None]) -> None:
+    def _set_timer(self, key: str, at: float, fire: Callable[[], None]) -> None:
         self._cancel_timer(key)
         self._timers[key] = asyncio.get_running_loop().call_at(at, fire)
 
-    def _cancel_timer(self, key: TimerKind | str) -> None:
+    def _cancel_timer(self, key: str) -> None:
         timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()

@@ -196,4 +196,4 @@ class RealtimeKeeper(RecordKeeper[RealtimeRecord]):
             # The process that issued them is gone: the app runs them here, and their outputs
             # go to this session.
             s.emit("on_tool_call", calls)
-        moves.update_boundary()
+        moves.timing.update_boundary()

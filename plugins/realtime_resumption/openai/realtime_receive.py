@@ -74,7 +74,7 @@ class RealtimeReceiver:
                     held.created_at = s.now()
                 if held is session:
                     self._dispatch(held, event)
-                    self._moves.update_boundary()
+                    moves.timing.update_boundary()
                 return
 
     def _dispatch(self, session: OpenSession, event: ServerEvent) -> None:

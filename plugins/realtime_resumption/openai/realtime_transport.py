@@ -37,9 +37,10 @@ session, once). ``disconnect`` deletes the record; ``hand_over`` keeps it for th
 
 The transport is the facade over its parts, each in a module of its own: ``call_state`` (what
 they share), ``realtime_dialling`` (one dial), ``realtime_sends`` (the app's sends, held
-during a move), ``realtime_receive`` (the server's events), ``realtime_moves`` (when and how
-the call moves, and its opening: ``connect`` retries a refused or timed-out dial as a move's
-attempts are retried), ``realtime_persistence`` (the store's record and the takeover).
+during a move), ``realtime_receive`` (the server's events), ``realtime_timing`` (when the call
+moves), ``realtime_moves`` (how it moves, and its opening: ``connect`` retries a refused or
+timed-out dial as a move's attempts are retried), ``realtime_persistence`` (the store's record
+and the takeover).
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ class OpenAIRealtimeTransport(TransportCallbacks):
             state,
             keeps_sent=session_key is not None,
             serving=lambda: self._moves.serving(),
-            boundary_changed=lambda: self._moves.update_boundary(),
+            boundary_changed=lambda: self._moves.timing.update_boundary(),
         )
         self._dialler = RealtimeDialler(
             state,
