@@ -33,6 +33,9 @@ forever. Every failed attempt is charged to the session's budget, which bounds i
 (:attr:`RetryPolicy.attempts`) and in time (:attr:`RetryPolicy.within`: the longest a session
 may go from a failure without a connection that outlived its probation). Delays get jitter, so
 a storm of sessions dropped at once does not redial in lockstep.
+
+:func:`connect_delays` reads a transport's ``connect(retry=...)`` (True, False, or pauses) into
+the delays its opening's attempts are spaced by: one reading for every provider.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 The session that serves the call, the configuration the next session is given, the answer in
 progress (the generation tracker, its effects turned into the framework's callbacks here), the
 function calls open, the client's items no echo confirmed yet, and the tasks the transport
-owns. The parts (``realtime_sends``, ``realtime_receive``, ``realtime_moves``,
-``realtime_dialling``, ``realtime_persistence``) read it and change it; what only one part
-decides (the input held during a move, the move in progress, the dial count) is that part's.
+owns. The parts (``realtime_sends``, ``realtime_receive``, ``realtime_timing``,
+``realtime_moves``, ``realtime_dialling``, ``realtime_persistence``) read it and change it;
+what only one part decides (the input held during a move, the move in progress, the timing,
+the dial count) is that part's.
 """
 
 from __future__ import annotations
