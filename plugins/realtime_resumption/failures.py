@@ -33,13 +33,16 @@ forever. Every failed attempt is charged to the session's budget, which bounds i
 (:attr:`RetryPolicy.attempts`) and in time (:attr:`RetryPolicy.within`: the longest a session
 may go from a failure without a connection that outlived its probation). Delays get jitter, so
 a storm of sessions dropped at once does not redial in lockstep.
+
+:func:`connect_delays` reads a transport's ``connect(retry=...)`` (True, False, or pauses) into
+the delays its opening's attempts are spaced by: one reading for every provider.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
@@ -252,3 +255,18 @@ class Budget:
         """A connection outlived its probation: the streak of failures is over."""
         self.streak = 0
         self._streak_since = None
+
+
+def connect_delays(retry: bool | Sequence[float]) -> tuple[float, ...] | None:
+    """The pauses before each attempt of a connect (None: the session's own)."""
+    if retry is False:
+        return (0.0,)
+    if retry is True:
+        return None
+    delays = tuple(retry)
+    if not delays or any(
+        isinstance(d, bool) or not isinstance(d, int | float) or not 0 <= d < math.inf
+        for d in delays
+    ):
+        raise ValueError(f"retry must be True, False or pauses in seconds, not {retry!r}")
+    return delays

@@ -57,16 +57,29 @@ def store_transport(
     *,
     key: str = KEY,
     options: StoreOptions = OPTIONS,
+    retry_delays: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0, 4.0),
 ) -> OpenAIRealtimeTransport:
-    """A transport on ``emu`` keeping its call in ``store`` under ``key``."""
+    """A transport on ``emu`` keeping its call in ``store`` under ``key``, its dials retried
+    after ``retry_delays``."""
     return OpenAIRealtimeTransport(
         emu.client(),
         CONFIG,
-        OpenAIRealtimeOptions(websocket_options=emu.websocket_options()),
+        OpenAIRealtimeOptions(websocket_options=emu.websocket_options(), retry_delays=retry_delays),
         store=store,
         session_key=key,
         store_options=options,
     )
+
+
+async def hand_over_a_word(emu: OpenAIEmulator, store: RedisStore) -> None:
+    """A process says a word ("pineapple"), has it answered, and hands the call over."""
+    a = store_transport(emu, store)
+    rec_a = Recorder(a)
+    await a.connect()
+    for chunk in speech(0, 5, ["pineapple"]):
+        a.send_audio(chunk)
+    await rec_a.ended(1, timeout=WAIT)
+    await a.hand_over()
 
 
 async def run_worker_until_killed(emu: OpenAIEmulator, redis_url: str) -> tuple[str, list[int]]:
@@ -349,16 +362,10 @@ async def test_a_takeover_whose_dial_is_refused_keeps_the_record_for_the_next_at
     redis_store: RedisStore,
 ) -> None:
     async with OpenAIEmulator(config()) as emu:
-        a = store_transport(emu, redis_store)
-        rec_a = Recorder(a)
-        await a.connect()
-        for chunk in speech(0, 5, ["pineapple"]):
-            a.send_audio(chunk)
-        await rec_a.ended(1, timeout=WAIT)
-        await a.hand_over()
+        await hand_over_a_word(emu, redis_store)
         stored = await redis_store.load(KEY)
-        emu.faults.refuse_dials(503)
-        b = store_transport(emu, redis_store)
+        emu.faults.refuse_dials(503, 2)
+        b = store_transport(emu, redis_store, retry_delays=(0.0, 0.1))
         rec_b = Recorder(b)
         with pytest.raises(ConnectError):
             await b.connect()
@@ -376,6 +383,36 @@ async def test_a_takeover_whose_dial_is_refused_keeps_the_record_for_the_next_at
     assert started == MoveReason.TAKEOVER
     assert (failed.reason, failed.outcome) == (MoveReason.TAKEOVER, MoveOutcome.LOST)
     assert failed.error is not None and "503" in failed.error
+    assert failed.attempts == 2  # both its attempts refused
     (moved,) = [m for (m,) in rec_c.named("on_move")]
     assert (moved.reason, moved.outcome) == (MoveReason.TAKEOVER, MoveOutcome.REBUILT)
     assert "recall pineapple" in rec_c.transcript
+
+
+async def test_a_takeover_whose_dial_is_refused_twice_is_retried_and_carries_the_call_on(
+    redis_store: RedisStore,
+) -> None:
+    async with OpenAIEmulator(config()) as emu:
+        await hand_over_a_word(emu, redis_store)
+        emu.faults.refuse_dials(503, 2)
+        b = store_transport(emu, redis_store, retry_delays=(0.0, 0.1, 0.2))
+        rec_b = Recorder(b)
+        await b.connect()
+        assert b.taken_over and b.is_connected
+        for chunk in speech(20, 3, ["recall"]):
+            b.send_audio(chunk)
+        await rec_b.ended(1, timeout=WAIT)
+        await b.disconnect()
+        refused = [status for _, _, status in emu.ledger.refused]
+
+    assert refused == [503, 503]
+    ((started,),) = [args[:1] for args in rec_b.named("on_move_started")]
+    (moved,) = [m for (m,) in rec_b.named("on_move")]
+    assert started == MoveReason.TAKEOVER
+    assert (moved.reason, moved.outcome, moved.attempts) == (
+        MoveReason.TAKEOVER,
+        MoveOutcome.REBUILT,
+        3,
+    )
+    assert len([e for (e,) in rec_b.named("on_error") if e.recoverable]) == 2
+    assert "recall pineapple" in rec_b.transcript

@@ -255,7 +255,7 @@ async def test_a_refused_dial_is_a_connect_error_without_the_api_key() -> None:
     key = "sk-test-0123456789abcdefghijklmnop"
     async with OpenAIEmulator(config()) as emu:
         emu.faults.refuse_dials(429)
-        t = transport(emu, client=emu.client(api_key=key))
+        t = transport(emu, client=emu.client(api_key=key), retry_delays=(0.0,))  # one dial
         rec = Recorder(t)
         with pytest.raises(ConnectError) as caught:
             await t.connect()

@@ -9,6 +9,7 @@ wherever the clock starts.
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -20,6 +21,7 @@ from realtime_resumption.failures import (
     Stage,
     Verdict,
     classify,
+    connect_delays,
 )
 from realtime_resumption.gemini.close_codes import read_close
 from realtime_resumption.transport import ConnectError, ConnectFailure, SessionLostError
@@ -228,3 +230,21 @@ def test_a_close_code_means_only_what_the_providers_reading_says(code: int) -> N
     assert classify(None, Stage.SETTLING, reading=read_close, code=code).verdict is Verdict.REFUSED
     ruling = classify(None, Stage.SETTLING, reading=lambda _: CloseMeaning.CLOSED, code=code)
     assert ruling.verdict is Verdict.RETRY
+
+
+# --- connect's ``retry``: the pauses before each dial of a session's first connection --------
+
+
+def test_false_dials_once_and_true_takes_the_sessions_own_delays() -> None:
+    assert connect_delays(False) == (0.0,)
+    assert connect_delays(True) is None
+
+
+def test_a_sequence_gives_the_pauses() -> None:
+    assert connect_delays([0, 0.5, 2]) == (0, 0.5, 2)
+
+
+@pytest.mark.parametrize("retry", [(), (-1.0,), (math.inf,), (math.nan,), (True, 1.0), ("1",)])
+def test_what_is_no_pauses_is_refused(retry: tuple[object, ...]) -> None:
+    with pytest.raises(ValueError, match="retry must be True, False or pauses in seconds"):
+        connect_delays(retry)  # type: ignore[arg-type]

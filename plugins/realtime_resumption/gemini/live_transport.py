@@ -16,10 +16,10 @@ from typing import Any, ClassVar, Final, Literal, Unpack
 
 from loguru import logger
 
-from realtime_resumption.gemini.callbacks import TransportCallbacks
+from realtime_resumption.callbacks import TransportCallbacks
+from realtime_resumption.failures import connect_delays
 from realtime_resumption.gemini.live_models import ModelTraits
 from realtime_resumption.gemini.live_options import LiveOptions
-from realtime_resumption.gemini.opening import connect_delays
 from realtime_resumption.gemini.parts import build
 from realtime_resumption.gemini.persistence import StoreStats
 from realtime_resumption.gemini.sends import INPUT_SAMPLE_RATE

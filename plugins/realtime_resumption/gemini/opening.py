@@ -9,8 +9,7 @@ idle when the session could not be opened.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from realtime_resumption.gemini.closing import Closer
 from realtime_resumption.gemini.dialling import Dialler
@@ -26,21 +25,6 @@ from realtime_resumption.history import ConversationHistory
 from realtime_resumption.move_reports import HandleKind, MoveReason
 from realtime_resumption.tool_calls import ToolCallTracker
 from realtime_resumption.transport import TransportErrorEvent
-
-
-def connect_delays(retry: bool | Sequence[float]) -> tuple[float, ...] | None:
-    """The pauses before each attempt of a connect (None: the session's own)."""
-    if retry is False:
-        return (0.0,)
-    if retry is True:
-        return None
-    delays = tuple(retry)
-    if not delays or any(
-        isinstance(d, bool) or not isinstance(d, int | float) or not 0 <= d < math.inf
-        for d in delays
-    ):
-        raise ValueError(f"retry must be True, False or pauses in seconds, not {retry!r}")
-    return delays
 
 
 class Opener:

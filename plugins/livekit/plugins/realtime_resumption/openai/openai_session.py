@@ -309,7 +309,8 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
                 await asyncio.sleep(conn.retry_interval)
             try:
                 async with asyncio.timeout(conn.timeout):
-                    await self._transport.connect()
+                    # One dial per attempt: ``conn_options`` spaces the attempts here.
+                    await self._transport.connect(retry=False)
             except (TransportError, StoreError, TimeoutError) as exc:
                 # StoreError: another process drives the call (LeaseHeldError).
                 error = exc

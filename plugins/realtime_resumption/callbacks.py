@@ -2,7 +2,9 @@
 
 The interface's ``on_*`` callbacks (``LLMTransport``) and the two that report moves, each
 ``None`` until the framework sets it: plain functions, called on the event loop; one that
-raises is logged and changes nothing else. ``GeminiLiveTransport`` takes them from here.
+raises is logged and changes nothing else. Both providers' transports take them from here
+(``GeminiLiveTransport``, ``OpenAIRealtimeTransport``): one declaration, so the adapters
+set the same attributes on either.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class TransportCallbacks:
         ) = None
         self.on_provider_evidence: Callable[[ProviderEvidenceEvent], None] | None = None
         self.on_move: Callable[[MoveReport], None] | None = None
-        """A move between connections finished (outcome resumed, rebuilt or lost)."""
+        """A move between connections finished (outcome resumed, rebuilt or lost): why, the
+        input gap, the input held and replayed, the attempts, whether it cut an answer."""
         self.on_move_started: Callable[[MoveReason, HandleKind], None] | None = None
-        """A move began: why, and which kind of handle it resumes from (``none``: rebuild)."""
+        """A move began: why, and which kind of handle it resumes from (``none``: rebuild,
+        always on OpenAI Realtime, which keeps nothing across sessions)."""
