@@ -163,6 +163,15 @@ async def test_a_call_whose_worker_was_killed_mid_question_is_taken_over_whole(
     ]
     assert len(outputs) == 1 and outputs[0] in taker.items
     assert rec.transcript.count("result ") == 1 and "noon" in rec.transcript
+    # It came in an answer of its own, as a live call does: frameworks run a call only inside
+    # one (LiveKit drops one outside), and the answer to its result ends that answer.
+    lifecycle = [
+        name
+        for name, _ in rec.calls
+        if name in ("on_generation_start", "on_tool_call", "on_generation_end")
+    ]
+    assert lifecycle[:2] == ["on_generation_start", "on_tool_call"]
+    assert lifecycle.count("on_generation_start") == lifecycle.count("on_generation_end") == 3
     # A word said to the killed worker is recalled by the new session.
     assert "recall pineapple" in rec.transcript
 

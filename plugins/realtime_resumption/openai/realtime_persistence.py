@@ -194,6 +194,12 @@ class RealtimeKeeper(RecordKeeper[RealtimeRecord]):
         s.emit("on_session_ready", session.state.session_id or "")
         if calls:
             # The process that issued them is gone: the app runs them here, and their outputs
-            # go to this session.
+            # go to this session. They come in an answer of their own, as the model's calls do
+            # (a framework runs a call only inside one): its turn is over, the answer goes on
+            # once their results are in, as after a live ``response.done``.
+            now = s.now()
+            s.apply(s.tracker.tool_calls(now, [call.id for call in calls]))
             s.emit("on_tool_call", calls)
+            s.apply(s.tracker.generation_complete(now))
+            s.apply(s.tracker.turn_complete(now, tools_pending=True, tool_call_may_follow=False))
         moves.timing.update_boundary()
