@@ -35,10 +35,11 @@ async def livekit_call(
     move_margin: float = 120.0,
     forced_margin: float = 15.0,
     azure: bool = False,
+    agent: Agent | None = None,
     **model: Any,
 ) -> AsyncIterator[tuple[AgentSession, Microphone, Speaker, Recorder]]:
     """A started AgentSession on our model pointed at ``emu`` (trusting its CA), with a
-    24 kHz paced microphone and a real-time speaker."""
+    24 kHz paced microphone and a real-time speaker; ``agent`` by default a brief one."""
     options = OpenAIRealtimeOptions(
         websocket_options=emu.websocket_options(),
         move_margin=move_margin,
@@ -61,7 +62,7 @@ async def livekit_call(
     session.input.audio = mic
     session.output.audio = speaker
     recorder.attach(session)
-    agent = Agent(instructions="Be brief.")
+    agent = agent or Agent(instructions="Be brief.")
     try:
         await session.start(agent)
         recorder.attach_realtime(agent.realtime_llm_session)

@@ -100,8 +100,9 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._tools = llm.ToolContext.empty()
         self._input_audio = InputAudio(rate=INPUT_SAMPLE_RATE)
         self._phase: _Phase = "dialling"
-        self._held: list[Callable[[], None]] = []
-        """Sends made before the first session is set up."""
+        self._held: list[tuple[Callable[[], None], bool]] = []
+        """Sends made before the first session is set up, each marked when it gives the
+        session the chat context the call starts with."""
         self._pending_update: SessionUpdate | None = None
         """Updates made while the first session was dialled."""
         self._moving = False
@@ -159,7 +160,10 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
 
     async def update_chat_ctx(self, chat_ctx: llm.ChatContext) -> None:
         """Send what ``chat_ctx`` holds that the conversation lacks: messages as items (no
-        answer is asked for), function outputs as tool results."""
+        answer is asked for), function outputs as tool results. The chat context given before
+        the first session is up is the call's start: a call taken over from the store holds
+        its own conversation already, and is not given it."""
+        start = self._phase == "dialling"
         known = {item.id for item in self._chat_ctx.items}
         turns: list[ContentTurn] = []
         for item in chat_ctx.items:
@@ -174,9 +178,11 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
                 result = ToolResult(
                     id=item.call_id, name=item.name, response={"output": item.output}
                 )
-                self._send(functools.partial(self._send_tool_result, result))
+                self._send(functools.partial(self._send_tool_result, result), start=start)
         if turns:
-            self._send(lambda: self._transport.send_content(turns, turn_complete=False))
+            self._send(
+                lambda: self._transport.send_content(turns, turn_complete=False), start=start
+            )
 
     def update_options(
         self,
@@ -317,12 +323,18 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
                 continue
             self._report_connection_acquired(time.perf_counter() - started)
             self._phase = "ready"
+            # A call taken over goes on from its stored conversation and setup, as on Gemini:
+            # the chat context and the updates the agent starts with would overwrite them.
+            taken_over = self._transport.taken_over
+            if taken_over:
+                logger.info("a call taken over from the store; the agent's start not sent")
             held, self._held = self._held, []
-            for send in held:
-                self._deliver(send)
+            for send, start in held:
+                if not (start and taken_over):
+                    self._deliver(send)
             self._restart_reply_clock()
             pending, self._pending_update = self._pending_update, None
-            if pending is not None:
+            if pending is not None and not taken_over:
                 await self._transport.update_session(pending)
             return
         logger.warning("connecting to OpenAI Realtime failed", extra={"error": str(error)})
@@ -332,9 +344,11 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         if self._reply is not None and not self._reply.done():
             self._reply.set_exception(llm.RealtimeError(f"the session could not connect: {error}"))
 
-    def _send(self, send: Callable[[], None]) -> None:
+    def _send(self, send: Callable[[], None], *, start: bool = False) -> None:
+        """Deliver ``send`` once the first session is set up (``start``: it belongs to the
+        call's start, not sent to a call taken over), at once after."""
         if self._phase == "dialling":
-            self._held.append(send)
+            self._held.append((send, start))
         elif self._phase == "ready":
             self._deliver(send)
 
