@@ -95,11 +95,15 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._tools = llm.ToolContext.empty()
         self._input_audio = InputAudio(rate=INPUT_SAMPLE_RATE)
         self._phase: _Phase = "dialling"
+        self._starting = True
+        """Nothing was dialled yet: what the app gives now is the call's start (AgentActivity
+        configures a new session right after making it), which a call taken over from the
+        store has already."""
         self._held: list[tuple[Callable[[], None], bool]] = []
         """Sends made before the first session is set up, each marked when it gives the
-        session the chat context the call starts with."""
-        self._pending_update: SessionUpdate | None = None
-        """Updates made while the first session was dialled."""
+        session the chat context of the call's start."""
+        self._held_updates: list[tuple[SessionUpdate, bool]] = []
+        """Updates made before the first session is set up, each with ``_starting`` then."""
         self._moving = False
         self._streams = GenerationStreams(
             audio_output=settings.config.output_modality == "audio",
@@ -155,10 +159,10 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
 
     async def update_chat_ctx(self, chat_ctx: llm.ChatContext) -> None:
         """Send what ``chat_ctx`` holds that the conversation lacks: messages as items (no
-        answer is asked for), function outputs as tool results. The chat context given before
-        the first session is up is the call's start: a call taken over from the store holds
-        its own conversation already, and is not given it."""
-        start = self._phase == "dialling"
+        answer is asked for), function outputs as tool results. The chat context a new session
+        is given before it dials is the call's start: a call taken over from the store holds
+        its own conversation already, and is not given it (as on Gemini)."""
+        start = self._starting
         known = {item.id for item in self._chat_ctx.items}
         turns: list[ContentTurn] = []
         for item in chat_ctx.items:
@@ -285,6 +289,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         # AgentActivity configures a new session (instructions, chat context, tools) right
         # after making it: let that land in the first configuration.
         await asyncio.sleep(0)
+        self._starting = False
         conn = self._model.conn_options
         started = time.perf_counter()
         error: BaseException | None = None
@@ -311,19 +316,24 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
                 if not (start and taken_over):
                     self._deliver(send)
             self._reply.restart()
-            pending, self._pending_update = self._pending_update, None
-            if pending is not None and not taken_over:
+            pending: SessionUpdate | None = None
+            for update, start in self._held_updates:
+                if not (start and taken_over):
+                    pending = merged(pending, update)
+            self._held_updates = []
+            if pending is not None:
                 await self._transport.update_session(pending)
             return
         logger.warning("connecting to OpenAI Realtime failed", extra={"error": str(error)})
         self._phase = "lost"
         self._held.clear()
+        self._held_updates.clear()
         self._streams.close()
         self._reply.fail(f"the session could not connect: {error}")
 
     def _send(self, send: Callable[[], None], *, start: bool = False) -> None:
-        """Deliver ``send`` once the first session is set up (``start``: it belongs to the
-        call's start, not sent to a call taken over), at once after."""
+        """Deliver ``send`` once the first session is set up, at once after. ``start``: it
+        gives the session the call's starting chat context (not sent to a call taken over)."""
         if self._phase == "dialling":
             self._held.append((send, start))
         elif self._phase == "ready":
@@ -341,7 +351,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         if self._phase == "dialling":
             # The dial in flight may have sent its configuration already: the update is
             # sent again once the session is set up.
-            self._pending_update = merged(self._pending_update, update)
+            self._held_updates.append((update, self._starting))
         await self._transport.update_session(update)
 
     def _send_tool_result(self, result: ToolResult) -> None:
