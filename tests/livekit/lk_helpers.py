@@ -239,6 +239,11 @@ class VoiceCall:
     speaker: Speaker
     recorder: Recorder
 
+    @property
+    def parts(self) -> CallParts:
+        """Session, microphone, speaker and recorder."""
+        return self.session, self.mic, self.speaker, self.recorder
+
     def messages(self, role: str | None = None) -> list[llm.ChatMessage]:
         """The session's history messages (of ``role``, if given)."""
         return [
@@ -258,24 +263,26 @@ class VoiceCall:
         )
 
 
+CallParts = tuple[AgentSession, Microphone, Speaker, Recorder]
+"""A voice call's pieces, as the OpenAI tests unpack them: ``VoiceCall.parts``."""
+
+
 @contextlib.asynccontextmanager
-async def voice_call(
-    emu: Emulator, agent: Agent, *, pace: float, kind: ModelKind = "ours", **model_kwargs: Any
+async def started_voice_call(
+    model: llm.RealtimeModel, agent: Agent, *, pace: float, rate: int = USER_RATE
 ) -> AsyncIterator[VoiceCall]:
-    """A started voice call against ``emu`` with the ``kind`` model (made with
-    ``model_kwargs``), closed on exit (microphone, session, speaker).
+    """A started voice call on ``model``: a microphone paced at ``pace`` sending ``rate`` Hz
+    audio, a real-time speaker and the recorder, closed on exit (microphone, session,
+    speaker).
 
     The AgentSession runs with ``aec_warmup_duration=None``: during its echo-cancellation
     warmup LiveKit replaces the caller's audio with silence by design, which would hide the
     microphone's frame numbers from the ledger and the caller's words from the model.
     """
     call = VoiceCall(
-        session=AgentSession(
-            llm=make_model(kind, emu, **model_kwargs),
-            aec_warmup_duration=None,
-        ),
+        session=AgentSession(llm=model, aec_warmup_duration=None),
         agent=agent,
-        mic=Microphone(pace=pace),
+        mic=Microphone(pace=pace, rate=rate),
         speaker=Speaker(),
         recorder=Recorder(),
     )
@@ -290,6 +297,42 @@ async def voice_call(
         call.mic.close()
         await call.session.aclose()
         await call.speaker.aclose()
+
+
+@contextlib.asynccontextmanager
+async def voice_call(
+    emu: Emulator, agent: Agent, *, pace: float, kind: ModelKind = "ours", **model_kwargs: Any
+) -> AsyncIterator[VoiceCall]:
+    """A started voice call (``started_voice_call``) against ``emu`` with the ``kind`` model,
+    made with ``model_kwargs``."""
+    model = make_model(kind, emu, **model_kwargs)
+    async with started_voice_call(model, agent, pace=pace) as call:
+        yield call
+
+
+def said(session: AgentSession, role: str) -> list[str]:
+    """The texts of ``session``'s history messages of ``role``."""
+    return [
+        item.text_content or ""
+        for item in session.history.items
+        if item.type == "message" and item.role == role
+    ]
+
+
+async def hold_a_spoken_turn(
+    session: AgentSession, mic: Microphone, speaker: Speaker, recorder: Recorder
+) -> list[int]:
+    """The caller says "hello livekit" to the OpenAI Realtime emulator (answering in four
+    chunks): the speech is transcribed once, the answer is played out whole and kept in
+    history, no error. Returns the microphone's speech frames."""
+    mic.say(["hello", "livekit"])
+    await until(lambda: len(speaker.heard) >= 4 and not speaker.playing)
+    await until(lambda: len(said(session, "assistant")) >= 1)
+    assert speaker.heard == [(1, k) for k in range(4)]
+    assert [t.transcript for t in recorder.transcripts if t.is_final] == ["hello livekit"]
+    assert "heard hello livekit" in said(session, "assistant")[0]
+    assert not recorder.errors
+    return list(mic.spoken)
 
 
 @contextlib.asynccontextmanager

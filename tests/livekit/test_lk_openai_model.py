@@ -14,7 +14,7 @@ from typing import Any
 
 import openai
 import pytest
-from livekit.agents import Agent, AgentSession, APIConnectOptions, llm
+from livekit.agents import Agent, APIConnectOptions, llm
 from livekit.plugins import openai as lk_openai
 from livekit.plugins import realtime_resumption as rr
 
@@ -23,7 +23,7 @@ from realtime_resumption.openai import AZURE_CAP, OpenAIRealtimeOptions
 from realtime_resumption.testing.openai_emulator import OpenAIEmulator
 
 from ..openai_emulator.oai_helpers import RATE, config
-from .lk_helpers import Microphone, Recorder, Speaker, until
+from .lk_helpers import CallParts, hold_a_spoken_turn, said, started_voice_call, until
 
 PACE = 0.05
 
@@ -35,10 +35,11 @@ async def livekit_call(
     move_margin: float = 120.0,
     forced_margin: float = 15.0,
     azure: bool = False,
+    agent: Agent | None = None,
     **model: Any,
-) -> AsyncIterator[tuple[AgentSession, Microphone, Speaker, Recorder]]:
+) -> AsyncIterator[CallParts]:
     """A started AgentSession on our model pointed at ``emu`` (trusting its CA), with a
-    24 kHz paced microphone and a real-time speaker."""
+    24 kHz paced microphone and a real-time speaker; ``agent`` by default a brief one."""
     options = OpenAIRealtimeOptions(
         websocket_options=emu.websocket_options(),
         move_margin=move_margin,
@@ -56,28 +57,10 @@ async def livekit_call(
         realtime = rr.openai.RealtimeModel(
             api_key="sk-test", base_url=emu.base_url, realtime_options=options, **model
         )
-    session = AgentSession(llm=realtime, aec_warmup_duration=None)
-    mic, speaker, recorder = Microphone(pace=PACE, rate=RATE), Speaker(), Recorder()
-    session.input.audio = mic
-    session.output.audio = speaker
-    recorder.attach(session)
-    agent = Agent(instructions="Be brief.")
-    try:
-        await session.start(agent)
-        recorder.attach_realtime(agent.realtime_llm_session)
-        yield session, mic, speaker, recorder
-    finally:
-        mic.close()
-        await session.aclose()
-        await speaker.aclose()
-
-
-def _said(session: AgentSession, role: str) -> list[str]:
-    return [
-        item.text_content or ""
-        for item in session.history.items
-        if item.type == "message" and item.role == role
-    ]
+    async with started_voice_call(
+        realtime, agent or Agent(instructions="Be brief."), pace=PACE, rate=RATE
+    ) as call:
+        yield call.parts
 
 
 def test_the_constructors_take_every_keyword_of_stock() -> None:
@@ -139,14 +122,7 @@ async def test_ours_holds_a_spoken_call_as_stock(azure: bool) -> None:
     answer played out, no error (on OpenAI, and on Azure's GA surface)."""
     async with OpenAIEmulator(config(time_scale=PACE, answer_chunks=4)) as emu:
         async with livekit_call(emu, azure=azure) as (session, mic, speaker, recorder):
-            mic.say(["hello", "livekit"])
-            await until(lambda: len(speaker.heard) >= 4 and not speaker.playing)
-            await until(lambda: len(_said(session, "assistant")) >= 1)
-            assert speaker.heard == [(1, k) for k in range(4)]
-            assert [t.transcript for t in recorder.transcripts if t.is_final] == ["hello livekit"]
-            assert "heard hello livekit" in _said(session, "assistant")[0]
-            assert not recorder.errors
-            spoken = list(mic.spoken)
+            spoken = await hold_a_spoken_turn(session, mic, speaker, recorder)
         await emu.wait_disconnected()
     record = emu.ledger.sessions[0]
     assert record.flavour == "ga"
@@ -163,12 +139,12 @@ async def test_a_dropped_session_is_carried_on_and_reported() -> None:
     async with OpenAIEmulator(config(time_scale=PACE, answer_chunks=3)) as emu:
         async with livekit_call(emu) as (session, mic, _, recorder):
             mic.say(["pineapple"])
-            await until(lambda: len(_said(session, "assistant")) >= 1)
+            await until(lambda: len(said(session, "assistant")) >= 1)
             assert emu.faults.drop() == 1
             await until(lambda: recorder.reconnected == 1, timeout=10)
             mic.say(["recall"])
-            await until(lambda: len(_said(session, "assistant")) >= 2, timeout=15)
-            assert "recall pineapple" in _said(session, "assistant")[-1]
+            await until(lambda: len(said(session, "assistant")) >= 2, timeout=15)
+            assert "recall pineapple" in said(session, "assistant")[-1]
             assert not recorder.errors
             (moved,) = recorder.moves
             assert moved.report.outcome is MoveOutcome.REBUILT
@@ -205,11 +181,11 @@ async def test_at_the_service_cap_the_call_goes_on_without_an_error() -> None:
     async with OpenAIEmulator(cfg) as emu:
         async with livekit_call(emu) as (session, mic, _, recorder):
             mic.say(["pineapple"])
-            await until(lambda: len(_said(session, "assistant")) >= 1)
+            await until(lambda: len(said(session, "assistant")) >= 1)
             await until(lambda: recorder.reconnected == 1, timeout=15)
             mic.say(["recall"])
-            await until(lambda: len(_said(session, "assistant")) >= 2, timeout=15)
-            assert "recall pineapple" in _said(session, "assistant")[-1]
+            await until(lambda: len(said(session, "assistant")) >= 2, timeout=15)
+            assert "recall pineapple" in said(session, "assistant")[-1]
             assert not recorder.errors
     first = emu.ledger.sessions[0]
     assert first.close_code == 1001 and first.closed_by == "cap"
@@ -229,13 +205,13 @@ async def test_max_session_duration_moves_the_call_before_it_at_a_turn_boundary(
             recorder,
         ):
             mic.say(["pineapple"])
-            await until(lambda: len(_said(session, "assistant")) >= 1)
+            await until(lambda: len(said(session, "assistant")) >= 1)
             await until(lambda: recorder.reconnected == 1, timeout=10)
             (moved,) = recorder.moves
             assert moved.report.reason is MoveReason.PLANNED
             mic.say(["recall"])
-            await until(lambda: len(_said(session, "assistant")) >= 2, timeout=15)
-            assert "recall pineapple" in _said(session, "assistant")[-1]
+            await until(lambda: len(said(session, "assistant")) >= 2, timeout=15)
+            assert "recall pineapple" in said(session, "assistant")[-1]
             assert not recorder.errors
     assert emu.ledger.sessions[0].closed_by != "cap"
 
@@ -306,7 +282,7 @@ async def test_a_new_voice_reaches_the_live_session_and_new_ones() -> None:
             await until(lambda: emu.ledger.sessions[0].client_events["session.update"] > before)
             assert model.config.voice == "cedar"
             mic.say(["hello"])
-            await until(lambda: len(_said(session, "assistant")) >= 1)
+            await until(lambda: len(said(session, "assistant")) >= 1)
             assert not recorder.errors and not recorder.moves
     assert len(emu.ledger.sessions) == 1
 
@@ -358,8 +334,8 @@ async def test_ours_holds_a_spoken_call_on_azures_legacy_surface() -> None:
         ):
             mic.say(["hello", "livekit"])
             await until(lambda: len(speaker.heard) >= 4 and not speaker.playing)
-            await until(lambda: len(_said(session, "assistant")) >= 1)
-            assert "heard hello livekit" in _said(session, "assistant")[0]
+            await until(lambda: len(said(session, "assistant")) >= 1)
+            assert "heard hello livekit" in said(session, "assistant")[0]
             assert not recorder.errors
             spoken = list(mic.spoken)
         await emu.wait_disconnected()

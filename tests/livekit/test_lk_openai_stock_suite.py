@@ -17,7 +17,7 @@ from typing import Literal
 
 import aiohttp
 import pytest
-from livekit.agents import Agent, AgentSession, function_tool, llm
+from livekit.agents import Agent, function_tool, llm
 from livekit.agents.metrics import RealtimeModelMetrics
 from livekit.plugins import openai as lk_openai
 from livekit.plugins import realtime_resumption as rr
@@ -26,7 +26,7 @@ from realtime_resumption.openai import OpenAIRealtimeOptions
 from realtime_resumption.testing.openai_emulator import OpenAIEmulator
 
 from ..openai_emulator.oai_helpers import RATE, config
-from .lk_helpers import Microphone, Recorder, Speaker, until
+from .lk_helpers import CallParts, said, started_voice_call, until
 
 PACE = 0.05
 Kind = Literal["stock", "ours"]
@@ -34,9 +34,7 @@ both = pytest.mark.parametrize("kind", ["stock", "ours"])
 
 
 @contextlib.asynccontextmanager
-async def call(
-    emu: OpenAIEmulator, kind: Kind, agent: Agent
-) -> AsyncIterator[tuple[AgentSession, Microphone, Speaker, Recorder]]:
+async def call(emu: OpenAIEmulator, kind: Kind, agent: Agent) -> AsyncIterator[CallParts]:
     """A started AgentSession on ``kind``'s model pointed at ``emu``."""
     connector = aiohttp.TCPConnector(ssl=emu.client_ssl_context())
     async with aiohttp.ClientSession(connector=connector) as http:
@@ -51,27 +49,8 @@ async def call(
                 base_url=emu.base_url,
                 realtime_options=OpenAIRealtimeOptions(websocket_options=emu.websocket_options()),
             )
-        session = AgentSession(llm=model, aec_warmup_duration=None)
-        mic, speaker, recorder = Microphone(pace=PACE, rate=RATE), Speaker(), Recorder()
-        session.input.audio = mic
-        session.output.audio = speaker
-        recorder.attach(session)
-        try:
-            await session.start(agent)
-            recorder.attach_realtime(agent.realtime_llm_session)
-            yield session, mic, speaker, recorder
-        finally:
-            mic.close()
-            await session.aclose()
-            await speaker.aclose()
-
-
-def said(session: AgentSession, role: str) -> list[str]:
-    return [
-        item.text_content or ""
-        for item in session.history.items
-        if item.type == "message" and item.role == role
-    ]
+        async with started_voice_call(model, agent, pace=PACE, rate=RATE) as c:
+            yield c.parts
 
 
 @both

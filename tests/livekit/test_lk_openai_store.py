@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from livekit.agents import APIConnectOptions, llm
+from livekit.agents import Agent, APIConnectOptions, llm
 from livekit.plugins import realtime_resumption as rr
 
-from realtime_resumption.openai import OpenAIRealtimeOptions
+from realtime_resumption.openai import OpenAIRealtimeOptions, OpenAIRealtimeTransport, SessionConfig
 from realtime_resumption.store import LeaseHeldError, MemoryStore, StoreOptions
 from realtime_resumption.testing.openai_emulator import OpenAIEmulator
+from realtime_resumption.transport import ContentTurn
 
 from ..store.test_drain_livekit import ROOM, in_job
 from .test_lk_openai_model import livekit_call
@@ -76,3 +77,46 @@ async def test_a_second_session_for_a_driven_room_reports_the_held_lease_as_an_e
     (error,) = errors
     assert isinstance(error.error, LeaseHeldError) and not error.recoverable
     assert len(openai_emulator.ledger.sessions) == 1  # the second never dialled
+
+
+@pytest.mark.openai_emulator(time_scale=0.05, answer_chunks=3)
+async def test_a_call_taken_over_is_not_given_the_new_agents_start_again(
+    openai_emulator: OpenAIEmulator,
+) -> None:
+    """A call another process left in the store goes on from its stored conversation and
+    setup, as on Gemini: the chat context and instructions the new AgentSession's agent
+    starts with are not given to the taken-over session (the stored conversation would be
+    told a second story); what the app asks for once the call is up still goes."""
+    emu, store = openai_emulator, MemoryStore()
+    first = OpenAIRealtimeTransport(
+        emu.client(),
+        SessionConfig(instructions="Be brief."),
+        OpenAIRealtimeOptions(websocket_options=emu.websocket_options()),
+        store=store,
+        session_key="call-1",
+    )
+    await first.connect()
+    first.send_content([ContentTurn("user", "my name is Ada")], turn_complete=False)
+    await first.hand_over()
+
+    start = llm.ChatContext.empty()
+    start.add_message(role="user", content="my name is Bob")
+    agent = Agent(instructions="Be verbose.", chat_ctx=start)
+    async with livekit_call(emu, agent=agent, store=store, session_key="call-1") as (
+        session,
+        _,
+        _,
+        recorder,
+    ):
+        await session.generate_reply(instructions="Greet the caller.")
+        rt = agent.realtime_llm_session
+        assert rt._transport.taken_over
+        instructions = rt._transport.config.instructions
+        errors = list(recorder.errors)
+
+    taker = emu.ledger.sessions[-1]
+    assert [i.text for i in taker.seeded] == ["my name is Ada"]
+    assert "Bob" not in taker.conversation_text
+    assert instructions == "Be brief."
+    assert [a.outcome for a in taker.answers] == ["complete"]  # the greeting asked for
+    assert errors == []

@@ -8,10 +8,11 @@ import asyncio
 from google.genai import types
 from livekit.agents import Agent, AgentSession, function_tool
 from livekit.plugins import realtime_resumption as rr
+from livekit.plugins.realtime_resumption.session_updates import merged
 
 from realtime_resumption.move_reports import MoveOutcome, MoveReason
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
-from realtime_resumption.transport import SetupRefusedError
+from realtime_resumption.transport import GenerationSettings, SessionUpdate, SetupRefusedError
 
 from .lk_helpers import WAIT, text_call, until
 
@@ -69,6 +70,23 @@ async def test_new_instructions_and_tools_move_the_session_to_a_new_setup() -> N
     (summary,) = emu.ledger.summary().sessions.values()
     assert summary.answers_cut == ()
     assert summary.stranded_tool_responses == ()
+
+
+def test_updates_held_for_the_first_connection_merge_setting_by_setting() -> None:
+    """What a session keeps for its first connection while it dials: a later update keeps
+    each setting an earlier one gave and it does not (a temperature given before new
+    instructions, one generation setting before another)."""
+    first = SessionUpdate(
+        voice="Puck", response_modality="text", generation=GenerationSettings(temperature=0.9)
+    )
+    second = SessionUpdate(instructions="Be brief.", generation=GenerationSettings(top_p=0.8))
+    assert merged(first, second) == SessionUpdate(
+        instructions="Be brief.",
+        voice="Puck",
+        response_modality="text",
+        generation=GenerationSettings(temperature=0.9, top_p=0.8),
+    )
+    assert merged(None, second) is second
 
 
 async def test_generation_settings_reach_the_setup_and_a_new_temperature_moves_the_session() -> (

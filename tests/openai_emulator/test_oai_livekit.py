@@ -13,12 +13,12 @@ from typing import Any
 
 import aiohttp
 import pytest
-from livekit.agents import Agent, AgentSession
+from livekit.agents import Agent
 from livekit.plugins import openai as lk_openai
 
 from realtime_resumption.testing.openai_emulator import OpenAIEmulator
 
-from ..livekit.lk_helpers import Microphone, Recorder, Speaker, until
+from ..livekit.lk_helpers import CallParts, hold_a_spoken_turn, said, started_voice_call, until
 from .oai_helpers import RATE, config
 
 PACE = 0.05
@@ -27,7 +27,7 @@ PACE = 0.05
 @contextlib.asynccontextmanager
 async def livekit_call(
     emu: OpenAIEmulator, *, azure_api_version: str | None = None, **model: Any
-) -> AsyncIterator[tuple[AgentSession, Microphone, Speaker, Recorder]]:
+) -> AsyncIterator[CallParts]:
     """A started AgentSession on the stock OpenAI model (its legacy Azure mode with
     ``azure_api_version``), pointed at ``emu`` through an aiohttp session that trusts its CA; a
     24 kHz paced microphone (LiveKit resamples anything else, which would lose the frames'
@@ -47,28 +47,9 @@ async def livekit_call(
                 http_session=http,
                 **model,
             )
-        session = AgentSession(llm=realtime, aec_warmup_duration=None)
-        mic, speaker, recorder = Microphone(pace=PACE, rate=RATE), Speaker(), Recorder()
-        session.input.audio = mic
-        session.output.audio = speaker
-        recorder.attach(session)
         agent = Agent(instructions="Be brief.")
-        try:
-            await session.start(agent)
-            recorder.attach_realtime(agent.realtime_llm_session)
-            yield session, mic, speaker, recorder
-        finally:
-            mic.close()
-            await session.aclose()
-            await speaker.aclose()
-
-
-def _said(session: AgentSession, role: str) -> list[str]:
-    return [
-        item.text_content or ""
-        for item in session.history.items
-        if item.type == "message" and item.role == role
-    ]
+        async with started_voice_call(realtime, agent, pace=PACE, rate=RATE) as call:
+            yield call.parts
 
 
 @pytest.mark.parametrize("azure_api_version", [None, "2024-10-01-preview"])
@@ -81,14 +62,7 @@ async def test_stock_livekit_holds_a_spoken_call(azure_api_version: str | None) 
             speaker,
             recorder,
         ):
-            mic.say(["hello", "livekit"])
-            await until(lambda: len(speaker.heard) >= 4 and not speaker.playing)
-            await until(lambda: len(_said(session, "assistant")) >= 1)
-            assert speaker.heard == [(1, k) for k in range(4)]
-            assert [t.transcript for t in recorder.transcripts if t.is_final] == ["hello livekit"]
-            assert "heard hello livekit" in _said(session, "assistant")[0]
-            assert not recorder.errors
-            spoken = list(mic.spoken)
+            spoken = await hold_a_spoken_turn(session, mic, speaker, recorder)
         await emu.wait_disconnected()
     record = emu.ledger.sessions[0]
     assert record.flavour == ("ga" if azure_api_version is None else "beta")
@@ -106,12 +80,12 @@ async def test_stock_livekit_at_the_cap_replays_its_mirror_to_a_new_session() ->
     async with OpenAIEmulator(cfg) as emu:
         async with livekit_call(emu, max_session_duration=None) as (session, mic, _, recorder):
             mic.say(["pineapple"])
-            await until(lambda: len(_said(session, "assistant")) >= 1)
+            await until(lambda: len(said(session, "assistant")) >= 1)
             await until(lambda: len(emu.ledger.sessions) >= 2, timeout=15)
             await until(lambda: bool(emu.ledger.sessions[1].seeded))
             mic.say(["recall"])
-            await until(lambda: len(_said(session, "assistant")) >= 2, timeout=15)
-            assert "recall pineapple" in _said(session, "assistant")[-1]
+            await until(lambda: len(said(session, "assistant")) >= 2, timeout=15)
+            assert "recall pineapple" in said(session, "assistant")[-1]
             assert recorder.errors and all(e.recoverable for e in recorder.errors)
     first, second = emu.ledger.sessions[:2]
     assert first.close_code == 1001 and first.closed_by == "cap"
@@ -128,7 +102,7 @@ async def test_stock_livekit_generate_reply_is_matched_by_its_metadata() -> None
             handle = session.generate_reply(user_input="typed words")
             async with asyncio.timeout(5):
                 await handle
-            assert "heard typed words" in _said(session, "assistant")[-1]
+            assert "heard typed words" in said(session, "assistant")[-1]
             assert not recorder.errors
     answer = emu.ledger.sessions[0].answers[0]
     assert answer.metadata is not None and "client_event_id" in answer.metadata

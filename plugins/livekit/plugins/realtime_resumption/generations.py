@@ -87,6 +87,15 @@ class Generation:
             response_id=self.response_id,
         )
 
+    def chat_items(self) -> list[llm.ChatItem]:
+        """What it added to the conversation: its function calls, then the text it said."""
+        items: list[llm.ChatItem] = list(self.function_calls)
+        if self.output_text:
+            items.append(
+                llm.ChatMessage(role="assistant", content=[self.output_text], id=self.response_id)
+            )
+        return items
+
     def push_audio(self, data: bytes) -> None:
         if self.audio_ch.closed:
             logger.debug("audio after the end of the answer's media dropped")

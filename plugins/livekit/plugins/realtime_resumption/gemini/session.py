@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Literal
 
 from google.genai import types
 from livekit import rtc
@@ -25,7 +25,7 @@ from livekit.plugins.google.utils import create_tools_config
 from opentelemetry import context as otel_context
 
 from realtime_resumption import RecordError
-from realtime_resumption.move_reports import MoveOutcome, MoveReport
+from realtime_resumption.move_reports import MoveReport
 from realtime_resumption.redaction import Secret, secret
 from realtime_resumption.store import StoreError
 from realtime_resumption.transport import (
@@ -33,7 +33,6 @@ from realtime_resumption.transport import (
     GenerationEndReason,
     GenerationSettings,
     NotConnectedError,
-    RealtimeLLMUsage,
     ReplayItem,
     SessionLostError,
     SessionUpdate,
@@ -47,10 +46,13 @@ from realtime_resumption.transport import (
 )
 
 from ..audio_input import InputAudio
-from ..events import SessionMoved, SessionMovedEvent
+from ..events import SessionMoved
 from ..generations import Generation, GenerationStreams
 from ..log import logger
-from ..metrics import answer_metrics, move_metrics
+from ..pending_reply import PendingReply, failed_reply
+from ..session_events import SessionEvents
+from ..session_tasks import SessionTasks
+from ..session_updates import merged
 from ..transcripts import Utterance
 from .chat_mirror import ChatMirror
 from .options import Options, warn_vertex_scheduling_unsupported
@@ -90,7 +92,6 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         on_setup_rolled_back: Callable[[Options, Options], None] | None = None,
     ) -> None:
         super().__init__(realtime_model)
-        self._model = realtime_model
         self._opts = options
         self._on_setup_rolled_back = on_setup_rolled_back
         """Told the options a refused setup carried and those the session went back to (the
@@ -109,11 +110,14 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         )
         self._utterance: Utterance | None = None
         self._quiet_interrupt = False
-        self._reply: asyncio.Future[llm.GenerationCreatedEvent] | None = None
-        self._reply_requested_at: float | None = None
-        self._reply_timer: asyncio.TimerHandle | None = None
+        self._reply = PendingReply(
+            GENERATE_REPLY_TIMEOUT,
+            held=lambda: self._phase == "dialling" or self._transport.moving,
+            # A reply cancelled by its caller (an AgentActivity interrupted) stops its answer.
+            on_cancelled=self.interrupt,
+        )
+        self._session_events = SessionEvents(self, realtime_model)
         self._user_turn_ended_at: float | None = None
-        self._last_generation: Generation | None = None
         self._answer_elicited = False
         self._fatal = False
         self._lost_because: BaseException | None = None
@@ -122,7 +126,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         """The LiveKit job this session runs in, when its model has a store (None otherwise)."""
         if self._job is not None:
             self._job.add_shutdown_callback(self._job_shut_down)
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = SessionTasks()
         self._transport = options.transport(tools=[])
         telemetry = self._transport.telemetry
         if telemetry is not None:
@@ -245,7 +249,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             self._opts.generation = self._opts.generation.merged(change)
             update = replace(update, generation=change)
         if update != SessionUpdate():
-            self._spawn(self._update(update))
+            self._tasks.spawn(self._update(update))
 
     def push_audio(self, frame: rtc.AudioFrame) -> None:
         """User audio, resampled to 16 kHz mono; held during a move and delivered after."""
@@ -274,60 +278,16 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         ``retry_budget``; a lost session fails the request."""
         if is_given(tools) or is_given(tool_choice):
             logger.warning("per-response tools and tool_choice are not supported; ignored")
-        loop = asyncio.get_running_loop()
-        previous, self._reply = self._reply, None
-        if previous is not None and not previous.done():
-            logger.warning("generate_reply called while another is pending; cancelling it")
-            previous.cancel("superseded by a new generate_reply call")
-        fut: asyncio.Future[llm.GenerationCreatedEvent] = loop.create_future()
         if self._phase in ("lost", "closed"):
             why = f": {self._lost_because}" if self._phase == "lost" else ""
-            fut.set_exception(llm.RealtimeError(f"the session is {self._phase}{why}"))
-            return fut
-        self._reply = fut
+            return failed_reply(f"the session is {self._phase}{why}")
+        fut = self._reply.ask()
         if self._in_activity:
             self._in_activity = False
             self._send(self._transport.send_activity_end)
         text = instructions if is_given(instructions) else None
         self._send(lambda: self._elicit(text))
-        self._restart_reply_clock()
-
-        def _done(f: asyncio.Future[llm.GenerationCreatedEvent]) -> None:
-            current = self._reply is f
-            if current:
-                self._reply = None
-                self._stop_reply_clock()
-            if f.cancelled() and current:
-                self.interrupt()
-
-        fut.add_done_callback(_done)
         return fut
-
-    def _restart_reply_clock(self) -> None:
-        """(Re)start the pending reply's timeout, whole: it reaches the service from now."""
-        self._stop_reply_clock()
-        if self._reply is not None and not self._reply.done():
-            self._reply_timer = asyncio.get_running_loop().call_later(
-                GENERATE_REPLY_TIMEOUT, self._reply_clock_ran_out
-            )
-
-    def _stop_reply_clock(self) -> None:
-        if self._reply_timer is not None:
-            self._reply_timer.cancel()
-            self._reply_timer = None
-
-    def _reply_clock_ran_out(self) -> None:
-        self._reply_timer = None
-        reply = self._reply
-        if reply is None or reply.done():
-            return
-        if self._phase == "dialling" or self._transport.moving:
-            # The request waits for the new connection: no answer could have begun.
-            self._restart_reply_clock()
-            return
-        reply.set_exception(
-            llm.RealtimeError("generate_reply timed out waiting for generation_created")
-        )
 
     def commit_audio(self) -> None:
         """The user's turn is over (client-side turn detection): ``audioStreamEnd`` lets the
@@ -348,7 +308,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             # The client marks the user's turns: a new activity is what interrupts.
             self.start_user_activity()
         if self._streams.answering:
-            self._spawn(self._transport.cancel_response())
+            self._tasks.spawn(self._transport.cancel_response())
 
     def start_user_activity(self) -> None:
         """The user began speaking, with automatic activity detection disabled
@@ -401,13 +361,9 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         await asyncio.wait({self._main})
         self._connecting.close()  # (not awaited when closed before the connect's first step)
         await self._transport.disconnect()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(set(self._tasks))
+        await self._tasks.cancel()
         self._streams.close()
-        if self._reply is not None and not self._reply.done():
-            self._reply.cancel("session closed")
+        self._reply.close()
 
     async def _job_shut_down(self, reason: str) -> None:
         if reason != WORKER_SHUTDOWN:
@@ -433,11 +389,11 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             # failed dial: the session is lost at once, as after the last failed attempt.
             logger.warning("connecting to Gemini Live failed", extra={"error": str(error)})
             self._lose(error)
-            self._emit_error(error, recoverable=False)
+            self._session_events.error(error, recoverable=False)
             return
         self._report_connection_acquired(time.perf_counter() - started)
         self._phase = "ready"
-        self._restart_reply_clock()
+        self._reply.restart()
         pending, self._pending_config = self._pending_config, None
         if pending is not None:
             await self._transport.update_session(pending)
@@ -450,9 +406,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._lost_because = error
         self._streams.close()
         self._check_setup()
-        reply = self._reply
-        if reply is not None and not reply.done():
-            reply.set_exception(llm.RealtimeError(f"the session could not connect: {error}"))
+        self._reply.fail(f"the session could not connect: {error}")
 
     def _send(self, send: Callable[[], None]) -> None:
         """Deliver now: the transport holds it while the first connection sets up (its
@@ -471,7 +425,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         phase = self._phase
         if phase == "dialling":
             # The dial in flight was set up without it: apply it once connected (a move).
-            self._pending_config = _merge(self._pending_config, update)
+            self._pending_config = merged(self._pending_config, update)
         elif phase in ("idle", "ready"):
             await self._transport.update_session(update)
         if phase in ("dialling", "ready"):
@@ -550,13 +504,13 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             # The call's session was left behind by a move (its answer ended): the model may
             # ask again. Worth an event, not the end of the session.
             logger.warning("tool result not sent", extra={"call_id": result.id})
-            self._emit_error(error, recoverable=True)
+            self._session_events.error(error, recoverable=True)
         except UnknownToolCallError:
             # A call of an earlier session, from history: sending it would strand the model.
             logger.info("tool result of another session not sent", extra={"call_id": result.id})
 
     def _elicit(self, instructions: str | None) -> None:
-        self._reply_requested_at = time.time()
+        self._reply.requested_at = time.time()
         if self._opts.live_text:
             if instructions:
                 text = f"<instructions>\n{instructions}\n</instructions>"
@@ -568,11 +522,6 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         # Gemini answers a completed turn: "." completes it, as the Google plugin does.
         turns = [ContentTurn("model", instructions)] if instructions else []
         self._transport.send_content([*turns, ContentTurn("user", ".")], turn_complete=True)
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     # --- what the transport reports -----------------------------------------------------------
 
@@ -594,7 +543,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         t.on_user_speech_stopped = self._user_stopped
         t.on_interrupted = self._interrupted
         t.on_turn_complete = self._turn_complete
-        t.on_realtime_llm_usage = self._usage
+        t.on_realtime_llm_usage = self._session_events.usage
         t.on_error = self._transport_error
         t.on_move = self._moved
         t.on_close = self._closed
@@ -603,28 +552,20 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         # As the Google plugin: a pending generate_reply takes the next generation to open;
         # any other is announced as the user's speech first, which stops a playout still
         # going (the answer it interrupts is over already, and this one must not be cancelled).
-        self._last_generation = generation
-        reply = self._reply
-        generation.user_initiated = (
-            reply is not None and not reply.done() and not generation.continuation
-        )
-        if not generation.user_initiated:
+        if not self._reply.claims(generation):
             self._quiet_interrupt = True
             try:
                 self.emit("input_speech_started", llm.InputSpeechStartedEvent())
             finally:
                 self._quiet_interrupt = False
-        event = generation.event(user_initiated=generation.user_initiated)
-        if generation.user_initiated and reply is not None:
-            reply.set_result(event)
-        self.emit("generation_created", event)
+        self._session_events.generation_created(generation, self._reply)
 
     def _answer_started(self, generation_id: str) -> None:
         self._streams.answer_started(generation_id)
         generation = self._streams.current
         if generation is not None and generation.requested_at is None:
             generation.requested_at = (
-                self._reply_requested_at if generation.user_initiated else self._user_turn_ended_at
+                self._reply.requested_at if generation.user_initiated else self._user_turn_ended_at
             )
 
     def _generation_closed(self, generation: Generation) -> None:
@@ -634,14 +575,8 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             "input_speech_stopped", llm.InputSpeechStoppedEvent(user_transcription_enabled=False)
         )
         self._finish_utterance()
-        for call in generation.function_calls:
-            self._mirror.add(call)
-        if generation.output_text:
-            self._mirror.add(
-                llm.ChatMessage(
-                    role="assistant", content=[generation.output_text], id=generation.response_id
-                )
-            )
+        for item in generation.chat_items():
+            self._mirror.add(item)
 
     def _answer_ended(self, generation_id: str, reason: GenerationEndReason) -> None:
         if reason not in (GenerationEndReason.GENERATION_COMPLETE, GenerationEndReason.INTERRUPTED):
@@ -699,33 +634,18 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
 
     def _interrupted(self, server_turn_id: int | None) -> None:
         # The provider heard the user over its answer: a barge-in.
-        if self._reply is None:
+        if not self._reply.pending:
             self.emit("input_speech_started", llm.InputSpeechStartedEvent())
 
     def _turn_complete(self, server_turn_id: int | None) -> None:
         self._streams.turn_complete()
-
-    def _usage(self, usage: RealtimeLLMUsage) -> None:
-        generation = self._last_generation
-        if usage.phase != "final" or generation is None:
-            return
-        self.emit(
-            "metrics_collected",
-            answer_metrics(
-                usage,
-                generation,
-                label=self._model.label,
-                model=self._model.model,
-                provider=self._model.provider,
-            ),
-        )
 
     def _transport_error(self, event: TransportErrorEvent) -> None:
         if isinstance(event.error, SetupRefusedError):
             self._roll_back_options()
         if not event.recoverable:
             self._fatal = True
-        self._emit_error(event.error, recoverable=event.recoverable)
+        self._session_events.error(event.error, recoverable=event.recoverable)
 
     def _roll_back_options(self) -> None:
         """The service refused the changed setup and the transport went back to the one that
@@ -751,57 +671,21 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             self._on_setup_rolled_back(refused, self._opts)
 
     def _moved(self, report: MoveReport) -> None:
-        logger.info("session moved", extra={"move": report.as_dict()})
-        self.emit("session_moved", SessionMovedEvent(report))
-        self.emit(
-            "metrics_collected",
-            move_metrics(
-                report,
-                label=self._model.label,
-                model=self._model.model,
-                provider=self._model.provider,
-            ),
-        )
         self._check_setup()
-        if report.outcome is not MoveOutcome.LOST:
-            self._restart_reply_clock()
-            self.emit("session_reconnected", llm.RealtimeSessionReconnectedEvent())
+        self._session_events.moved(report, self._reply)
 
     def _closed(self, code: int | None, reason: str | None) -> None:
         self._streams.close()
         self._check_setup(over=True)
-        reply = self._reply
-        if reply is not None and not reply.done():
-            reply.set_exception(llm.RealtimeError("the Gemini Live session closed"))
+        self._reply.fail("the Gemini Live session closed")
         if self._phase == "closed" or self._fatal:
             return
         # The transport only ends a session for good when it could not be carried on.
         self._fatal = True
-        self._emit_error(
+        self._session_events.error(
             SessionLostError(f"the Gemini Live session closed ({code}, {reason})"),
             recoverable=False,
         )
-
-    def _emit_error(self, error: BaseException, *, recoverable: bool) -> None:
-        self.emit(
-            "error",
-            llm.RealtimeModelError(
-                timestamp=time.time(),
-                label=self._model.label,
-                error=error if isinstance(error, Exception) else RuntimeError(str(error)),
-                recoverable=recoverable,
-            ),
-        )
-
-
-def _merge(first: SessionUpdate | None, second: SessionUpdate) -> SessionUpdate:
-    if first is None:
-        return second
-    return SessionUpdate(
-        instructions=second.instructions if second.instructions is not None else first.instructions,
-        tools=second.tools if second.tools is not None else first.tools,
-        voice=second.voice if second.voice is not None else first.voice,
-    )
 
 
 def _job_keeping(options: Options) -> JobContext | None:

@@ -13,7 +13,6 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import fields
 from typing import Any, Literal, Protocol, TypedDict
 
 import openai
@@ -22,7 +21,7 @@ from livekit.agents import llm
 from livekit.agents.types import NOT_GIVEN, APIConnectOptions, NotGivenOr
 from livekit.agents.utils import images, is_given
 
-from realtime_resumption.move_reports import MoveOutcome, MoveReason, MoveReport
+from realtime_resumption.move_reports import MoveReason, MoveReport
 from realtime_resumption.openai import (
     OpenAIRealtimeOptions,
     OpenAIRealtimeTransport,
@@ -34,7 +33,6 @@ from realtime_resumption.transport import (
     ContentTurn,
     GenerationEndReason,
     NotConnectedError,
-    RealtimeLLMUsage,
     SessionUpdate,
     ToolCall,
     ToolResult,
@@ -43,10 +41,13 @@ from realtime_resumption.transport import (
 )
 
 from ..audio_input import InputAudio
-from ..events import SessionMoved, SessionMovedEvent
+from ..events import SessionMoved
 from ..generations import Generation, GenerationStreams
 from ..log import logger
-from ..metrics import answer_metrics, move_metrics
+from ..pending_reply import PendingReply, failed_reply
+from ..session_events import ModelNames, SessionEvents
+from ..session_tasks import SessionTasks
+from ..session_updates import merged
 
 GENERATE_REPLY_TIMEOUT = 10.0
 """Seconds ``generate_reply`` waits for its generation once the request can reach the
@@ -66,7 +67,7 @@ class StoreKeywords(TypedDict, total=False):
     store_options: StoreOptions | None
 
 
-class ModelSettings(Protocol):
+class ModelSettings(ModelNames, Protocol):
     """What a session reads of the model that made it (``RealtimeModel``): the model is
     typed by what it gives, so the model can import the session and not the reverse."""
 
@@ -76,12 +77,6 @@ class ModelSettings(Protocol):
     def realtime_options(self) -> OpenAIRealtimeOptions: ...
     @property
     def conn_options(self) -> APIConnectOptions: ...
-    @property
-    def label(self) -> str: ...
-    @property
-    def model(self) -> str: ...
-    @property
-    def provider(self) -> str: ...
     def client(self) -> openai.AsyncOpenAI: ...
     def store_keywords(self) -> StoreKeywords: ...
 
@@ -100,23 +95,28 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._tools = llm.ToolContext.empty()
         self._input_audio = InputAudio(rate=INPUT_SAMPLE_RATE)
         self._phase: _Phase = "dialling"
-        self._held: list[Callable[[], None]] = []
-        """Sends made before the first session is set up."""
-        self._pending_update: SessionUpdate | None = None
-        """Updates made while the first session was dialled."""
+        self._starting = True
+        """Nothing was dialled yet: what the app gives now is the call's start (AgentActivity
+        configures a new session right after making it), which a call taken over from the
+        store has already."""
+        self._held: list[tuple[Callable[[], None], bool]] = []
+        """Sends made before the first session is set up, each marked when it gives the
+        session the chat context of the call's start."""
+        self._held_updates: list[tuple[SessionUpdate, bool]] = []
+        """Updates made before the first session is set up, each with ``_starting`` then."""
         self._moving = False
         self._streams = GenerationStreams(
             audio_output=settings.config.output_modality == "audio",
             on_open=self._generation_opened,
             on_close=self._generation_closed,
         )
-        self._reply: asyncio.Future[llm.GenerationCreatedEvent] | None = None
-        self._reply_timer: asyncio.TimerHandle | None = None
-        self._reply_requested_at: float | None = None
+        self._reply = PendingReply(
+            GENERATE_REPLY_TIMEOUT, held=lambda: self._phase == "dialling" or self._moving
+        )
+        self._session_events = SessionEvents(self, settings)
         self._user_turn_ended_at: float | None = None
-        self._last_generation: Generation | None = None
         self._fatal = False
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = SessionTasks()
         self._transport = OpenAIRealtimeTransport(
             settings.client(),
             settings.config,
@@ -159,7 +159,10 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
 
     async def update_chat_ctx(self, chat_ctx: llm.ChatContext) -> None:
         """Send what ``chat_ctx`` holds that the conversation lacks: messages as items (no
-        answer is asked for), function outputs as tool results."""
+        answer is asked for), function outputs as tool results. The chat context a new session
+        is given before it dials is the call's start: a call taken over from the store holds
+        its own conversation already, and is not given it (as on Gemini)."""
+        start = self._starting
         known = {item.id for item in self._chat_ctx.items}
         turns: list[ContentTurn] = []
         for item in chat_ctx.items:
@@ -174,9 +177,11 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
                 result = ToolResult(
                     id=item.call_id, name=item.name, response={"output": item.output}
                 )
-                self._send(functools.partial(self._send_tool_result, result))
+                self._send(functools.partial(self._send_tool_result, result), start=start)
         if turns:
-            self._send(lambda: self._transport.send_content(turns, turn_complete=False))
+            self._send(
+                lambda: self._transport.send_content(turns, turn_complete=False), start=start
+            )
 
     def update_options(
         self,
@@ -196,7 +201,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
                 extra={"options": [*ignored, *sorted(unsupported)]},
             )
         if is_given(voice):
-            self._spawn(self._update(SessionUpdate(voice=voice)))
+            self._tasks.spawn(self._update(SessionUpdate(voice=voice)))
 
     def push_audio(self, frame: rtc.AudioFrame) -> None:
         """User audio, as 24 kHz mono PCM16; held during a move and delivered after."""
@@ -221,28 +226,16 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         clock waits for the move, then starts again, whole."""
         if is_given(tools) or is_given(tool_choice):
             logger.warning("per-response tools and tool_choice are not supported; ignored")
-        fut: asyncio.Future[llm.GenerationCreatedEvent] = asyncio.get_running_loop().create_future()
         if self._phase in ("lost", "closed"):
-            fut.set_exception(llm.RealtimeError(f"the session is {self._phase}"))
-            return fut
-        previous, self._reply = self._reply, fut
-        if previous is not None and not previous.done():
-            previous.cancel("superseded by a new generate_reply call")
+            return failed_reply(f"the session is {self._phase}")
+        fut = self._reply.ask()
         text = instructions if is_given(instructions) else None
 
         def ask() -> None:
-            self._reply_requested_at = time.time()
+            self._reply.requested_at = time.time()
             self._transport.trigger_generation(text)
 
         self._send(ask)
-        self._restart_reply_clock()
-
-        def _done(f: asyncio.Future[llm.GenerationCreatedEvent]) -> None:
-            if self._reply is f:
-                self._reply = None
-                self._stop_reply_clock()
-
-        fut.add_done_callback(_done)
         return fut
 
     def commit_audio(self) -> None:
@@ -256,7 +249,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
     def interrupt(self) -> None:
         """Cancel the answer in progress (``response.cancel``)."""
         if self._phase == "ready" and self._streams.answering:
-            self._spawn(self._transport.cancel_response())
+            self._tasks.spawn(self._transport.cancel_response())
 
     def truncate(
         self,
@@ -276,7 +269,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             logger.debug("truncation skipped: a newer answer is in progress")
             return
         options = CancelResponseOptions(truncate=audio_end_ms / 1000)
-        self._spawn(self._transport.cancel_response(options))
+        self._tasks.spawn(self._transport.cancel_response(options))
 
     async def aclose(self) -> None:
         """Close the session and end every stream; nothing keeps running after."""
@@ -286,14 +279,9 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         self._main.cancel()
         await asyncio.wait({self._main})
         await self._transport.disconnect()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(set(self._tasks))
-        self._stop_reply_clock()
+        await self._tasks.cancel()
         self._streams.close()
-        if self._reply is not None and not self._reply.done():
-            self._reply.cancel("session closed")
+        self._reply.close()
 
     # --- connecting and sending ---------------------------------------------------------------
 
@@ -301,6 +289,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         # AgentActivity configures a new session (instructions, chat context, tools) right
         # after making it: let that land in the first configuration.
         await asyncio.sleep(0)
+        self._starting = False
         conn = self._model.conn_options
         started = time.perf_counter()
         error: BaseException | None = None
@@ -314,28 +303,40 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             except (TransportError, StoreError, TimeoutError) as exc:
                 # StoreError: another process drives the call (LeaseHeldError).
                 error = exc
-                self._emit_error(exc, recoverable=attempt < conn.max_retry)
+                self._session_events.error(exc, recoverable=attempt < conn.max_retry)
                 continue
             self._report_connection_acquired(time.perf_counter() - started)
             self._phase = "ready"
+            # A call taken over goes on from its stored conversation and setup, as on Gemini:
+            # the chat context and the updates the agent starts with would overwrite them.
+            taken_over = self._transport.taken_over
+            if taken_over:
+                logger.info("a call taken over from the store; the agent's start not sent")
             held, self._held = self._held, []
-            for send in held:
-                self._deliver(send)
-            self._restart_reply_clock()
-            pending, self._pending_update = self._pending_update, None
+            for send, start in held:
+                if not (start and taken_over):
+                    self._deliver(send)
+            self._reply.restart()
+            pending: SessionUpdate | None = None
+            for update, start in self._held_updates:
+                if not (start and taken_over):
+                    pending = merged(pending, update)
+            self._held_updates = []
             if pending is not None:
                 await self._transport.update_session(pending)
             return
         logger.warning("connecting to OpenAI Realtime failed", extra={"error": str(error)})
         self._phase = "lost"
         self._held.clear()
+        self._held_updates.clear()
         self._streams.close()
-        if self._reply is not None and not self._reply.done():
-            self._reply.set_exception(llm.RealtimeError(f"the session could not connect: {error}"))
+        self._reply.fail(f"the session could not connect: {error}")
 
-    def _send(self, send: Callable[[], None]) -> None:
+    def _send(self, send: Callable[[], None], *, start: bool = False) -> None:
+        """Deliver ``send`` once the first session is set up, at once after. ``start``: it
+        gives the session the call's starting chat context (not sent to a call taken over)."""
         if self._phase == "dialling":
-            self._held.append(send)
+            self._held.append((send, start))
         elif self._phase == "ready":
             self._deliver(send)
 
@@ -345,13 +346,13 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         except NotConnectedError:
             logger.debug("input dropped: the session is over")
         except TransportError as error:
-            self._emit_error(error, recoverable=True)
+            self._session_events.error(error, recoverable=True)
 
     async def _update(self, update: SessionUpdate) -> None:
         if self._phase == "dialling":
             # The dial in flight may have sent its configuration already: the update is
             # sent again once the session is set up.
-            self._pending_update = _merge(self._pending_update, update)
+            self._held_updates.append((update, self._starting))
         await self._transport.update_session(update)
 
     def _send_tool_result(self, result: ToolResult) -> None:
@@ -359,37 +360,7 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             self._transport.send_tool_result(result)
         except TransportError as error:
             logger.warning("tool result not sent", extra={"call_id": result.id})
-            self._emit_error(error, recoverable=True)
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _restart_reply_clock(self) -> None:
-        self._stop_reply_clock()
-        if self._reply is not None and not self._reply.done():
-            self._reply_timer = asyncio.get_running_loop().call_later(
-                GENERATE_REPLY_TIMEOUT, self._reply_clock_ran_out
-            )
-
-    def _stop_reply_clock(self) -> None:
-        if self._reply_timer is not None:
-            self._reply_timer.cancel()
-            self._reply_timer = None
-
-    def _reply_clock_ran_out(self) -> None:
-        self._reply_timer = None
-        reply = self._reply
-        if reply is None or reply.done():
-            return
-        if self._phase == "dialling" or self._moving:
-            # The request waits for the new session: no answer could have begun.
-            self._restart_reply_clock()
-            return
-        reply.set_exception(
-            llm.RealtimeError("generate_reply timed out waiting for generation_created")
-        )
+            self._session_events.error(error, recoverable=True)
 
     # --- what the transport reports -----------------------------------------------------------
 
@@ -408,35 +379,19 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
         t.on_speech_started = self._speech_started
         t.on_user_speech_stopped = self._speech_stopped
         t.on_turn_complete = lambda _turn: self._streams.turn_complete()
-        t.on_realtime_llm_usage = self._usage
+        t.on_realtime_llm_usage = self._session_events.usage
         t.on_error = self._transport_error
         t.on_move_started = self._move_started
         t.on_move = self._moved
         t.on_close = self._closed
 
     def _generation_opened(self, generation: Generation) -> None:
-        self._last_generation = generation
-        reply = self._reply
-        generation.user_initiated = (
-            reply is not None and not reply.done() and not generation.continuation
-        )
-        generation.requested_at = (
-            self._reply_requested_at if generation.user_initiated else self._user_turn_ended_at
-        )
-        event = generation.event(user_initiated=generation.user_initiated)
-        if generation.user_initiated and reply is not None:
-            reply.set_result(event)
-        self.emit("generation_created", event)
+        answers = self._reply.claims(generation)
+        generation.requested_at = self._reply.requested_at if answers else self._user_turn_ended_at
+        self._session_events.generation_created(generation, self._reply)
 
     def _generation_closed(self, generation: Generation) -> None:
-        for call in generation.function_calls:
-            self._chat_ctx.items.append(call)
-        if generation.output_text:
-            self._chat_ctx.items.append(
-                llm.ChatMessage(
-                    role="assistant", content=[generation.output_text], id=generation.response_id
-                )
-            )
+        self._chat_ctx.items.extend(generation.chat_items())
 
     def _answer_ended(self, generation_id: str, reason: GenerationEndReason) -> None:
         self._streams.answer_ended(generation_id, reason)
@@ -466,81 +421,26 @@ class RealtimeSession(llm.RealtimeSession[SessionMoved]):
             ),
         )
 
-    def _usage(self, usage: RealtimeLLMUsage) -> None:
-        generation = self._last_generation
-        if usage.phase != "final" or generation is None:
-            return
-        self.emit(
-            "metrics_collected",
-            answer_metrics(
-                usage,
-                generation,
-                label=self._model.label,
-                model=self._model.model,
-                provider=self._model.provider,
-            ),
-        )
-
     def _transport_error(self, event: TransportErrorEvent) -> None:
         if not event.recoverable:
             self._fatal = True
-        self._emit_error(event.error, recoverable=event.recoverable)
+        self._session_events.error(event.error, recoverable=event.recoverable)
 
     def _move_started(self, reason: MoveReason, _handle: object) -> None:
         self._moving = True
 
     def _moved(self, report: MoveReport) -> None:
         self._moving = False
-        logger.info("session moved", extra={"move": report.as_dict()})
-        self.emit("session_moved", SessionMovedEvent(report))
-        self.emit(
-            "metrics_collected",
-            move_metrics(
-                report,
-                label=self._model.label,
-                model=self._model.model,
-                provider=self._model.provider,
-            ),
-        )
-        if report.outcome is not MoveOutcome.LOST:
-            self._restart_reply_clock()
-            self.emit("session_reconnected", llm.RealtimeSessionReconnectedEvent())
+        self._session_events.moved(report, self._reply)
 
     def _closed(self, code: int | None, reason: str | None) -> None:
         self._streams.close()
-        reply = self._reply
-        if reply is not None and not reply.done():
-            reply.set_exception(llm.RealtimeError("the OpenAI Realtime session closed"))
+        self._reply.fail("the OpenAI Realtime session closed")
         if self._phase == "closed" or self._fatal:
             return
         self._fatal = True
         self._phase = "lost"
-        self._emit_error(
+        self._session_events.error(
             TransportError(f"the OpenAI Realtime session closed ({code}, {reason})"),
             recoverable=False,
         )
-
-    def _emit_error(self, error: BaseException, *, recoverable: bool) -> None:
-        self.emit(
-            "error",
-            llm.RealtimeModelError(
-                timestamp=time.time(),
-                label=self._model.label,
-                error=error if isinstance(error, Exception) else RuntimeError(str(error)),
-                recoverable=recoverable,
-            ),
-        )
-
-
-def _merge(first: SessionUpdate | None, second: SessionUpdate) -> SessionUpdate:
-    """``second`` over ``first``: each setting ``second`` leaves None keeps ``first``'s."""
-    if first is None:
-        return second
-    return SessionUpdate(
-        **{
-            f.name: getattr(second, f.name)
-            if getattr(second, f.name) is not None
-            else getattr(first, f.name)
-            for f in fields(SessionUpdate)
-        }
-    )
