@@ -7,7 +7,8 @@ The call (``paced_call``): 20 ms chunks of 24 kHz PCM16 streamed at the call's p
 speech every ten seconds of audio, which the emulator's server VAD commits and answers with
 audio (10 chunks of 100 ms at playback pace), received and delivered: the SDK stack reads
 every event (the SDK's typed models) and decodes each audio delta; Pipecat's lanes run a real
-pipeline (the service, then a sink counting ``TTSAudioRawFrame``); LiveKit's a real
+pipeline (the service, then a sink counting ``TTSAudioRawFrame``; the call starts once the
+services' greeting to the first context is over); LiveKit's a real
 ``AgentSession`` with a microphone and a speaker playing at the call's pace. The stock and our
 service of a framework get the same keywords. The emulator
 (``realtime_resumption.testing.openai_emulator``, no session cap) runs in a process of its own
@@ -24,6 +25,7 @@ stock <= 1.05x on each framework.
         [--stacks sdk,floor,transport,pipecat-stock,pipecat-ours,livekit-stock,livekit-ours]
         [--profile transport]   # cProfile of one stack's call: the top by own and cumulative time
         [--callgrind --scale 3 --seconds 10]   # instructions instead of CPU time (repeatable)
+        [--callgrind --keep DIR]   # and each stack's profile, per C function (callgrind_annotate)
 """
 
 from __future__ import annotations
@@ -174,6 +176,7 @@ async def _pipecat_call(call: Call, server: Server, kind: str) -> float:
         Frame,
         InputAudioRawFrame,
         LLMContextFrame,
+        LLMFullResponseEndFrame,
         TTSAudioRawFrame,
     )
     from pipecat.pipeline.pipeline import Pipeline
@@ -192,12 +195,15 @@ async def _pipecat_call(call: Call, server: Server, kind: str) -> float:
         api_key="bench", base_url=server.realtime_url, settings=Service.Settings(model=MODEL)
     )
     errors: list[ErrorFrame] = []
+    greeted = asyncio.Event()
 
     class Sink(FrameProcessor):
         async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
             await super().process_frame(frame, direction)
             if isinstance(frame, TTSAudioRawFrame):
                 call.answers += 1
+            elif isinstance(frame, LLMFullResponseEndFrame):
+                greeted.set()
             elif isinstance(frame, ErrorFrame):
                 errors.append(frame)
             await self.push_frame(frame, direction)
@@ -217,6 +223,10 @@ async def _pipecat_call(call: Call, server: Server, kind: str) -> float:
     try:
         await asyncio.wait_for(started.wait(), 30)
         await worker.queue_frame(LLMContextFrame(LLMContext()))
+        # Both services answer the first context (the bot speaks first): the call starts
+        # once that greeting is over, so the question's speech never races it.
+        await asyncio.wait_for(greeted.wait(), 30)
+        call.answers = 0
 
         async def send(pcm: bytes) -> None:
             frame = InputAudioRawFrame(audio=pcm, sample_rate=RATE, num_channels=1)
@@ -360,12 +370,16 @@ async def measure(name: str, seconds: float, scale: float, profile: bool) -> tup
     return cpu * 1000 / call.seconds, call.answers
 
 
-def instructions(name: str, seconds: float, scale: float) -> tuple[float, int]:
+def instructions(
+    name: str, seconds: float, scale: float, keep: str | None = None
+) -> tuple[float, int]:
     """Millions of instructions per second of call on ``name``, counted by callgrind in a
     child process (this script, one run of one stack, collecting during the call only), and
-    the answer chunks its call delivered. The child's warnings (pace, errors) are printed."""
+    the answer chunks its call delivered. The child's warnings (pace, errors) are printed.
+    With ``keep`` (a directory), callgrind's profile stays there as ``callgrind.<name>``."""
     arguments = [f"--seconds={seconds}", f"--scale={scale}", "--runs=1", f"--stacks={name}"]
-    count, output = callgrind.count(__file__, arguments, name)
+    out_file = "/dev/null" if keep is None else os.path.join(keep, f"callgrind.{name}")
+    count, output = callgrind.count(__file__, arguments, name, out_file)
     for line in output.splitlines():
         if "fell behind" in line or "error" in line:
             print(line)
@@ -388,7 +402,7 @@ async def main(args: argparse.Namespace) -> None:
         counts: dict[str, float] = {}
         for name in names:
             began = time.monotonic()
-            counts[name], answers = instructions(name, args.seconds, args.scale)
+            counts[name], answers = instructions(name, args.seconds, args.scale, args.keep)
             print(
                 f"  {name:14} {counts[name]:8.1f} M instructions per s of call ({answers} answer "
                 f"chunks; {time.monotonic() - began:.0f} s under valgrind)",
@@ -431,6 +445,11 @@ if __name__ == "__main__":
         "--callgrind",
         action="store_true",
         help="count instructions under valgrind instead (use --scale 3 --seconds 10)",
+    )
+    parser.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="with --callgrind, keep each stack's profile in DIR (callgrind_annotate reads it)",
     )
     logger.remove()
     logging.basicConfig(level=logging.ERROR)
