@@ -686,11 +686,13 @@ class OpenAIRealtimeTransport:
         held = session.state.item(item_id)
         if held is None:
             return
+        # The audio the item still holds: a truncated item keeps only what was heard, and the
+        # service refuses a truncate past it.
+        held_ms = held.audio_ms if held.heard_ms is None else min(held.audio_ms, held.heard_ms)
         if at == "generated":
-            end_ms = held.audio_ms
+            end_ms = held_ms
         elif isinstance(at, int | float) and at >= 0:
-            # The service refuses a truncate past the audio it sent.
-            end_ms = min(int(at * 1000), held.audio_ms)
+            end_ms = min(int(at * 1000), held_ms)
         else:
             logger.warning("{}: truncate must be seconds >= 0 or 'generated'", self)
             return
@@ -702,6 +704,9 @@ class OpenAIRealtimeTransport:
                 "audio_end_ms": end_ms,
             }
         )
+        # The cut holds from now on, before the service confirms it: another truncate of the
+        # same answer (a second interruption) must not reach past it.
+        session.state.truncate(item_id, end_ms)
 
     # --- internals: sessions ----------------------------------------------------------------
 
