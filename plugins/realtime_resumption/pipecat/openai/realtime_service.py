@@ -25,6 +25,7 @@ import openai
 from loguru import logger
 from pipecat.frames.frames import (
     FunctionCallFromLLM,
+    InputAudioRawFrame,
     ProposedUserStartedSpeakingFrame,
     ProposedUserStoppedSpeakingFrame,
 )
@@ -41,6 +42,7 @@ from realtime_resumption.openai import (
     OpenAIRealtimeTransport,
     SessionConfig,
 )
+from realtime_resumption.openai.session_config import PCM16_24K
 from realtime_resumption.pipecat.gemini.output import ResponseFrames
 from realtime_resumption.transport import (
     CancelResponseOptions,
@@ -206,6 +208,26 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
             return
         try:
             await self._send(transport, event)
+        except TransportError as exc:
+            await self.push_error(error_msg=f"Send error: {exc}", exception=exc)
+
+    async def _send_user_audio(self, frame: InputAudioRawFrame) -> None:
+        """Stock's, with 24 kHz audio handed to the transport as it is: stock encodes every
+        chunk into a client event's base64 that :meth:`_send` would only decode again. Audio
+        to resample, and the pre-roll stock keeps while turn detection is off, take stock's
+        path."""
+        transport = self._transport
+        if (
+            transport is None
+            or frame.sample_rate != PCM16_24K.sample_rate
+            or self._is_turn_detection_disabled()
+        ):
+            await super()._send_user_audio(frame)  # type: ignore[no-untyped-call]
+            return
+        if not frame.audio:
+            return
+        try:
+            transport.send_audio(frame.audio)
         except TransportError as exc:
             await self.push_error(error_msg=f"Send error: {exc}", exception=exc)
 
