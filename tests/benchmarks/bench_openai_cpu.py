@@ -5,21 +5,22 @@ Realtime service against ours, on the same call, in one run.
 
 The call (``paced_call``): 20 ms chunks of 24 kHz PCM16 streamed at the call's pace, a second of
 speech every ten seconds of audio, which the emulator's server VAD commits and answers with
-audio (10 chunks of 100 ms at playback pace), received and delivered: the SDK stack reads
-every event (the SDK's typed models) and decodes each audio delta; Pipecat's lanes run a real
+audio (10 chunks of 100 ms at playback pace), received and delivered. The SDK stack reads every
+event (the SDK's typed models) and decodes each audio delta; Pipecat's lanes run a real
 pipeline (the service, then a sink counting ``TTSAudioRawFrame``; the call starts once the
-services' greeting to the first context is over); LiveKit's a real
-``AgentSession`` with a microphone and a speaker playing at the call's pace. The stock and our
-service of a framework get the same keywords. The emulator
-(``realtime_resumption.testing.openai_emulator``, no session cap) runs in a process of its own
-with ``time_scale`` (default 0.1: a minute of call takes six seconds), and the client paces its
-chunks on the same scale. The figure is this process's CPU (``time.process_time``: every
-thread) per second of call audio; each stack runs ``--runs`` times, interleaved, and the best
-run counts. CPU time on a shared machine moves by a third from run to run: ``--callgrind``
-counts instructions instead (each stack once, in a child process under valgrind, counting
-during the call only), which repeat; valgrind slows the child many times, so give it room
-(``--scale 3``). Ratios are printed from the same run; goals: transport / sdk <= 1.1x, ours /
-stock <= 1.05x on each framework.
+services' greeting to the first context is over); LiveKit's a real ``AgentSession`` with a
+microphone and a speaker playing at the call's pace. The stock and our service of a framework
+get the same keywords. The emulator (``realtime_resumption.testing.openai_emulator``, no
+session cap) runs in a process of its own with ``time_scale`` (default 0.1: a minute of call
+takes six seconds), and the client paces its chunks on the same scale.
+
+The default figure is this process's CPU (``time.process_time``: every thread) per second of
+call audio; each stack runs ``--runs`` times, interleaved, and the best run counts. On a shared
+machine it moves by a third from run to run, more than the goals allow: judge by
+``--callgrind``, which counts instructions instead (each stack once, in a child process under
+valgrind, counting during the call only); the counts repeat within about 1 %. Valgrind slows
+the child many times, so give it room (``--scale 3``; a lane that fell behind the pace says so). Ratios are printed from the same run; goals: transport / sdk <= 1.1x, ours / stock
+<= 1.05x on each framework.
 
     .venv/bin/python tests/benchmarks/bench_openai_cpu.py [--seconds 20] [--runs 3]
         [--stacks sdk,floor,transport,pipecat-stock,pipecat-ours,livekit-stock,livekit-ours]
