@@ -42,7 +42,6 @@ from realtime_resumption.openai import (
     OpenAIRealtimeTransport,
     SessionConfig,
 )
-from realtime_resumption.openai.session_config import PCM16_24K
 from realtime_resumption.pipecat.gemini.output import ResponseFrames
 from realtime_resumption.transport import (
     CancelResponseOptions,
@@ -54,6 +53,9 @@ from realtime_resumption.transport import (
     TransportError,
 )
 
+PCM_RATE: Final = 24_000
+"""The session's PCM16 input rate, to which stock resamples any other (its
+``OPENAI_SAMPLE_RATE``)."""
 FRAMES_DRAIN_TIMEOUT: Final = 2.0
 """Seconds the frames of the last callbacks get to be pushed when the pipeline ends."""
 
@@ -217,11 +219,7 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
         to resample, and the pre-roll stock keeps while turn detection is off, take stock's
         path."""
         transport = self._transport
-        if (
-            transport is None
-            or frame.sample_rate != PCM16_24K.sample_rate
-            or self._is_turn_detection_disabled()
-        ):
+        if transport is None or frame.sample_rate != PCM_RATE or self._is_turn_detection_disabled():
             await super()._send_user_audio(frame)  # type: ignore[no-untyped-call]
             return
         if not frame.audio:
