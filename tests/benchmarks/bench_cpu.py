@@ -12,9 +12,8 @@ process's CPU (``time.process_time``: every thread, a framework's native ones in
 second of call audio; each stack runs ``--runs`` times, interleaved, and the best run counts
 (load on a shared machine only adds time). Ratios are printed from the same run.
 
-Work done per second of wall clock rather than per chunk (timers such as WebSocket keepalive
-pings) counts ``scale`` times per second of call: a scale above 1 (valgrind needs 3 to 6) overstates it, one below 1
-understates it. Comparing two scales separates the two kinds of work.
+The call and its counting are ``paced_call``'s (shared with ``bench_openai_cpu``), which says
+how the time scale weighs work done per second of wall clock rather than per chunk.
 
     .venv/bin/python tests/benchmarks/bench_cpu.py [--seconds 60] [--runs 3]
         [--stacks sdk,floor,transport,pipecat-stock,pipecat-ours,livekit-stock,livekit-ours]
@@ -36,93 +35,24 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import callgrind
+import paced_call
 import profiling
 import wire_floor
 from emulator_process import EmulatorProcess
 from google import genai
 from google.genai import types
 from loguru import logger
+from paced_call import Call
 
 from realtime_resumption.testing.emulator import EmulatorConfig, user_audio
 
 MODEL = "gemini-live-2.5-flash-preview"
-CHUNK = 0.02
-"""Seconds of audio per input chunk."""
-ASK_EVERY = 500
-"""Chunks between two questions (10 s of call audio)."""
-SPEECH = 50
-"""Chunks of speech per question (1 s); the rest is silence."""
 ANSWER_CHUNKS = 50
 NOTICE = 5.0
 """goAway ``timeLeft`` (call seconds) before each rotation, with ``--rotate-every``."""
-WARMUP = 1.0
-"""Seconds (emulator time) after connecting before the measured call starts."""
 
 _SPEECH_PCM = user_audio(0, speech=True)
 _SILENCE_PCM = user_audio(0, speech=False)
-
-
-def chunk(index: int) -> bytes:
-    """The ``index``-th 20 ms chunk of the call (speech at the start of each question)."""
-    return _SPEECH_PCM if index % ASK_EVERY < SPEECH else _SILENCE_PCM
-
-
-class Call:
-    """The paced call: ``send`` gets each chunk at its time on the emulator's scale."""
-
-    def __init__(self, seconds: float, scale: float) -> None:
-        self.chunks = round(seconds / CHUNK)
-        self.scale = scale
-        self.answers = 0
-        """Answer audio chunks the stack delivered (where the bench can see them)."""
-        self.late = 0.0
-        """The most a chunk went out after its time, in call seconds: a stack that cannot
-        keep the pace (valgrind, a loaded machine) sends in bursts, and its figure is not a
-        paced call's."""
-
-    async def stream(self, send: Callable[[bytes], Awaitable[None] | None]) -> float:
-        """Stream the call through ``send``; CPU seconds spent meanwhile (this process)."""
-        loop = asyncio.get_running_loop()
-        await asyncio.sleep(WARMUP * self.scale)
-        interval = CHUNK * self.scale
-        _measuring("on")
-        cpu = time.process_time()
-        start = loop.time()
-        for index in range(self.chunks):
-            delay = start + index * interval - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            else:
-                self.late = max(self.late, -delay / self.scale)
-            sent = send(chunk(index))
-            if sent is not None:
-                await sent
-        # The last answer's tail: a question's answer ends well within one question's span.
-        await asyncio.sleep(ASK_EVERY * interval / 2)
-        cpu = time.process_time() - cpu
-        _measuring("off")
-        return cpu
-
-
-_streaming = 0
-"""Calls streaming now: instructions are counted (and the profile taken) while any is."""
-_profiler: cProfile.Profile | None = None
-"""With ``--profile``: the profile of the calls' streaming (not the imports and set-up)."""
-
-
-def _measuring(state: str) -> None:
-    """Count while the calls stream only: under ``valgrind --tool=callgrind
-    --instr-atstart=no`` (``callgrind_control`` toggles instrumentation in this process), and
-    with ``--profile``."""
-    global _streaming
-    _streaming += 1 if state == "on" else -1
-    if _streaming != (1 if state == "on" else 0):
-        return
-    if _profiler is not None and state == "on":
-        _profiler.enable()
-    elif _profiler is not None:
-        _profiler.disable()
-    callgrind.measure(state)
 
 
 # --- stacks ------------------------------------------------------------------------------------
@@ -317,7 +247,7 @@ async def measure(
     """(CPU ms per second of call audio and session, answer chunks seen) of ``sessions``
     calls at once on ``name``, in this process; with ``rotate_every``, the emulator rotates
     each connection at that age (call seconds), goAway ``NOTICE`` before."""
-    calls = [Call(seconds, scale) for _ in range(sessions)]
+    calls = [Call(seconds, scale, _SPEECH_PCM, _SILENCE_PCM) for _ in range(sessions)]
     # Prompt pongs: the service's late ones (8-30 s, scaled) outlast the SDK's keepalive
     # timeout, which would close the stock stacks' connections mid-call (ours waits longer).
     config = EmulatorConfig(
@@ -330,21 +260,21 @@ async def measure(
     async with EmulatorProcess(config) as server:
         assert server.http_options is not None
         options = server.http_options
-        global _profiler
         # The event loop thread's CPU time, not the wall clock: on a shared machine another
         # process's turn would count against whatever function it interrupted.
-        _profiler = profiler = cProfile.Profile(time.thread_time) if profile else None
+        profiler = cProfile.Profile(time.thread_time) if profile else None
+        paced_call.profile(profiler)
         # The calls stream over the same stretch of time: each measures the process's CPU
         # over it, so their mean is the CPU of all of them.
         cpus = await asyncio.gather(*(STACKS[name](call, options) for call in calls))
         if profiler is not None:
-            _profiler = None
+            paced_call.profile(None)
             profiling.report(profiler, f"bench_cpu_{name}.prof")
     cpu = statistics.mean(cpus) / sessions
     late = max(call.late for call in calls)
     if late > 0.1:
         print(f"  {name}: fell behind the call's pace by up to {late:.2f} s of call")
-    return cpu * 1000 / (calls[0].chunks * CHUNK), sum(call.answers for call in calls)
+    return cpu * 1000 / calls[0].seconds, sum(call.answers for call in calls)
 
 
 def instructions(

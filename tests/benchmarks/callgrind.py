@@ -25,14 +25,17 @@ def measure(state: str) -> None:
         subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True)
 
 
-def count(script: str, arguments: Sequence[str], what: str) -> tuple[int, str]:
+def count(
+    script: str, arguments: Sequence[str], what: str, out_file: str = "/dev/null"
+) -> tuple[int, str]:
     """Run ``script`` with ``arguments`` under callgrind: the instructions counted while it
-    measured, and its standard output. ``what`` names the run in the error when it fails."""
+    measured, and its standard output. ``what`` names the run in the error when it fails;
+    ``out_file`` keeps callgrind's profile (per function: ``callgrind_annotate out_file``)."""
     command = [
         "valgrind",
         "--tool=callgrind",
         "--instr-atstart=no",
-        "--callgrind-out-file=/dev/null",
+        f"--callgrind-out-file={out_file}",
         sys.executable,
         script,
         *arguments,

@@ -1,9 +1,10 @@
 """The emulator in a process of its own, as the real service is: its CPU, event loop and
 interpreter lock are not the client's, so a benchmark's timing figures are the client's and
-the network's alone.
+the network's alone. Either emulator: Gemini Live's (an ``EmulatorConfig``) or OpenAI
+Realtime's (an ``OpenAIEmulatorConfig``).
 
-The child (this file run as a script, given an ``EmulatorConfig``'s fields as JSON) serves
-until told to quit, driven by JSON lines on stdin: a fault (``{"fault": "go_away",
+The child (this file run as a script, given the emulator's kind and its configuration's fields
+as JSON) serves until told to quit, driven by JSON lines on stdin: a fault (``{"fault": "go_away",
 "kwargs": {...}}``, answered with its result's count), the ledger (``{"ledger": true}``,
 answered with it pickled), its loop's lag since the last ask (``{"lag": true}``),
 ``{"quit": true}``. Both processes read the same monotonic clock, so the ledger's times (from
@@ -28,7 +29,7 @@ from loguru import logger
 from loop_ticker import LoopTicker
 
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
-from realtime_resumption.testing.emulator.ledger import Ledger
+from realtime_resumption.testing.openai_emulator import OpenAIEmulator, OpenAIEmulatorConfig
 
 _SCRIPT = str(Path(__file__).resolve())
 WAIT = 60.0
@@ -36,22 +37,28 @@ WAIT = 60.0
 
 
 class EmulatorProcess:
-    """``async with EmulatorProcess(config) as server:`` the emulator in a child process."""
+    """``async with EmulatorProcess(config) as server:`` the emulator ``config`` is for (Gemini
+    Live's or OpenAI Realtime's) in a child process."""
 
-    def __init__(self, config: EmulatorConfig) -> None:
+    def __init__(self, config: EmulatorConfig | OpenAIEmulatorConfig) -> None:
         self._config = config
+        self._kind = "openai" if isinstance(config, OpenAIEmulatorConfig) else "gemini"
         self._process: asyncio.subprocess.Process | None = None
         self.http_options: types.HttpOptions | None = None
+        """google-genai's options for the Gemini emulator (None for OpenAI's)."""
         self.ca_file = ""
         self.base_url = ""
+        """The emulator's base URL (OpenAI's: ``https://.../v1``, the SDK's ``base_url``)."""
         self.started_at = 0.0
         """The child's loop time when the emulator started: ledger times count from it."""
 
     async def __aenter__(self) -> EmulatorProcess:
-        fields = {f.name: getattr(self._config, f.name) for f in dataclasses.fields(EmulatorConfig)}
+        config = self._config
+        fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
         self._process = await asyncio.create_subprocess_exec(
             sys.executable,
             _SCRIPT,
+            self._kind,
             json.dumps(fields),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
@@ -60,11 +67,15 @@ class EmulatorProcess:
         hello = await self._ask(None)
         self.ca_file, self.base_url = hello["ca_file"], hello["base_url"]
         self.started_at = hello["started_at"]
-        context = ssl.create_default_context(cafile=self.ca_file)
-        self.http_options = types.HttpOptions(
-            base_url=self.base_url, async_client_args={"ssl": context}
-        )
+        if self._kind == "gemini":
+            self.http_options = types.HttpOptions(
+                base_url=self.base_url, async_client_args={"ssl": self.ssl_context()}
+            )
         return self
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A client SSL context that trusts the emulator's CA."""
+        return ssl.create_default_context(cafile=self.ca_file)
 
     async def __aexit__(self, *exc: object) -> None:
         process, self._process = self._process, None
@@ -106,11 +117,10 @@ class EmulatorProcess:
         samples: list[float] = reply["lag"]
         return samples
 
-    async def ledger(self) -> Ledger:
-        """A copy of the child's ledger, now."""
+    async def ledger(self) -> Any:
+        """A copy of the child's ledger, now (the emulator's ``Ledger``: Gemini's or OpenAI's)."""
         reply = await self._ask({"ledger": True})
-        ledger: Ledger = pickle.loads(base64.b64decode(reply["ledger"]))
-        return ledger
+        return pickle.loads(base64.b64decode(reply["ledger"]))
 
     async def _ask(self, command: dict[str, Any] | None) -> dict[str, Any]:
         process = self._process
@@ -125,18 +135,21 @@ class EmulatorProcess:
         return reply
 
 
-def _answer(emu: Emulator, ticker: LoopTicker, command: dict[str, Any]) -> dict[str, Any]:
+def _answer(
+    emu: Emulator | OpenAIEmulator, ticker: LoopTicker, command: dict[str, Any]
+) -> dict[str, Any]:
     if "lag" in command:
         return {"lag": ticker.take()}
     if "fault" in command:
         result = getattr(emu.faults, command["fault"])(**command.get("kwargs", {}))
-        return {"count": getattr(result, "count", 0)}
+        # Gemini's faults return a result with its count; OpenAI's return the count.
+        return {"count": result if isinstance(result, int) else getattr(result, "count", 0)}
     if "ledger" in command:
         return {"ledger": base64.b64encode(pickle.dumps(emu.ledger)).decode()}
     raise ValueError(f"unknown command {command!r}")
 
 
-async def _serve(fields: dict[str, Any]) -> None:
+async def _serve(kind: str, fields: dict[str, Any]) -> None:
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
     for name in ("setup_latency", "handle_delay"):
@@ -145,8 +158,15 @@ async def _serve(fields: dict[str, Any]) -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    async with Emulator(EmulatorConfig(**fields)) as emu:
-        hello = {"base_url": emu.base_url, "ca_file": emu.ca_file, "started_at": emu.started_at}
+    emulator: Emulator | OpenAIEmulator
+    if kind == "openai":
+        emulator = OpenAIEmulator(OpenAIEmulatorConfig(**fields))
+    else:
+        emulator = Emulator(EmulatorConfig(**fields))
+    async with emulator as emu:
+        # OpenAI's emulator keeps no start time of its own: it starts with the context.
+        started_at = emu.started_at if isinstance(emu, Emulator) else loop.time()
+        hello = {"base_url": emu.base_url, "ca_file": emu.ca_file, "started_at": started_at}
         print(json.dumps(hello), flush=True)
         ticker = LoopTicker()
         ticker.start()
@@ -161,4 +181,4 @@ async def _serve(fields: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(_serve(json.loads(sys.argv[1])))
+    asyncio.run(_serve(sys.argv[1], json.loads(sys.argv[2])))

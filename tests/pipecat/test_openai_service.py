@@ -355,3 +355,66 @@ async def test_a_function_running_across_a_drop_has_its_result_answered_in_the_n
 
 def _said(emu: OpenAIEmulator) -> str:
     return emu.ledger.sessions[-1].conversation_text
+
+
+@pytest.mark.openai_emulator(time_scale=0.05, answer_chunks=2)
+async def test_audio_at_another_rate_is_resampled_to_the_sessions_24_khz_as_on_stock(
+    openai_emulator_trusted: OpenAIEmulator,
+) -> None:
+    """24 kHz frames reach the transport as they are; 16 kHz frames go through stock's
+    resampler first (the session's input is PCM16 at 24 kHz)."""
+    emu = openai_emulator_trusted
+    service = _service(emu)
+    async with Rig([service]) as rig:
+        await rig.context(LLMContext())
+        await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+        transport = service.transport
+        assert transport is not None
+        appended: list[int] = []
+        send_audio = transport.send_audio
+
+        def counting(audio: bytes) -> None:
+            appended.append(len(audio))
+            send_audio(audio)
+
+        transport.send_audio = counting  # type: ignore[method-assign]
+        for rate in (RATE, 16_000):
+            for seq in range(10):
+                audio = user_audio(seq, speech=False, rate=rate)
+                await rig.queue(InputAudioRawFrame(audio=audio, sample_rate=rate, num_channels=1))
+        await until(lambda: sum(appended[10:]) > 0)
+        _no_errors(rig)
+    assert appended[:10] == [960] * 10
+    # Resampled in blocks of its own (it holds some back): never the 640 bytes of a 16 kHz
+    # frame, at most the 24 kHz audio of the ten frames.
+    resampled = appended[10:]
+    assert 640 not in resampled and 0 < sum(resampled) <= 10 * 960
+
+
+@pytest.mark.openai_emulator(time_scale=0.05, answer_chunks=2)
+async def test_without_turn_detection_the_audio_keeps_stocks_pre_roll(
+    openai_emulator_trusted: OpenAIEmulator,
+) -> None:
+    """With turn detection off, stock keeps the last audio sent as a pre-roll to append
+    again after an interruption clears the input buffer (its ``_user_audio_preroll_buffer``,
+    as Pipecat's own tests read it): ours keeps it too."""
+    emu = openai_emulator_trusted
+    properties = events.SessionProperties(
+        audio=events.AudioConfiguration(input=events.AudioInput(turn_detection=False))
+    )
+    service = OpenAIRealtimeLLMService(
+        api_key="sk-test",
+        base_url=emu.realtime_url,
+        settings=OpenAIRealtimeLLMService.Settings(
+            model="gpt-realtime", session_properties=properties
+        ),
+    )
+    async with Rig([service]) as rig:
+        await rig.context(LLMContext())
+        await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+        for seq in range(5):
+            audio = user_audio(seq, speech=False, rate=RATE)
+            await rig.queue(InputAudioRawFrame(audio=audio, sample_rate=RATE, num_channels=1))
+        await until(lambda: len(service._user_audio_preroll_buffer) >= 5 * 960)
+        await until(lambda: emu.ledger.sessions[0].client_events["input_audio_buffer.append"] >= 5)
+        _no_errors(rig)

@@ -11,6 +11,15 @@ It knows no conversation and no move: the transport above decides what to send a
 The SDK's own reconnection (``on_reconnecting``) is never enabled: it opens a fresh, empty
 session and replays only its unsent queue (``openai/_websocket_connection.py``), which would
 hide the end of the session from the transport that must rebuild it.
+
+One reach into the SDK's private members: its connection's WebSocket (``_connection``, a
+``websockets.asyncio`` connection in the GA and the beta client alike). With it, an event posted
+while nothing waits to be written goes on the socket at once, through websockets' synchronous
+send core (``gemini.sdk_internals.DirectSend``, which declines whenever ``send`` would wait or
+fail), instead of waking the writer task and passing through the SDK's ``send_raw``, whose
+bookkeeping for its own reconnection (never enabled here) costs more than framing the 50 audio
+chunks a second of a call. Probed once (:data:`SDK_SOCKET`); without it, or when the socket
+declines, every event goes through the writer and the SDK.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from typing import Any, Final
 from loguru import logger
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from realtime_resumption.gemini.sdk_internals import DirectSend, Reach
 from realtime_resumption.openai.realtime_server_events import ServerEvent, read_server_event
 from realtime_resumption.openai.session_config import Flavour
 from realtime_resumption.transport import ConnectError, ConnectFailure
@@ -33,6 +43,36 @@ CLOSE_TIMEOUT: Final = 2.0
 """Seconds a close may take before the socket is abandoned."""
 
 _ids = itertools.count(1)
+
+
+def _sdk_socket_member() -> str | None:
+    from openai.resources.beta.realtime.realtime import AsyncRealtimeConnection as Beta
+    from openai.resources.realtime.realtime import AsyncRealtimeConnection as GA
+
+    for kind in (GA, Beta):
+        socket = object()
+        try:
+            connection = kind(socket)  # type: ignore[arg-type]
+        except Exception as error:
+            return f"{kind.__module__}.AsyncRealtimeConnection(socket) raised {error!r}"
+        if getattr(connection, "_connection", None) is not socket:
+            return f"{kind.__module__}.AsyncRealtimeConnection keeps no _connection"
+    return None
+
+
+SDK_SOCKET: Final = Reach(
+    "the openai SDK's AsyncRealtimeConnection._connection",
+    "every client event goes through the writer task and the SDK's send",
+    _sdk_socket_member,
+)
+
+
+def direct_send(sdk_connection: Any) -> DirectSend | None:
+    """The synchronous writer of the SDK connection's WebSocket; None without the reach (or
+    when the socket is not a ``websockets.asyncio`` connection)."""
+    if not SDK_SOCKET.taken():
+        return None
+    return DirectSend.of(getattr(sdk_connection, "_connection", None))
 
 
 def _close_of(exc: BaseException) -> tuple[int | None, str | None]:
@@ -118,6 +158,7 @@ class RealtimeConnection:
         self.id = f"oai-conn-{next(_ids)}"
         self.flavour: Flavour = flavour
         self._sdk = sdk_connection
+        self._direct = direct_send(sdk_connection)
         self._on_event = on_event
         self._on_closed = on_closed
         self._outgoing: deque[dict[str, Any]] = deque()
@@ -147,9 +188,21 @@ class RealtimeConnection:
         return len(self._outgoing)
 
     def post(self, event: dict[str, Any]) -> None:
-        """Queue ``event`` for the socket, after every event posted before it."""
+        """Queue ``event`` for the socket, after every event posted before it (written at once
+        when nothing is queued and the socket takes it without waiting)."""
         if not self.open:
             return
+        direct = self._direct
+        if direct is not None and not self._outgoing:
+            try:
+                written = direct.send_text(json.dumps(event))
+            except OSError:
+                # The socket is aborted: queued, the event fails as any other would, and
+                # the reader reports the close.
+                written = False
+            if written:
+                self.written += 1
+                return
         self._outgoing.append(event)
         self._wake.set()
 

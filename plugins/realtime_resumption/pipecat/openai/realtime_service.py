@@ -25,6 +25,7 @@ import openai
 from loguru import logger
 from pipecat.frames.frames import (
     FunctionCallFromLLM,
+    InputAudioRawFrame,
     ProposedUserStartedSpeakingFrame,
     ProposedUserStoppedSpeakingFrame,
 )
@@ -58,6 +59,9 @@ from realtime_resumption.transport import (
     TransportError,
 )
 
+PCM_RATE: Final = 24_000
+"""The session's PCM16 input rate, to which stock resamples any other (its
+``OPENAI_SAMPLE_RATE``)."""
 FRAMES_DRAIN_TIMEOUT: Final = 2.0
 """Seconds the frames of the last callbacks get to be pushed when the pipeline ends."""
 
@@ -239,6 +243,22 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
             return
         try:
             await self._send(transport, event)
+        except TransportError as exc:
+            await self.push_error(error_msg=f"Send error: {exc}", exception=exc)
+
+    async def _send_user_audio(self, frame: InputAudioRawFrame) -> None:
+        """Stock's, with 24 kHz audio handed to the transport as it is: stock encodes every
+        chunk into a client event's base64 that :meth:`_send` would only decode again. Audio
+        to resample, and the pre-roll stock keeps while turn detection is off, take stock's
+        path."""
+        transport = self._transport
+        if transport is None or frame.sample_rate != PCM_RATE or self._is_turn_detection_disabled():
+            await super()._send_user_audio(frame)  # type: ignore[no-untyped-call]
+            return
+        if not frame.audio:
+            return
+        try:
+            transport.send_audio(frame.audio)
         except TransportError as exc:
             await self.push_error(error_msg=f"Send error: {exc}", exception=exc)
 
