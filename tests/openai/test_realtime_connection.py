@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from realtime_resumption.gemini.sdk_internals import DirectSend
 from realtime_resumption.openai import realtime_connection
 from realtime_resumption.openai.realtime_connection import RealtimeConnection, dial
 from realtime_resumption.openai.realtime_server_events import (
@@ -19,6 +18,7 @@ from realtime_resumption.openai.realtime_server_events import (
     SessionEvent,
 )
 from realtime_resumption.openai.session_config import Flavour
+from realtime_resumption.reaches import DirectSend
 from realtime_resumption.testing.openai_emulator import OpenAIEmulator, user_audio
 from tests.openai_emulator.oai_helpers import MODEL, RATE, TIMEOUT, config
 

@@ -1,4 +1,4 @@
-"""Text frames written without a coroutine (``gemini.sdk_internals.DirectSend``), on real
+"""Text frames written without a coroutine (``reaches.DirectSend``), on real
 ``websockets`` connections: written when the socket takes them at once, declined (nothing written) whenever
 ``Connection.send`` would wait or fail, and used by the transport for every checked chunk after
 the first, over real TLS."""
@@ -17,7 +17,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection, serve
 
 from realtime_resumption.gemini import GeminiLiveTransport
-from realtime_resumption.gemini.sdk_internals import DirectSend
+from realtime_resumption.reaches import DirectSend
 
 from .transport_helpers import GRACE, MODEL, ScriptedServer
 

@@ -22,10 +22,11 @@ from google.genai import live, types
 from loguru import logger
 from websockets.asyncio.client import ClientConnection
 
+from realtime_resumption import reaches
 from realtime_resumption.gemini import messages, preopen, sdk_internals, server_events
 from realtime_resumption.gemini.messages import ClientMessage, Writer
-from realtime_resumption.gemini.sdk_internals import DirectSend
 from realtime_resumption.gemini.server_events import Reader
+from realtime_resumption.reaches import DirectSend
 from realtime_resumption.testing.emulator import Emulator, EmulatorConfig
 
 from ..transport.transport_helpers import quiet_hooks, started_connection
@@ -54,7 +55,7 @@ def _unprobed(monkeypatch: pytest.MonkeyPatch) -> None:
     # Every probe runs afresh here, and what it rules is undone after the test.
     for reach in (sdk_internals.SESSION_MEMBERS, sdk_internals.WS_CONNECT):
         monkeypatch.setattr(reach, "verdict", None)
-    monkeypatch.setattr(sdk_internals, "_GUARDS", {})
+    monkeypatch.setattr(reaches, "_GUARDS", {})
     monkeypatch.setattr(messages, "_SPELLED_AS_SDK", {})
     monkeypatch.setattr(server_events, "_READ_AS_SDK", {})
 

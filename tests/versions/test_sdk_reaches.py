@@ -14,6 +14,7 @@ import importlib.metadata
 import pytest
 from google.genai import live, types
 
+from realtime_resumption import reaches
 from realtime_resumption.gemini import messages, preopen, sdk_internals, server_events
 from realtime_resumption.gemini.messages import ClientMessage, Writer
 from realtime_resumption.gemini.server_events import Reader
@@ -43,7 +44,7 @@ def _fresh_probes(monkeypatch: pytest.MonkeyPatch) -> None:
     server_events._READ_AS_SDK.clear()
     for reach in (sdk_internals.SESSION_MEMBERS, sdk_internals.WS_CONNECT):
         monkeypatch.setattr(reach, "verdict", None)
-    monkeypatch.setattr(sdk_internals, "_GUARDS", {})
+    monkeypatch.setattr(reaches, "_GUARDS", {})
 
 
 def test_the_gated_ws_connect_is_installed() -> None:
@@ -74,7 +75,7 @@ async def test_audio_is_written_directly_and_read_quickly(
         client = emu.client(vertex=vertex)
         async with client.aio.live.connect(model=MODEL, config=_config()) as session:
             writer, reader = Writer(session), Reader(session)
-            guard = sdk_internals._GUARDS.get(type(sdk_internals.session_socket(session)))
+            guard = reaches._GUARDS.get(type(sdk_internals.session_socket(session)))
             assert guard in ("send_in_progress", "fragmented_send_waiter"), VERSIONS
             # The first chunk checks the spelling against the SDK's own; the next is written
             # with no coroutine.

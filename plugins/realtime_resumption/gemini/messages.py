@@ -17,7 +17,7 @@ from typing import Any, Final
 from google.genai import live, types
 
 from realtime_resumption.gemini import sdk_internals
-from realtime_resumption.gemini.sdk_internals import DirectSend
+from realtime_resumption.reaches import DirectSend
 from realtime_resumption.transport import ReplayItem, SendKind, ToolResult
 
 _SCHEDULING: Final = {

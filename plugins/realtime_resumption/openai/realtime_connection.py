@@ -15,7 +15,7 @@ hide the end of the session from the transport that must rebuild it.
 One reach into the SDK's private members: its connection's WebSocket (``_connection``, a
 ``websockets.asyncio`` connection in the GA and the beta client alike). With it, an event posted
 while nothing waits to be written goes on the socket at once, through websockets' synchronous
-send core (``gemini.sdk_internals.DirectSend``, which declines whenever ``send`` would wait or
+send core (``reaches.DirectSend``, which declines whenever ``send`` would wait or
 fail), instead of waking the writer task and passing through the SDK's ``send_raw``, whose
 bookkeeping for its own reconnection (never enabled here) costs more than framing the 50 audio
 chunks a second of a call. Probed once (:data:`SDK_SOCKET`); without it, or when the socket
@@ -34,9 +34,9 @@ from typing import Any, Final
 from loguru import logger
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from realtime_resumption.gemini.sdk_internals import DirectSend, Reach
 from realtime_resumption.openai.realtime_server_events import ServerEvent, read_server_event
 from realtime_resumption.openai.session_config import Flavour
+from realtime_resumption.reaches import DirectSend, Reach
 from realtime_resumption.transport import ConnectError, ConnectFailure
 
 CLOSE_TIMEOUT: Final = 2.0
