@@ -141,7 +141,8 @@ def test_stock_livekit_restarts_every_scaled_twenty_minutes_and_loses_speech_the
 
 def test_openai_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     assert demo.parse_args(["--openai"]).openai
-    for other in (["--takeover"], ["--readme"], ["--model", "3.8"]):
+    assert demo.parse_args(["--openai", "--takeover"]).takeover  # the takeover on OpenAI
+    for other in (["--readme"], ["--model", "3.8"]):
         with pytest.raises(SystemExit):
             demo.parse_args(["--openai", *other])
     assert demo.main(["--openai", "--list"]) == 0

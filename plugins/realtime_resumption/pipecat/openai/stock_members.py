@@ -23,6 +23,7 @@ STOCK_METHODS: Final = (
     "send_client_event",
     "_create_response",
     "_handle_interruption",
+    "_send_user_audio",
     # Called as stock does.
     "_auth_headers",
     "_log_llm_conversation_setup",
