@@ -21,7 +21,7 @@ reaches the wire (the emulator's ledger) or what the pipeline sees, through publ
   and ``stop_all_metrics``, call ``_send_user_audio``, ``_handle_interruption`` and
   ``_handle_speech_control_params``, and read ``_user_audio_preroll_buffer``. Ported as
   ``test_manual_turns_*`` (turn detection off: the appends, the clear, the pre-roll replayed
-  after it at its default, VAD-sized and pinned lengths, the cancel) and
+  after it at its default, VAD-sized and pinned lengths, the cancel of an answer under way) and
   ``test_server_turns_*`` (server VAD: no clear, no cancel, nothing replayed). Ours sends no
   ``response.cancel`` when no answer is running (stock's is refused by the server).
 - ``tests/test_openai_realtime_usage_metrics.py``: 2 tests replace
@@ -33,8 +33,10 @@ reaches the wire (the emulator's ledger) or what the pipeline sees, through publ
 - ``tests/test_openai_realtime_reasoning.py``: 4 tests of ``SessionProperties`` and
   ``Reasoning`` (the events module, shared); 6 replace ``send_client_event`` and call
   ``_send_session_update`` or ``process_frame`` with ``LLMUpdateSettingsFrame``, and read
-  ``_settings``. Not ported: the emulator keeps no session's ``reasoning``, so the wire cannot
-  be compared; ours sends none (the transport's session configuration has no reasoning).
+  ``_settings``. The emulator keeps no session's ``reasoning``, so the wire cannot be
+  compared: ``test_reasoning_on_a_model_without_it_is_stripped_with_a_warning`` checks stock's
+  warning and that a runtime update is sent. Ours sends no ``reasoning`` at all (the
+  transport's session configuration has none).
 - ``tests/test_realtime_service_tool_sync.py``, the OpenAI Realtime case (6 tests): they call
   ``_sync_registered_tool_handlers`` and ``_send_session_update`` and read ``_functions`` and
   ``_settings``. Ported as ``test_a_handler_on_a_session_tool_answers_its_call`` (a
@@ -59,10 +61,12 @@ result answered, the user's speech is heard and answered in audio, and the user 
 
 from __future__ import annotations
 
+import io
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from loguru import logger
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.audio.vad.vad_analyzer import VADParams
@@ -73,11 +77,13 @@ from pipecat.frames.frames import (
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
     LLMSetToolsFrame,
+    LLMUpdateSettingsFrame,
     MetricsFrame,
     SpeechControlParamsFrame,
     TTSAudioRawFrame,
     TTSStartedFrame,
     TTSStoppedFrame,
+    UserStoppedSpeakingFrame,
 )
 from pipecat.metrics.metrics import LLMUsageMetricsData
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -353,6 +359,31 @@ async def test_manual_turns_with_nothing_heard_clear_and_cancel_only(
     assert record.received_speech == record.cleared_speech == []
 
 
+@pytest.mark.openai_emulator(time_scale=0.05, answer_chunks=40, chunk_ms=100)
+async def test_manual_turns_cancel_the_answer_under_way_at_an_interruption(
+    openai_emulator_trusted: OpenAIEmulator, make: Make
+) -> None:
+    """The user's turn, ended by the pipeline, is committed and answered; an interruption
+    while the answer plays cancels it (both services send the cancel here)."""
+    emu = openai_emulator_trusted
+    async with Rig([make(emu, _properties(turn_detection=False))]) as rig:
+        await _manual_rig_ready(rig, emu)
+        await rig.queue(*_chunks(0, 10))
+        await until(lambda: len(_record(emu).received_speech) >= 10)
+        await rig.queue(UserStoppedSpeakingFrame())
+        await until(lambda: len(_record(emu).answers) >= 2)
+        await rig.wait(lambda: rig.count(TTSAudioRawFrame) >= 5)
+        await rig.queue(InterruptionFrame())
+        await until(lambda: _record(emu).answers[1].outcome != "running")
+        _no_errors(rig)
+    await emu.wait_disconnected()
+    record = _record(emu)
+    assert record.committed_speech == list(range(10))
+    assert record.answers[1].outcome == "cancelled"
+    assert record.client_events["response.cancel"] == 1
+    assert record.errors == []
+
+
 @pytest.mark.openai_emulator(time_scale=0.05, answer_chunks=3)
 async def test_server_turns_leave_the_input_buffer_to_the_server_on_an_interruption(
     openai_emulator_trusted: OpenAIEmulator, make: Make
@@ -375,6 +406,51 @@ async def test_server_turns_leave_the_input_buffer_to_the_server_on_an_interrupt
     assert record.client_events["input_audio_buffer.clear"] == 0
     assert record.client_events["response.cancel"] == 0
     assert record.cleared_speech == []
+
+
+# --- tests/test_openai_realtime_reasoning.py ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "warned"), [("gpt-realtime-1.5", True), ("gpt-realtime-2", False)]
+)
+@pytest.mark.openai_emulator(time_scale=0.05, answer_chunks=3)
+async def test_reasoning_on_a_model_without_it_is_stripped_with_a_warning(
+    openai_emulator_trusted: OpenAIEmulator, kind: str, model: str, warned: bool
+) -> None:
+    """The emulator keeps no session's ``reasoning``: what both show is stock's warning, given
+    once however many updates, naming the model. A runtime update of the reasoning is sent as a
+    ``session.update`` by both."""
+    service_type = StockService if kind == "stock" else OurService
+    properties = _properties()
+    properties.reasoning = events.Reasoning(effort="high")
+    service = service_type(
+        api_key="sk-test",
+        base_url=openai_emulator_trusted.realtime_url,
+        settings=service_type.Settings(model=model, session_properties=properties),
+    )
+    emu = openai_emulator_trusted
+    sink = io.StringIO()
+    handler = logger.add(sink, level="WARNING", format="{message}")
+    try:
+        async with Rig([service]) as rig:
+            await rig.context(_hello())
+            await rig.wait(lambda: rig.count(LLMFullResponseEndFrame) >= 1)
+            updates = _record(emu).client_events["session.update"]
+            delta = service_type.Settings(
+                session_properties=events.SessionProperties(
+                    reasoning=events.Reasoning(effort="low")
+                )
+            )
+            await rig.processed(LLMUpdateSettingsFrame(delta=delta))
+            await until(lambda: _record(emu).client_events["session.update"] > updates)
+            _no_errors(rig)
+    finally:
+        logger.remove(handler)
+    await emu.wait_disconnected()
+    warnings = [line for line in sink.getvalue().splitlines() if "stripping `reasoning`" in line]
+    assert len(warnings) == (1 if warned else 0)
+    assert all(model in line for line in warnings)
 
 
 # --- tests/test_openai_realtime_usage_metrics.py -----------------------------------------------
