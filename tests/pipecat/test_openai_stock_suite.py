@@ -54,9 +54,11 @@ reaches the wire (the emulator's ledger) or what the pipeline sees, through publ
   test pieces both services share: nothing to compare. Pipecat has no test of its Azure
   realtime service.
 
-Pipecat's ``examples/realtime/realtime-openai.py`` is ported as ``test_example_*``: the bot
-greets on ``LLMRunFrame`` through the aggregator pair, a registered function is called and its
-result answered, the user's speech is heard and answered in audio, and the user barges in.
+Pipecat's ``examples/realtime/realtime-openai.py`` and ``realtime-openai-text.py`` are ported
+as ``test_example_*``: the bot greets on ``LLMRunFrame`` through the aggregator pair, a
+registered function is called and its result answered, the user's speech is heard and answered
+in audio (or in text, for a TTS after the service), and the user barges in. The other OpenAI
+and Azure realtime examples are not ported here.
 """
 
 from __future__ import annotations
@@ -75,7 +77,6 @@ from pipecat.frames.frames import (
     InputAudioRawFrame,
     InterruptionFrame,
     LLMFullResponseEndFrame,
-    LLMFullResponseStartFrame,
     LLMSetToolsFrame,
     LLMUpdateSettingsFrame,
     MetricsFrame,
@@ -178,7 +179,10 @@ async def test_example_realtime_openai(openai_emulator_trusted: OpenAIEmulator, 
         assert calls == ["get_current_weather"]
         assert rig.count(TTSAudioRawFrame) == 6  # the greeting and the answer to the result
         assert rig.count(TTSStartedFrame) == rig.count(TTSStoppedFrame) == 2
-        assert rig.count(LLMFullResponseStartFrame) == rig.count(LLMFullResponseEndFrame)
+        # The assistant aggregator takes the answers' frames (LLMFullResponse*) and keeps the
+        # call and its result in the context.
+        roles = [m.get("role") for m in context.get_messages()]
+        assert roles.count("tool") == 1 and "assistant" in roles
         assert not rig.of(ErrorFrame) and not rig.of(ErrorFrame, up=True)
     await emu.wait_disconnected()
     record = emu.ledger.sessions[0]
@@ -615,3 +619,45 @@ async def test_tools_set_mid_call_register_and_prune_direct_functions(
     assert [bool(a.calls) for a in record.answers] == [False, True, False, False]
     assert len(_outputs(emu)) == 1
     assert "heard sample_tool" in record.conversation_text
+
+
+@pytest.mark.openai_emulator(time_scale=0.05, answer_chunks=3)
+async def test_example_realtime_openai_text(
+    openai_emulator_trusted: OpenAIEmulator, make: Make
+) -> None:
+    """Pipecat's ``realtime-openai-text.py``: text out (for a TTS after the service), semantic
+    turn detection and near-field noise reduction in, a developer message asking for the
+    greeting. The greeting and the answer to the user's turn come as text, with no audio."""
+    emu = openai_emulator_trusted
+    properties = events.SessionProperties(
+        audio=events.AudioConfiguration(
+            input=events.AudioInput(
+                transcription=events.InputAudioTranscription(),
+                turn_detection=events.SemanticTurnDetection(),
+                noise_reduction=events.InputAudioNoiseReduction(type="near_field"),
+            )
+        ),
+        output_modalities=["text"],
+    )
+    context = LLMContext([{"role": "developer", "content": "Say hello!"}])
+    pair = LLMContextAggregatorPair(context)
+    async with Rig([pair.user(), make(emu, properties), pair.assistant()]) as rig:
+        await rig.run_bot()
+        answers = lambda: _record(emu).answers  # noqa: E731
+        await until(
+            lambda: bool(emu.ledger.sessions and answers()) and answers()[0].outcome == "complete"
+        )
+        await _speak(rig, 0, 6, ["weather"])
+        await until(lambda: len(answers()) >= 2 and answers()[1].outcome == "complete")
+        # The assistant aggregator takes the text into the context.
+        said = lambda: [  # noqa: E731
+            m.get("content") for m in context.get_messages() if m.get("role") == "assistant"
+        ]
+        await rig.wait(lambda: any("heard weather" in str(text) for text in said()))
+        assert rig.count(TTSAudioRawFrame) == 0
+        _no_errors(rig)
+    await emu.wait_disconnected()
+    record = _record(emu)
+    assert record.committed_speech == list(range(6))
+    assert [a.outcome for a in record.answers] == ["complete", "complete"]
+    assert record.errors == []
