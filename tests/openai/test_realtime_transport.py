@@ -316,3 +316,23 @@ async def test_an_update_the_service_refuses_raises_and_the_configuration_stays(
         assert t.config.voice == "verse"
         await t.disconnect()
     assert emu.ledger.sessions[0].errors[0][0] is not None
+
+
+async def test_truncate_answer_cuts_the_last_answer_where_playback_stopped_and_never_past_it() -> (
+    None
+):
+    async with OpenAIEmulator(config(answer_chunks=5, chunk_ms=100)) as emu:
+        t = transport(emu)
+        rec = Recorder(t)
+        await t.connect()
+        say(t, speech(0, 5, ["story"]))
+        await rec.ended(1)
+        t.truncate_answer(0.25)  # the framework's playback stopped there
+        t.truncate_answer(9.0)  # a later, longer time cuts nothing more
+        say(t, speech(20, 5, ["next"]))  # on the same socket, after the cuts
+        await rec.ended(2)  # the session goes on, answering whole
+        await t.disconnect()
+    record = emu.ledger.sessions[0]
+    assert record.client_events["conversation.item.truncate"] == 1
+    assert record.answers[0].heard_ms == 250
+    assert not rec.named("on_error")

@@ -247,15 +247,11 @@ async def test_an_answer_is_one_tts_turn_around_its_audio(
 
 @pytest.mark.openai_emulator(time_scale=0.05, answer_chunks=40, chunk_ms=100)
 async def test_an_interrupted_answer_is_cut_where_the_user_stopped_hearing_it(
-    openai_emulator_trusted: OpenAIEmulator, make: Make, kind: str, request: pytest.FixtureRequest
+    openai_emulator_trusted: OpenAIEmulator, make: Make
 ) -> None:
     """The user speaks over the greeting: stock sends ``conversation.item.truncate`` for the
     answer's item, at the wall-clock time since its first audio (at most its audio), so the
     server's conversation keeps what the user heard."""
-    if kind == "ours":
-        # Not yet: ours makes no cut (it drops stock's truncate, and the transport cuts only
-        # with a cancel of the answer under way). Strict: this fails once ours cuts.
-        request.applymarker(pytest.mark.xfail(strict=True, reason="ours does not truncate"))
     emu = openai_emulator_trusted
     pair = LLMContextAggregatorPair(LLMContext())
     async with Rig([pair.user(), make(emu), pair.assistant()]) as rig:

@@ -224,6 +224,17 @@ class RealtimeSends:
         except Exception:
             logger.exception("{}: cancel_response failed", s.callbacks)
 
+    def truncate_answer(self, heard: float) -> None:
+        """Cut the last answer's audio item at ``heard`` seconds of playback. Never raises."""
+        s = self._s
+        session = s.session
+        if session is None or not session.conn.open:
+            return
+        try:
+            self._truncate(session, heard)
+        except Exception:
+            logger.exception("{}: truncate_answer failed", s.callbacks)
+
     # --- posting ----------------------------------------------------------------------------
 
     def require_session(self) -> None:

@@ -430,6 +430,14 @@ class OpenAIRealtimeTransport(TransportCallbacks):
         """The interface's ``clearInputAudio``: the same as :meth:`clear_audio`."""
         self._sends.clear_audio()
 
+    def truncate_answer(self, heard: float) -> None:
+        """The answer whose audio played last was heard for ``heard`` seconds (playback the
+        framework timed): its audio item is cut there (``conversation.item.truncate``, at most
+        the audio received; nothing when an earlier cut left less), so the conversation, this
+        session's and every next one's, holds what the user heard. Cancels nothing: that is
+        :meth:`cancel_response`'s. Never raises."""
+        self._sends.truncate_answer(heard)
+
     async def update_session(self, update: SessionUpdate) -> None:
         """Apply ``update``. Before ``connect`` it only changes the configuration; after, it
         sends one ``session.update`` and returns once the service confirmed it (updates run one

@@ -17,6 +17,7 @@ import asyncio
 import base64
 import dataclasses
 import json
+import time
 from collections.abc import Sequence
 from typing import Any, Final, cast
 from urllib.parse import parse_qs, urlsplit, urlunsplit
@@ -106,6 +107,9 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
         self._frames_task: asyncio.Task[None] | None = None
         self._tool_names: dict[str, str] = {}
         """Open function calls: call id to name (a result is sent with its call's name)."""
+        self._playback_started: float | None = None
+        """When the audio of the answer playing now began (``time.monotonic()``), until the
+        bot stopped speaking: stock's start of playback, for the cut at an interruption."""
 
     @property
     def transport(self) -> OpenAIRealtimeTransport | None:
@@ -192,6 +196,7 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
         transport.on_realtime_llm_usage = frames.in_turn(self._usage)
         transport.on_speech_started = frames.in_turn(self._speech_started)
         transport.on_user_speech_stopped = frames.in_turn(self._speech_stopped)
+        transport.on_first_audio_chunk = self._first_audio
         self._frames = frames
         self._frames_task = self.create_task(frames.run(), name="openai_realtime_frames")
         try:
@@ -272,7 +277,8 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
         elif isinstance(event, events.ResponseCancelEvent):
             await transport.cancel_response(CancelResponseOptions(truncate=False))
         elif isinstance(event, events.ConversationItemTruncateEvent):
-            # The transport cuts the answer's audio at what it received when it cancels.
+            # The cut at an interruption is ``_truncate_current_audio_response``'s: the
+            # transport knows the answer's item and the audio it received.
             logger.debug(f"{self}: truncation is the transport's")
         elif isinstance(event, events.SessionUpdateEvent):
             await self._update_session(transport, event.session)
@@ -398,6 +404,21 @@ class OpenAIRealtimeLLMService(_StockOpenAI):  # type: ignore[misc]
         await self.start_ttfb_metrics()
         await self.start_processing_metrics()
         await self.broadcast_frame(ProposedUserStoppedSpeakingFrame)
+
+    def _first_audio(self) -> None:
+        if self._playback_started is None:
+            self._playback_started = time.monotonic()
+
+    async def _truncate_current_audio_response(self) -> None:
+        """Stock's cut at an interruption: the answer playing is cut at the time since its
+        first audio (the transport keeps it within the audio received), so the conversation
+        holds what the user heard."""
+        started, self._playback_started = self._playback_started, None
+        if started is not None and self._transport is not None:
+            self._transport.truncate_answer(time.monotonic() - started)
+
+    async def _handle_bot_stopped_speaking(self) -> None:
+        self._playback_started = None  # played whole: nothing to cut
 
     async def _handle_interruption(self) -> None:
         await super()._handle_interruption()  # type: ignore[no-untyped-call]

@@ -24,6 +24,8 @@ STOCK_METHODS: Final = (
     "_create_response",
     "_handle_interruption",
     "_send_user_audio",
+    "_truncate_current_audio_response",
+    "_handle_bot_stopped_speaking",
     # Called as stock does.
     "_auth_headers",
     "_log_llm_conversation_setup",
