@@ -30,3 +30,24 @@ async def redis_gone_store(tmp_path: Path) -> AsyncIterator[RedisStore]:
         yield store
     finally:
         await store.close()
+
+
+@pytest.fixture
+async def redis_server(tmp_path: Path) -> AsyncIterator[RedisServer]:
+    """A real redis-server, started for the test and stopped after it."""
+    server = RedisServer(tmp_path)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@pytest.fixture
+async def redis_store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
+    """A ``RedisStore`` on the test's redis-server."""
+    store = RedisStore(url=redis_server.url)
+    try:
+        yield store
+    finally:
+        await store.close()

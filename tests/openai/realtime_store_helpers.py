@@ -3,15 +3,8 @@ store's timing, the question the killed worker leaves unfinished, and a real Red
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
-
 from realtime_resumption.openai import FunctionTool, InputTranscription, SessionConfig
-from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import StoreOptions
-from realtime_resumption.testing.redis_server import RedisServer
 
 KEY = "oai-call-7"
 CONFIG = SessionConfig(
@@ -27,22 +20,3 @@ FINISHED = (50, 5, ("is", "it"))
 """The rest of it, said to the process that took the call over."""
 WAIT = 20.0
 """Seconds a step may take on a loaded machine (the emulator runs at 1/100 time)."""
-
-
-@pytest.fixture
-async def redis_server(tmp_path: Path) -> AsyncIterator[RedisServer]:
-    server = RedisServer(tmp_path)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest.fixture
-async def redis_store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
-    store = RedisStore(url=redis_server.url)
-    try:
-        yield store
-    finally:
-        await store.close()

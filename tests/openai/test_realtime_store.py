@@ -44,11 +44,7 @@ from .realtime_store_helpers import (
     KEY,
     OPTIONS,
     WAIT,
-    redis_server,
-    redis_store,
 )
-
-__all__ = ["redis_server", "redis_store"]  # the fixtures this module uses
 
 
 def store_transport(

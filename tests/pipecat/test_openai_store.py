@@ -23,11 +23,8 @@ from realtime_resumption.redis_store import RedisStore
 from realtime_resumption.store import StoreOptions
 from realtime_resumption.testing.openai_emulator import OpenAIEmulator, user_audio
 
-from ..openai.realtime_store_helpers import redis_server, redis_store
 from ..openai_emulator.oai_helpers import RATE
 from .rig import Rig
-
-__all__ = ["redis_server", "redis_store"]  # the fixtures this module uses
 
 KEY = "pipecat-call-1"
 OPTIONS = StoreOptions(write_interval=0.25, lease_ttl=1.0)

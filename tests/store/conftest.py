@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,25 +26,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-async def redis_server(tmp_path: Path) -> AsyncIterator[RedisServer]:
-    server = RedisServer(tmp_path)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest.fixture
-async def redis_store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
-    store = RedisStore(url=redis_server.url)
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 # One cluster for the session: a cluster's primaries wait about two seconds after they start
