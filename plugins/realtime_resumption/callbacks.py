@@ -4,7 +4,8 @@ The interface's ``on_*`` callbacks (``LLMTransport``) and the two that report mo
 ``None`` until the framework sets it: plain functions, called on the event loop; one that
 raises is logged and changes nothing else. Both providers' transports take them from here
 (``GeminiLiveTransport``, ``OpenAIRealtimeTransport``): one declaration, so the adapters
-set the same attributes on either.
+set the same attributes on either. :func:`callbacks_of` is what each generation effect becomes
+among them, for both transports.
 """
 
 from __future__ import annotations
@@ -12,6 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from realtime_resumption.generation import (
+    Effect,
+    FirstAudio,
+    GenerationEnded,
+    GenerationStarted,
+    ReasoningDone,
+    ReasoningStarted,
+    TextDone,
+    TurnCompleted,
+    TurnInterrupted,
+)
 from realtime_resumption.move_reports import HandleKind, MoveReason, MoveReport
 from realtime_resumption.transport import (
     ConnectionLifecycleEvent,
@@ -67,3 +79,28 @@ class TransportCallbacks:
         self.on_move_started: Callable[[MoveReason, HandleKind], None] | None = None
         """A move began: why, and which kind of handle it resumes from (``none``: rebuild,
         always on OpenAI Realtime, which keeps nothing across sessions)."""
+
+
+def callbacks_of(effect: Effect) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """The callbacks (name, arguments), in order, that one of the generation tracker's
+    effects becomes."""
+    if isinstance(effect, GenerationStarted):
+        return (
+            ("on_model_turn_start", (effect.generation_id,)),
+            ("on_generation_start", (effect.generation_id,)),
+        )
+    if isinstance(effect, GenerationEnded):
+        return (("on_generation_end", (effect.generation_id, effect.reason)),)
+    if isinstance(effect, FirstAudio):
+        return (("on_first_audio_chunk", ()),)
+    if isinstance(effect, TextDone):
+        return (("on_text_done", ()),)
+    if isinstance(effect, TurnCompleted):
+        return (("on_turn_complete", (effect.server_turn_id,)),)
+    if isinstance(effect, TurnInterrupted):
+        return (("on_interrupted", (effect.server_turn_id,)),)
+    if isinstance(effect, ReasoningStarted):
+        return (("on_reasoning_start", ()),)
+    if isinstance(effect, ReasoningDone):
+        return (("on_reasoning_done", (ReasoningInfo(effect.duration),)),)
+    return ()

@@ -24,21 +24,15 @@ from typing import TYPE_CHECKING, Any, Final, ParamSpec, Protocol
 
 from loguru import logger
 
+from realtime_resumption.callbacks import callbacks_of
 from realtime_resumption.gemini.input_path import InputPath
 from realtime_resumption.gemini.live_models import ModelTraits, non_blocking_functions
 from realtime_resumption.gemini.live_options import LiveOptions
 from realtime_resumption.gemini.watchdog import UserTurnRetainer
 from realtime_resumption.generation import (
     Effect,
-    FirstAudio,
     GenerationEnded,
-    GenerationStarted,
     GenerationTracker,
-    ReasoningDone,
-    ReasoningStarted,
-    TextDone,
-    TurnCompleted,
-    TurnInterrupted,
 )
 from realtime_resumption.handles import HandleBook, HandleRef
 from realtime_resumption.history import ConversationHistory
@@ -49,7 +43,6 @@ from realtime_resumption.transport import (
     ConnectionLifecycleEvent,
     GenerationClose,
     LLMTransport,
-    ReasoningInfo,
     ReplayItem,
     ToolCall,
     TransportErrorEvent,
@@ -459,27 +452,14 @@ class TransportState:
         """Deliver generation effects to the framework's callbacks."""
         cb = self._callbacks
         for effect in effects:
-            if isinstance(effect, GenerationStarted):
-                self.call(cb.on_model_turn_start, effect.generation_id)
-                self.call(cb.on_generation_start, effect.generation_id)
-            elif isinstance(effect, GenerationEnded):
-                self.call(cb.on_generation_end, effect.generation_id, effect.reason)
+            for name, args in callbacks_of(effect):
+                if name == "on_first_audio_chunk" and self.quiesced:
+                    continue
+                self.call(getattr(cb, name), *args)
+            if isinstance(effect, GenerationEnded):
                 for waiter in self._end_waiters.pop(effect.generation_id, ()):
                     if not waiter.done():
                         waiter.set_result(None)
-            elif isinstance(effect, FirstAudio):
-                if not self.quiesced:
-                    self.call(cb.on_first_audio_chunk)
-            elif isinstance(effect, TurnCompleted):
-                self.call(cb.on_turn_complete, effect.server_turn_id)
-            elif isinstance(effect, TurnInterrupted):
-                self.call(cb.on_interrupted, effect.server_turn_id)
-            elif isinstance(effect, TextDone):
-                self.call(cb.on_text_done)
-            elif isinstance(effect, ReasoningStarted):
-                self.call(cb.on_reasoning_start)
-            elif isinstance(effect, ReasoningDone):
-                self.call(cb.on_reasoning_done, ReasoningInfo(effect.duration))
 
     def apply_and_schedule(self, effects: list[Effect]) -> None:
         """:meth:`apply`, then re-arm the generation timer."""

@@ -21,25 +21,17 @@ from typing import Any
 
 from loguru import logger
 
-from realtime_resumption.callbacks import TransportCallbacks
+from realtime_resumption.callbacks import TransportCallbacks, callbacks_of
 from realtime_resumption.generation import (
     Effect,
-    FirstAudio,
     GenerationEnded,
-    GenerationStarted,
     GenerationTracker,
-    ReasoningDone,
-    ReasoningStarted,
-    TextDone,
-    TurnCompleted,
-    TurnInterrupted,
 )
 from realtime_resumption.openai.conversation_state import ConversationState
 from realtime_resumption.openai.realtime_connection import RealtimeConnection
 from realtime_resumption.openai.realtime_options import OpenAIRealtimeOptions
 from realtime_resumption.openai.session_config import Flavour, SessionConfig
 from realtime_resumption.telemetry import SessionTelemetry
-from realtime_resumption.transport import ReasoningInfo
 
 
 def call_arguments(text: str | None) -> dict[str, Any]:
@@ -164,24 +156,10 @@ class CallState:
     def apply(self, effects: list[Effect]) -> None:
         """Turn the generation tracker's ``effects`` into the framework's callbacks."""
         for effect in effects:
-            if isinstance(effect, GenerationStarted):
-                self.emit("on_model_turn_start", effect.generation_id)
-                self.emit("on_generation_start", effect.generation_id)
-            elif isinstance(effect, GenerationEnded):
-                self.emit("on_generation_end", effect.generation_id, effect.reason)
+            for name, args in callbacks_of(effect):
+                self.emit(name, *args)
+            if isinstance(effect, GenerationEnded):
                 self._answer_done()
-            elif isinstance(effect, FirstAudio):
-                self.emit("on_first_audio_chunk")
-            elif isinstance(effect, TextDone):
-                self.emit("on_text_done")
-            elif isinstance(effect, TurnCompleted):
-                self.emit("on_turn_complete", effect.server_turn_id)
-            elif isinstance(effect, TurnInterrupted):
-                self.emit("on_interrupted", effect.server_turn_id)
-            elif isinstance(effect, ReasoningStarted):
-                self.emit("on_reasoning_start")
-            elif isinstance(effect, ReasoningDone):
-                self.emit("on_reasoning_done", ReasoningInfo(effect.duration))
         self._schedule_tick()
 
     def _schedule_tick(self) -> None:
