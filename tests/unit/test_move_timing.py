@@ -693,5 +693,7 @@ def test_with_handles_a_turns_end_is_no_point_and_the_fallback_still_lapses() ->
 
 
 def test_a_rebuilding_timing_that_would_run_the_attempts_is_refused() -> None:
-    with pytest.raises(ValueError, match="attempts"):
+    with pytest.raises(
+        ValueError, match=r"^a MoveTiming that rebuilds leaves the attempts to its caller$"
+    ):
         t.MoveTiming(FAST, rebuilds=True)
